@@ -1,0 +1,4 @@
+"""The CNN side: graph model, ONNX import, model zoo, processing-by-parts rules, CNN->CSDF."""
+from csdf.model import CNN, Layer, Shape, edge_name
+
+__all__ = ["CNN", "Layer", "Shape", "edge_name"]

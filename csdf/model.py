@@ -1,0 +1,102 @@
+"""The CNN graph model: layers as nodes of a networkx DiGraph, edges carrying [N, C, H, W].
+
+A CNN has one `Input` layer per graph input (the paper's l1: its output edge is the input
+image buffer). Outputs of sink layers leave the application and are not buffers, as in the
+paper's worked example (CNN1's l5 has no outgoing edge).
+
+Every (producer, consumer) pair is one edge and so one buffer, as in the paper's Table 1
+(l2 -> l3 and l2 -> l4 are separate buffers): with processing by parts two consumers of
+one tensor need different amounts of it held.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any, Iterator
+
+import networkx as nx
+import numpy as np
+
+Shape = tuple[int, int, int, int]
+
+# Layer ops are ONNX op types of the layer's main node, plus "Input" and "Synthetic".
+INPUT = "Input"
+
+
+@dataclass
+class Layer:
+    """One CNN layer. `hyper` holds ONNX-style attributes (kernel_shape, strides, pads as
+    [top, left, bottom, right], dilations, group, axis, ...) and `activation`: the list of
+    activations fused into it (e.g. ["Relu"], ["Clip"] with hyper["clip"] = (lo, hi),
+    ["HardSwish"], ["Swish"]). `params` are the (folded) tensors: W, B for Conv/Gemm."""
+
+    name: str
+    op: str
+    hyper: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, np.ndarray] = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)
+    output_shape: Shape = (1, 1, 1, 1)
+    onnx_nodes: list[str] = field(default_factory=list)
+
+    @property
+    def param_count(self) -> int:
+        return int(sum(p.size for p in self.params.values()))
+
+    @property
+    def out_elements(self) -> int:
+        return prod(self.output_shape)
+
+
+@dataclass
+class CNN:
+    """A DAG of layers. Node attribute "layer" holds the Layer; edge attribute "shape" the
+    [N, C, H, W] of the tensor it carries (the producer's output)."""
+
+    name: str
+    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
+    source: str | None = None           # path of the ONNX file it was read from, if any
+    original_param_count: int | None = None  # before BatchNorm folding
+    outputs: list[str] = field(default_factory=list)  # layers whose output leaves the CNN
+
+    def add_layer(self, layer: Layer) -> None:
+        self.graph.add_node(layer.name, layer=layer)
+        for src in layer.inputs:
+            self.graph.add_edge(src, layer.name, shape=self.layer(src).output_shape)
+
+    def layer(self, name: str) -> Layer:
+        return self.graph.nodes[name]["layer"]
+
+    def order(self) -> list[str]:
+        """Layer names in a deterministic topological order (ties by insertion order)."""
+        index = {n: i for i, n in enumerate(self.graph.nodes)}
+        return list(nx.lexicographical_topological_sort(self.graph, key=index.__getitem__))
+
+    def layers(self) -> Iterator[Layer]:
+        for name in self.order():
+            yield self.layer(name)
+
+    def edges(self) -> list[tuple[str, str]]:
+        """Edges in a stable order: by producer, then consumer, topological positions."""
+        pos = {n: i for i, n in enumerate(self.order())}
+        return sorted(self.graph.edges, key=lambda e: (pos[e[0]], pos[e[1]]))
+
+    def edge_shape(self, src: str, dst: str) -> Shape:
+        return self.graph.edges[src, dst]["shape"]
+
+    def edge_elements(self, src: str, dst: str) -> int:
+        return prod(self.edge_shape(src, dst))
+
+    @property
+    def param_count(self) -> int:
+        return sum(layer.param_count for layer in self.layers())
+
+    @property
+    def edge_elements_total(self) -> int:
+        return sum(self.edge_elements(u, v) for u, v in self.edges())
+
+
+def edge_name(cnn: str, src: str, dst: str, copy: int | None = None) -> str:
+    """Qualified edge name used in plans and reports: "cnn.src->dst" (and "(1)", "(2)" for
+    the two copies of a double-buffered pipeline edge)."""
+    base = f"{cnn}.{src}->{dst}"
+    return base if copy is None else f"{base}({copy})"
