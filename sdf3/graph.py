@@ -33,6 +33,7 @@ class Channel:
     token_size: int = 1        # elements per token (a CNN row: C * W elements)
     src_port: str = ""
     dst_port: str = ""
+    capacity: int | None = None  # tokens; None = unbounded (SDF3 channelProperties bufferSize)
 
 
 @dataclass

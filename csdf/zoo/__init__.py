@@ -1,0 +1,91 @@
+"""The built-in model zoo: real ONNX CNNs (opset 13, seeded random weights), referenced as `zoo:NAME`.
+
+Each model is built with onnx.helper from the published architecture, so its layer shapes and
+parameter count are those of the original network; the weights are random (seeded) but scaled
+so activations stay O(1). Built files are cached: `model_path` builds once per builder version.
+See docs/zoo.md for the published figures each model matches and the counting convention.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import onnx
+
+from sdf3.errors import InputError
+
+# Bump when any builder changes: the version is part of the cached file name, so a changed
+# builder rebuilds instead of reading a stale file.
+VERSION = 3
+DEFAULT_SEED = 0
+
+NAMES: tuple[str, ...] = (
+    "mobilenet_v2",
+    "mobilenet_v1",
+    "mobilenet_v1_025",
+    "resnet50",
+    "efficientnet_b0",
+    "inception_v2",
+    "densenet121",
+)
+
+
+def _builders() -> dict[str, Callable[[int], onnx.ModelProto]]:
+    """Name -> builder(seed); imported lazily so `import csdf.zoo` stays cheap."""
+    from csdf.zoo import densenet, efficientnet, inception, mobilenet, resnet
+
+    return {
+        "mobilenet_v2": mobilenet.mobilenet_v2,
+        "mobilenet_v1": lambda seed: mobilenet.mobilenet_v1(seed, alpha=1.0),
+        "mobilenet_v1_025": lambda seed: mobilenet.mobilenet_v1(seed, alpha=0.25),
+        "resnet50": resnet.resnet50,
+        "efficientnet_b0": efficientnet.efficientnet_b0,
+        "inception_v2": inception.inception_v2,
+        "densenet121": densenet.densenet121,
+    }
+
+
+def _check_name(name: str) -> None:
+    if name not in NAMES:
+        raise InputError(f"zoo:{name}: unknown zoo model; known: {', '.join(NAMES)}")
+
+
+def build(name: str, seed: int = DEFAULT_SEED) -> onnx.ModelProto:
+    """Build the named model in memory (no cache); same name and seed give identical bytes."""
+    _check_name(name)
+    return _builders()[name](seed)
+
+
+def default_cache_dir() -> Path:
+    """$MEMTRADE_CACHE/zoo if set, else ~/.cache/memtrade/zoo."""
+    env = os.environ.get("MEMTRADE_CACHE")
+    return Path(env) / "zoo" if env else Path.home() / ".cache" / "memtrade" / "zoo"
+
+
+def model_path(name: str, cache_dir: Path | None = None, seed: int = DEFAULT_SEED) -> Path:
+    """Path of the cached ONNX file for `name`, building it once (atomically) if missing."""
+    _check_name(name)
+    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    path = directory / f"{name}-v{VERSION}-s{seed}.onnx"
+    if path.is_file():
+        return path
+    directory.mkdir(parents=True, exist_ok=True)
+    data = build(name, seed).SerializeToString()
+    # temp file in the same directory + os.replace: readers never see a half-written file,
+    # and two processes building at once just replace one complete file with an equal one.
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the cache is shared by the user's tools
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+__all__ = ["NAMES", "VERSION", "build", "model_path", "default_cache_dir"]

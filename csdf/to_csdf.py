@@ -1,0 +1,78 @@
+"""A CNN partition with phases per layer, as a CSDF graph (`sdf3.Graph`).
+
+One actor per layer (named by the layer), one channel per edge internal to the partition
+(named "SRC->DST"). A token is one row of the edge's tensor: N x C x W elements. A layer in
+one phase produces and consumes whole tensors in its one firing; a layer by parts produces
+one row per phase and consumes, per phase, the input rows its window newly reaches (rows it
+never reads are consumed by its last phase, which CSDF's balance equations require).
+Edges from outside the partition are not modelled: the caller holds them whole, so the
+layer reading them is never blocked by them.
+"""
+from __future__ import annotations
+
+from itertools import accumulate
+
+from csdf.model import CNN
+from csdf.parts import check_phases, phase_windows
+from sdf3.graph import Actor, Channel, Graph
+
+
+def token_size(cnn: CNN, src: str, dst: str) -> int:
+    """Elements in one row of the edge's tensor, the whole batch: N * C * W."""
+    n, c, _, w = cnn.edge_shape(src, dst)
+    return int(n * c * w)
+
+
+def consumption_rates(windows: list[range], height: int) -> list[int]:
+    """Rows newly reached per phase (the CSDF rates); the last phase takes the rest."""
+    reach = list(accumulate((w[-1] + 1 if w else 0 for w in windows), max))
+    rates = [b - a for a, b in zip([0] + reach[:-1], reach)]
+    rates[-1] += height - reach[-1]
+    return rates
+
+
+def production_rates(height: int, phases: int) -> list[int]:
+    return [height] if phases == 1 else [1] * height
+
+
+def internal_edges(cnn: CNN, layers: list[str]) -> list[tuple[str, str]]:
+    """Edges with both ends in the partition, in the CNN's stable edge order."""
+    inside = set(layers)
+    return [(u, v) for u, v in cnn.edges() if u in inside and v in inside]
+
+
+def edge_windows(cnn: CNN, layers: list[str], phases: dict[str, int]
+                 ) -> dict[tuple[str, str], list[range]]:
+    """Per internal edge, the rows of it each phase of its consumer reads."""
+    return {(src, dst): phase_windows(cnn, dst, src, phases.get(dst, 1))
+            for src, dst in internal_edges(cnn, layers)}
+
+
+def to_csdf(cnn: CNN, layers: list[str], phases: dict[str, int], name: str | None = None,
+            self_loops: bool = False,
+            windows: dict[tuple[str, str], list[range]] | None = None) -> Graph:
+    """The CSDF graph of a partition. `self_loops` adds to each actor a channel "L->L"
+    holding one token, which tells SDF3 a layer runs its phases one after another (SDF3
+    otherwise allows unbounded auto-concurrency); our own analyses do not need it."""
+    graph = Graph(name or cnn.name)
+    for layer in layers:
+        n = phases.get(layer, 1)
+        check_phases(cnn, layer, n)
+        graph.add_actor(Actor(layer, n, [1] * n, type=cnn.layer(layer).op))
+    if windows is None:
+        windows = edge_windows(cnn, layers, phases)
+    for (src, dst), reads in windows.items():
+        height = int(cnn.edge_shape(src, dst)[2])
+        graph.add_channel(Channel(
+            f"{src}->{dst}", src, dst,
+            prod=production_rates(height, phases.get(src, 1)),
+            cons=consumption_rates(reads, height),
+            token_size=token_size(cnn, src, dst),
+            src_port=f"out_{dst}", dst_port=f"in_{src}"))
+    if self_loops:
+        for actor in graph.actors.values():
+            one = [1] * actor.phases
+            graph.add_channel(Channel(f"{actor.name}->{actor.name}", actor.name, actor.name,
+                                      prod=one, cons=list(one), initial_tokens=1,
+                                      src_port="out_self", dst_port="in_self"))
+    return graph

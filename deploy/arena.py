@@ -1,0 +1,41 @@
+"""Offsets of the plan's buffers in one arena.
+
+Algorithm 1 already gives every buffer a region of its own size shared by the edges it
+stores (edges whose lifetimes never overlap, and never edges of partitions that run in
+parallel), so placing the buffers one after another is exact: the host arena is the plan's
+buffer bytes to the byte. Device arenas align every offset to 256 bytes (CUDA's texture and
+cuDNN alignment) and so may be a little larger.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+HOST_ALIGN = 1
+DEVICE_ALIGN = 256
+
+
+@dataclass(frozen=True)
+class Placement:
+    offsets: list[int]      # per buffer index
+    sizes: list[int]        # bytes per buffer
+    total: int              # arena bytes
+
+    def region(self, buffer: int) -> tuple[int, int]:
+        return self.offsets[buffer], self.sizes[buffer]
+
+
+def place(sizes: list[int], align: int = HOST_ALIGN) -> Placement:
+    """Buffers one after another, each offset rounded up to `align`."""
+    offsets, end = [], 0
+    for size in sizes:
+        start = -(-end // align) * align
+        offsets.append(start)
+        end = start + int(size)
+    total = -(-end // align) * align if sizes else 0
+    return Placement(offsets, [int(s) for s in sizes], total)
+
+
+def disjoint(placement: Placement, a: int, b: int) -> bool:
+    """True when buffers a and b do not overlap in the arena."""
+    (oa, sa), (ob, sb) = placement.region(a), placement.region(b)
+    return oa + sa <= ob or ob + sb <= oa

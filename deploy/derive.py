@@ -1,0 +1,223 @@
+"""Plan -> deployment: ONNX step models for every layer (whole or its part variants), the
+arena placement of the plan's buffers and the resolved schedule of every partition.
+
+Each step of a partition's schedule is one firing of the plan: a whole layer, or phase p of a
+layer by parts (output row p). A step binds, for every input edge, the stored tensor (whole,
+or the ring plus the int32 slots of the rows its window reads), and for every output edge the
+region it writes (the whole tensor, or slot p % S of the ring). Sink layers write the CNN's
+output array outside the arena. Pipeline-crossing edges come in two copies used on even and
+odd frames, so every binding lists two edges (the same one twice when single-buffered).
+"""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from csdf.model import CNN, INPUT, edge_name
+from csdf.parts import window
+from deploy import arena, manifest as mf
+from deploy.parts_onnx import InPort, OutPort, Variant, WINDOW_OPS, step_model
+from sdf3.errors import InputError
+
+DTYPES = {4: "float32", 2: "float16"}
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _edge_copies(plan_edges: dict, cnn: str, src: str, dst: str) -> list[str]:
+    name = edge_name(cnn, src, dst)
+    if name in plan_edges:
+        return [name, name]
+    pair = [edge_name(cnn, src, dst, 1), edge_name(cnn, src, dst, 2)]
+    if all(p in plan_edges for p in pair):
+        return pair
+    raise InputError(f"plan: key 'edges' has no entry for edge {name}")
+
+
+def _layout(shape, phases_src: int, phases_dst: int) -> str:
+    return "hncw" if shape[2] > 1 and (phases_src > 1 or phases_dst > 1) else "nchw"
+
+
+def _variant(cnn: CNN, layer_name: str, src: str, p: int) -> tuple[list[int], Variant | None]:
+    """Rows of `src` phase p reads and, for window ops, the border padding around them."""
+    layer = cnn.layer(layer_name)
+    in_h = cnn.edge_shape(src, layer_name)[2]
+    win = window(cnn, layer, src)
+    taps = list(win.taps(p, in_h))
+    if layer.op not in WINDOW_OPS or win.stride == 0:
+        if not taps:
+            raise InputError(f"layer {layer_name}: phase {p} reads no row of {src}; "
+                             f"{layer.op} by parts with padding rows cannot be deployed")
+        return taps, None
+    first = p * win.stride - win.pad_top
+    rows = [first + i * win.dilation for i in range(win.kernel)]
+    top = sum(1 for r in rows if r < 0)
+    bottom = sum(1 for r in rows if r >= in_h)
+    return taps, Variant(top, bottom)
+
+
+def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
+           backend: str = "onnxruntime", with_profile: bool = False) -> dict[str, Any]:
+    """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest."""
+    out = Path(out_dir)
+    (out / "models").mkdir(parents=True, exist_ok=True)
+    dtype = DTYPES.get(int(plan.get("data_bytes", 4)))
+    if dtype is None:
+        raise InputError(f"plan: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
+                         f"got {plan.get('data_bytes')!r}")
+    data_bytes = int(plan["data_bytes"])
+    phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan["phases"].items()}
+    plan_edges = plan["edges"]
+    sizes = [int(b["bytes"]) for b in plan["buffers"]]
+    host, dev = arena.place(sizes), arena.place(sizes, arena.DEVICE_ALIGN)
+
+    edges: dict[str, dict] = {}
+    for name, e in plan_edges.items():
+        cnn_name, rest = name.split(".", 1)
+        src, dst = re.sub(r"\(\d\)$", "", rest).split("->")
+        if cnn_name not in cnns:
+            raise InputError(f"plan: edge {name} names unknown CNN {cnn_name!r}")
+        cnn = cnns[cnn_name]
+        if not cnn.graph.has_edge(src, dst):
+            raise InputError(f"plan: edge {name} is not an edge of CNN {cnn_name}")
+        shape = [int(v) for v in cnn.edge_shape(src, dst)]
+        n, c, h, w = shape
+        ph = phases.get(cnn_name, {})
+        layout = _layout(shape, ph.get(src, 1), ph.get(dst, 1))
+        slots = int(e.get("rows", h))
+        if layout == "nchw" and slots != h:
+            raise InputError(f"plan: edge {name} holds {slots} of {h} rows but neither end "
+                             f"runs by parts")
+        nbytes = slots * n * c * w * data_bytes
+        buf = int(e["buffer"])
+        if nbytes > sizes[buf]:
+            raise InputError(f"plan: edge {name} needs {nbytes} bytes, buffer {buf} has {sizes[buf]}")
+        edges[name] = {"buffer": buf, "offset": host.offsets[buf], "device_offset": dev.offsets[buf],
+                       "shape": shape, "slots": slots, "layout": layout, "bytes": nbytes,
+                       "row_bytes": n * c * w * data_bytes}
+
+    models: dict[str, dict] = {}
+    partitions = []
+    for part in plan["partitions"]:
+        cnn = cnns[part["cnn"]]
+        ph = phases.get(cnn.name, {})
+        firings = plan["firings"][part["name"]]
+        seen: dict[str, int] = {}
+        steps = []
+        for layer_name in firings:
+            if layer_name not in cnn.graph:
+                raise InputError(f"plan: firings of {part['name']} name unknown layer {layer_name!r}")
+            p = seen.get(layer_name, 0)
+            seen[layer_name] = p + 1
+            steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models))
+        for layer_name, count in seen.items():
+            if count != ph.get(layer_name, 1):
+                raise InputError(f"plan: {part['name']} fires {layer_name} {count} times, "
+                                 f"phases say {ph.get(layer_name, 1)}")
+        partitions.append({"name": part["name"], "cnn": cnn.name,
+                           "processor": part.get("processor", "gpu"), "steps": steps})
+
+    cnn_info = {}
+    for name, cnn in cnns.items():
+        ph = phases.get(name, {})
+        sinks = [s for s in cnn.order() if cnn.graph.out_degree(s) == 0]
+        inputs = [s for s in cnn.order() if cnn.layer(s).op == INPUT]
+        ref = None
+        if cnn.source and Path(cnn.source).is_file():
+            ref = str(Path("reference") / f"{_safe(name)}.onnx")
+            (out / "reference").mkdir(exist_ok=True)
+            shutil.copyfile(cnn.source, out / ref)
+        cnn_info[name] = {
+            "inputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape)} for s in inputs],
+            "outputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape),
+                         "layout": "hncw" if ph.get(s, 1) > 1 else "nchw"} for s in sinks],
+            "reference": ref,
+            "partitions": [p["name"] for p in partitions if p["cnn"] == name]}
+    result = {
+        "format": mf.FORMAT, "version": mf.VERSION, "name": plan.get("name", ""),
+        "backend": backend, "precision": plan.get("precision", "fp32"), "dtype": dtype,
+        "data_bytes": data_bytes, "arena_bytes": host.total, "device_arena_bytes": dev.total,
+        "device_align": arena.DEVICE_ALIGN, "plan_buffer_bytes": int(plan.get("buffer_bytes", sum(sizes))),
+        "buffers": [{"index": i, "offset": host.offsets[i], "device_offset": dev.offsets[i],
+                     "bytes": sizes[i], "edges": list(b["edges"])} for i, b in enumerate(plan["buffers"])],
+        "edges": edges, "cnns": cnn_info, "partitions": partitions,
+        "pipelines": [list(g) for g in plan.get("pipelines", [[p["name"]] for p in partitions])],
+        "routing": "round-robin", "models": models,
+    }
+    if with_profile:
+        from deploy.profile import write_profile_models
+        result["profile"] = write_profile_models(cnns, dtype, out)
+    if backend == "tensorrt":
+        from deploy.backend_trt import copy_runner
+        copy_runner(out)
+    mf.save(result, out)
+    return result
+
+
+def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edges: dict,
+          dtype: str, out: Path, models: dict) -> dict:
+    layer = cnn.layer(name)
+    by_parts = ph.get(name, 1) > 1
+    succ = [d for d in cnn.order() if cnn.graph.has_edge(name, d)]
+    out_edges = [_edge_copies(plan_edges, cnn.name, name, d) for d in succ]
+    is_sink = cnn.graph.out_degree(name) == 0
+    if layer.op == INPUT:
+        if by_parts:
+            raise InputError(f"layer {name}: an Input by parts cannot be deployed")
+        return {"layer": name, "phase": p, "model": None,
+                "bind": [{"kind": "frame", "edges": e} for e in out_edges]}
+    bind: list[dict] = []
+    in_ports, out_ports, variant, rows_key = [], [], None, []
+    srcs = list(dict.fromkeys(layer.inputs))
+    for i, src in enumerate(srcs):
+        copies = _edge_copies(plan_edges, cnn.name, src, name)
+        e = edges[copies[0]]
+        port = f"in{i}"
+        if by_parts and not (e["shape"][2] == 1 and e["layout"] == "nchw"):
+            taps, v = _variant(cnn, name, src, p)
+            if e["layout"] != "hncw":
+                raise InputError(f"plan: edge {copies[0]} feeds {name} by parts but is not stored by rows")
+            variant = v if v is not None else variant
+            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(taps)))
+            rows_key.append(len(taps))
+            bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
+                         "shape": in_ports[-1].stored_shape})
+            bind.append({"kind": "const", "name": f"{port}_idx",
+                         "values": [r % e["slots"] for r in taps]})
+        else:
+            if e["slots"] != e["shape"][2]:
+                raise InputError(f"plan: edge {copies[0]} holds {e['slots']} rows but {name} "
+                                 f"reads it whole")
+            in_ports.append(InPort(port, tuple(e["shape"]), e["layout"], e["slots"], None))
+            rows_key.append(None)
+            bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
+                         "shape": in_ports[-1].stored_shape})
+    shape = tuple(int(v) for v in layer.output_shape)
+    for j, copies in enumerate(out_edges):
+        e = edges[copies[0]]
+        port = OutPort(f"out{j}", shape, e["layout"], by_parts)
+        out_ports.append(port)
+        slot = p % e["slots"] if by_parts else 0
+        bind.append({"kind": "edge", "name": port.name, "edges": copies, "slot": slot,
+                     "shape": port.stored_shape})
+    if is_sink:
+        port = OutPort("sink", shape, "hncw" if by_parts else "nchw", by_parts)
+        out_ports.append(port)
+        bind.append({"kind": "output", "name": "sink", "layer": name, "slot": p if by_parts else 0,
+                     "shape": port.stored_shape})
+    tag = "whole" if not by_parts else (
+        f"part_t{variant.pad_top}_b{variant.pad_bottom}" if variant is not None else "part")
+    rel = f"models/{_safe(cnn.name)}/{_safe(name)}.{tag}.onnx"
+    if rel not in models:
+        model = step_model(layer, in_ports, out_ports, dtype, variant if by_parts else None)
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(model, str(out / rel))
+        models[rel] = {"cnn": cnn.name, "layer": name, "variant": tag,
+                       "inputs": [p_.name for p_ in in_ports], "outputs": [p_.name for p_ in out_ports]}
+    return {"layer": name, "phase": p, "model": rel, "bind": bind}

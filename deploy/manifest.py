@@ -1,0 +1,45 @@
+"""The deployment manifest: everything a runner needs, as plain JSON (docs/deploy.md).
+
+The board runner reads the same file under Python 3.6, so every offset, shape, slot and
+index is resolved here and nothing needs the CNN model or the plan at run time.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sdf3.errors import InputError
+
+FORMAT = "memtrade-deployment"
+VERSION = 1
+FILE = "manifest.json"
+
+
+def save(manifest: dict[str, Any], out_dir: str | Path) -> Path:
+    path = Path(out_dir) / FILE
+    path.write_text(json.dumps(manifest, indent=1))
+    return path
+
+
+def load(deploy_dir: str | Path) -> dict[str, Any]:
+    path = Path(deploy_dir) / FILE
+    if not path.is_file():
+        raise InputError(f"{path}: no deployment manifest (expected the DIR of `explore deploy`)")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputError(f"{path}: key 'format' must be '{FORMAT}'")
+    if data.get("version") != VERSION:
+        raise InputError(f"{path}: key 'version' must be {VERSION}, got {data.get('version')!r}")
+    return data
+
+
+def firings_per_frame(manifest: dict[str, Any]) -> dict[str, int]:
+    """Steps of every CNN's partitions: what calls_per_frame must equal."""
+    out: dict[str, int] = {}
+    for part in manifest["partitions"]:
+        out[part["cnn"]] = out.get(part["cnn"], 0) + len(part["steps"])
+    return out

@@ -1,0 +1,95 @@
+"""Run a deployment and measure it: fps per CNN, arena and parameter bytes, calls made,
+peak RSS, and the largest difference to the unmodified model. Everything here is measured
+on the run; nothing is read back from the plan."""
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploy import manifest as mf
+from deploy import reference
+from deploy.executor import Executor
+from sdf3.errors import InputError
+
+
+def make_backend(name: str, dtype: str, threads: int = 0, shared_pool: bool = False):
+    if name == "onnxruntime":
+        from deploy.backend_ort import OrtBackend
+        return OrtBackend(dtype, threads, shared_pool)
+    raise InputError(f"--backend: expected onnxruntime or tensorrt, got {name!r}")
+
+
+def peak_rss_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def frames_for(manifest: dict[str, Any], count: int, seed: int) -> dict[str, list[np.ndarray]]:
+    """Frame i goes to CNN i mod n (manifest order); values are seeded standard normals."""
+    rng = np.random.default_rng(seed)
+    names = list(manifest["cnns"])
+    routed: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for i in range(count):
+        name = names[i % len(names)]
+        shape = manifest["cnns"][name]["inputs"][0]["shape"]
+        routed[name].append(rng.standard_normal(shape).astype(np.float32))
+    return routed
+
+
+def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: str | None = None,
+            threads: int = 0, check: bool = True, warmup: int = 3,
+            shared_pool: bool = False) -> dict[str, Any]:
+    """shared_pool: one ORT thread pool for the whole process (see backend_ort); only for
+    processes that do nothing else, like `explore run`."""
+    manifest = mf.load(deploy_dir)
+    backend_name = backend or manifest["backend"]
+    if backend_name == "tensorrt":   # the standalone runner is the GPU executor
+        from deploy import backend_trt
+        return backend_trt.measure(deploy_dir, frames, seed, warmup, check)
+    be = make_backend(backend_name, manifest["dtype"], threads, shared_pool)
+    ex = Executor(manifest, deploy_dir, be)
+    routed = frames_for(manifest, max(frames, len(manifest["cnns"])), seed)
+    fps, calls, outputs = {}, {}, {}
+    for name, stream in routed.items():
+        # warm-up: ORT sessions plan and allocate over their first runs (measured: the
+        # first three frames of ResNet-50 run 20x slower than the rest)
+        ex.run_stream(name, (stream * warmup)[:warmup], keep_outputs=False)
+        run = ex.cnns[name]
+        run.calls = 0
+        start = time.perf_counter()
+        outputs[name] = ex.run_stream(name, stream)
+        elapsed = time.perf_counter() - start
+        fps[name] = len(stream) / elapsed
+        calls[name] = run.calls / len(stream)
+    diff: dict[str, float | None] = {}
+    if check:
+        for name, stream in routed.items():
+            ref_path = manifest["cnns"][name]["reference"]
+            if ref_path is None:
+                diff[name] = None
+                continue
+            sess = reference.session(Path(deploy_dir) / ref_path, threads)
+            worst = 0.0
+            for frame, got in zip(stream, outputs[name]):
+                want = reference.run(sess, frame)
+                for g, w in zip(got, want):
+                    worst = max(worst, float(np.max(np.abs(g - w.reshape(g.shape)))))
+            diff[name] = worst
+    return {"fps": fps, "arena_bytes": int(ex.arena.nbytes if manifest["arena_bytes"] else 0),
+            "param_bytes": be.param_bytes(), "max_abs_diff": diff,
+            "calls_per_frame": {k: int(v) if float(v).is_integer() else v for k, v in calls.items()},
+            "peak_rss_bytes": peak_rss_bytes(), "scratch_bytes": scratch_bytes(ex),
+            "backend": backend_name, "frames": sum(len(s) for s in routed.values())}
+
+
+def scratch_bytes(ex: Executor) -> int:
+    """Memory the executor holds outside the arena: slot index vectors and output arrays."""
+    total = sum(c.nbytes for c in ex.consts)
+    for run in ex.cnns.values():
+        total += sum(a.nbytes for parity in run.outputs for a in parity)
+    return int(total)

@@ -1,0 +1,261 @@
+"""ONNX models of one layer, whole or one part (a row slice with its window), rebuilt from
+`csdf.model.Layer` hyper-parameters and folded params with onnx.helper (opset 13, so the
+same files build TensorRT 8.2 engines on a Jetson TX2: no HardSwish, Gather indices int32).
+
+Storage conventions (docs/deploy.md): an edge whose producer or consumer runs by parts is
+stored height-outermost, [S, N, C, W] with S slots (a ring of rows, row r at slot r % S);
+other edges are stored plainly [N, C, H, W]. A part model takes the whole ring of each
+input plus an int32 index vector of the slots it reads, gathers and transposes to NCHW,
+computes one output row and writes it as [1, N, C, W] (one slot). Border phases read fewer
+real rows; their variants carry the missing rows as explicit top/bottom padding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from csdf.model import Layer
+from sdf3.errors import InputError
+
+OPSET = 13
+IR_VERSION = 7
+WINDOW_OPS = {"Conv", "MaxPool", "AveragePool"}
+UNARY_OPS = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "Identity"}
+ELEMENTWISE_OPS = {"Add", "Mul", "Sub", "Div", "Max", "Min", "Sum", "BatchNormalization"} | UNARY_OPS
+ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
+
+
+@dataclass(frozen=True)
+class InPort:
+    """One input of a step model. `rows` is None when the model reads the whole tensor,
+    else how many slots it gathers from a ring (`slots` rows stored, height-outermost)."""
+    name: str
+    shape: tuple[int, int, int, int]     # the full tensor [N, C, H, W]
+    layout: str                          # "nchw" | "hncw"
+    slots: int                           # rows stored (H unless a ring)
+    rows: int | None = None              # rows gathered per phase (by-parts consumer)
+
+    @property
+    def stored_shape(self) -> list[int]:
+        n, c, h, w = self.shape
+        return [n, c, h, w] if self.layout == "nchw" else [self.slots, n, c, w]
+
+
+@dataclass(frozen=True)
+class OutPort:
+    name: str
+    shape: tuple[int, int, int, int]     # full output tensor [N, C, H, W]
+    layout: str                          # "nchw" | "hncw"
+    part: bool = False                   # one row ([1, N, C, W]) instead of the whole tensor
+
+    @property
+    def stored_shape(self) -> list[int]:
+        n, c, h, w = self.shape
+        if self.part:
+            return [1, n, c, w]
+        return [n, c, h, w] if self.layout == "nchw" else [h, n, c, w]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How a phase's window meets the borders: padding rows above and below the real rows
+    it reads (0, 0 inside the tensor). None as a whole variant means the whole layer."""
+    pad_top: int = 0
+    pad_bottom: int = 0
+
+
+@dataclass
+class _Builder:
+    dtype: str
+    nodes: list = field(default_factory=list)
+    inits: list = field(default_factory=list)
+    count: int = 0
+
+    def tmp(self, hint: str) -> str:
+        self.count += 1
+        return f"{hint}_{self.count}"
+
+    def node(self, op: str, inputs: list[str], hint: str | None = None, **attrs) -> str:
+        out = self.tmp(hint or op.lower())
+        self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        return out
+
+    def const(self, name: str, value: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+
+def _pair(values, default: int) -> list[int]:
+    values = list(values) if values is not None else [default, default]
+    return [int(v) for v in values]
+
+
+def _activations(b: _Builder, layer: Layer, x: str) -> str:
+    """Fused activations, in order, in opset 13 (HardSwish and Swish decomposed)."""
+    hyper = layer.hyper
+    for act in hyper.get("activation", []) or []:
+        if act == "Relu":
+            x = b.node("Relu", [x])
+        elif act == "Clip":
+            lo, hi = hyper.get("clip_min"), hyper.get("clip_max")
+            if lo is None and "clip" in hyper:
+                lo, hi = hyper["clip"]
+            lo_n = b.const(b.tmp("clip_lo"), np.array(-3.4e38 if lo is None else lo, np.float32))
+            hi_n = b.const(b.tmp("clip_hi"), np.array(3.4e38 if hi is None else hi, np.float32))
+            x = b.node("Clip", [x, lo_n, hi_n])
+        elif act == "Sigmoid":
+            x = b.node("Sigmoid", [x])
+        elif act == "HardSigmoid":
+            x = b.node("HardSigmoid", [x], alpha=float(hyper.get("alpha", 0.2)),
+                       beta=float(hyper.get("beta", 0.5)))
+        elif act == "HardSwish":
+            gate = b.node("HardSigmoid", [x], alpha=1.0 / 6, beta=0.5)
+            x = b.node("Mul", [x, gate])
+        elif act == "Swish":
+            x = b.node("Mul", [x, b.node("Sigmoid", [x])])
+        else:
+            raise InputError(f"layer {layer.name}: fused activation {act!r} cannot be deployed")
+    return x
+
+
+def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Variant | None,
+          rows: int | None) -> str:
+    """The layer's computation on NCHW float32 inputs `xs`; returns the NCHW output name.
+    With a variant, computes the single output row of one phase from `rows` real rows
+    (vertical stride becomes 1, the vertical dilation the gathered taps' spacing: 1)."""
+    op, hyper, params = layer.op, layer.hyper, layer.params
+    n, c_out, h_out, w_out = layer.output_shape
+    if op in WINDOW_OPS:
+        kernel = _pair(hyper.get("kernel_shape"), 1)
+        strides = _pair(hyper.get("strides"), 1)
+        pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
+        dil = _pair(hyper.get("dilations"), 1)
+        attrs: dict = {"kernel_shape": kernel}
+        if variant is not None:
+            # The gathered taps are consecutive: vertical dilation and stride become 1.
+            strides, dil = [1, strides[1]], [1, dil[1]]
+            pads = [variant.pad_top, pads[1], variant.pad_bottom, pads[3]]
+        attrs.update(strides=strides, pads=pads)
+        if op == "Conv":
+            attrs.update(dilations=dil, group=int(hyper.get("group", 1)))
+            w = b.const(f"param:{layer.name}:W", params["W"].astype(np.float32))
+            ins = [xs[0], w]
+            if "B" in params:
+                ins.append(b.const(f"param:{layer.name}:B", params["B"].astype(np.float32)))
+            y = b.node("Conv", ins, **attrs)
+        else:
+            if "ceil_mode" in hyper:
+                attrs["ceil_mode"] = int(hyper["ceil_mode"])
+            if op == "MaxPool":
+                attrs["dilations"] = dil
+            if op == "AveragePool" and "count_include_pad" in hyper:
+                attrs["count_include_pad"] = int(hyper["count_include_pad"])
+            y = b.node(op, [xs[0]], **attrs)
+    elif op in ELEMENTWISE_OPS:
+        y = _elementwise(b, layer, xs)
+    elif op == "Concat":
+        axis = int(hyper.get("axis", 1))
+        y = b.node("Concat", xs, axis=axis + 4 if axis < 0 else axis)
+    elif op == "Gemm":
+        flat = b.node("Reshape", [xs[0], b.const(b.tmp("shape"), np.array([n, -1], np.int64))])
+        ins = [flat, b.const(f"param:{layer.name}:W", params["W"].astype(np.float32))]
+        if "B" in params:
+            ins.append(b.const(f"param:{layer.name}:B", params["B"].astype(np.float32).reshape(-1)))
+        g = b.node("Gemm", ins, transB=1)   # alpha and beta are folded into W and B
+        y = b.node("Reshape", [g, b.const(b.tmp("shape"), np.array(layer.output_shape, np.int64))])
+    elif op in ("Flatten", "Reshape"):
+        y = b.node("Reshape", [xs[0], b.const(b.tmp("shape"), np.array(layer.output_shape, np.int64))])
+    elif op in ("GlobalAveragePool", "GlobalMaxPool"):
+        y = b.node(op, [xs[0]])
+    elif op == "Softmax":
+        if h_out == 1 and w_out == 1:   # a 2-D [N, C] softmax seen as [N, C, 1, 1]
+            flat = b.node("Reshape", [xs[0], b.const(b.tmp("shape"), np.array([n, c_out], np.int64))])
+            s = b.node("Softmax", [flat], axis=1)
+            y = b.node("Reshape", [s, b.const(b.tmp("shape"), np.array(layer.output_shape, np.int64))])
+        else:
+            y = b.node("Softmax", [xs[0]], axis=int(hyper.get("axis", 1)))
+    elif op == "Pad" and variant is None:
+        pads = [int(v) for v in hyper.get("pads", [])]
+        if len(pads) == 4:
+            t, left, bottom, right = pads
+            pads = [0, 0, t, left, 0, 0, bottom, right]
+        value = b.const(b.tmp("pad_value"), np.array(float(hyper.get("value", 0.0)), np.float32))
+        y = b.node("Pad", [xs[0], b.const(b.tmp("pads"), np.array(pads, np.int64)), value],
+                   mode=str(hyper.get("mode", "constant")))
+    else:
+        mode = "by parts" if variant is not None else "whole"
+        raise InputError(f"layer {layer.name}: op {op} cannot be deployed {mode}")
+    return _activations(b, layer, y)
+
+
+def _elementwise(b: _Builder, layer: Layer, xs: list[str]) -> str:
+    op, params = layer.op, layer.params
+    if op in UNARY_OPS:
+        inner = Layer(layer.name, op, {**layer.hyper, "activation": [op]})
+        return xs[0] if op == "Identity" else _activations(b, inner, xs[0])
+    if op == "BatchNormalization":
+        names = ["scale", "B", "input_mean", "input_var"]
+        if not all(k in params for k in names):
+            raise InputError(f"layer {layer.name}: BatchNormalization needs params {names}")
+        ins = [xs[0]] + [b.const(f"param:{layer.name}:{k}", params[k].astype(np.float32)) for k in names]
+        return b.node("BatchNormalization", ins, epsilon=float(layer.hyper.get("epsilon", 1e-5)))
+    ins = list(xs)
+    for key in sorted(params):   # constant operands (e.g. a Mul by a constant)
+        ins.append(b.const(f"param:{layer.name}:{key}", params[key].astype(np.float32)))
+    if op == "Sum" or len(ins) > 2:
+        y = ins[0]
+        for other in ins[1:]:
+            y = b.node("Add" if op in ("Add", "Sum") else op, [y, other])
+        return y
+    return b.node(op, ins)
+
+
+def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype: str,
+               variant: Variant | None = None) -> onnx.ModelProto:
+    """The ONNX model of one step: layer `layer` whole (variant None) or one phase of it.
+    Inputs are named by `inputs[i].name` (a gathering input also takes `<name>_idx`,
+    int32 slot indices); every output port gets the same result in its own layout."""
+    b = _Builder(dtype)
+    elem = ONNX_TYPE[dtype]
+    graph_inputs, xs, in_shapes = [], [], []
+    for port in inputs:
+        graph_inputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
+        x = port.name
+        if port.rows is not None:
+            idx = f"{port.name}_idx"
+            graph_inputs.append(helper.make_tensor_value_info(idx, TensorProto.INT32, [port.rows]))
+            x = b.node("Gather", [x, idx], axis=0)
+            x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
+        elif port.layout == "hncw":
+            x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
+        if dtype != "float32":
+            x = b.node("Cast", [x], to=TensorProto.FLOAT)
+        xs.append(x)
+        in_shapes.append(port.shape)
+    rows = inputs[0].rows if inputs else None
+    y = _core(b, layer, xs, in_shapes, variant, rows)
+    if dtype != "float32":
+        y = b.node("Cast", [y], to=elem)
+    graph_outputs = []
+    for port in outputs:
+        if port.layout == "hncw" or port.part:
+            src = b.node("Transpose", [y], perm=[2, 0, 1, 3])
+        else:
+            src = y
+        b.nodes.append(helper.make_node("Identity", [src], [port.name]))
+        graph_outputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
+    graph = helper.make_graph(b.nodes, f"{layer.name}", graph_inputs, graph_outputs, b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="memtrade.deploy")
+    model.ir_version = IR_VERSION
+    return model
+
+
+def param_tensors(model: onnx.ModelProto) -> dict[str, int]:
+    """Bytes of each weight a model holds (initializers named `param:layer:key`), for the
+    measured parameter bytes: shared by name across a layer's variants."""
+    return {t.name: numpy_helper.to_array(t).nbytes for t in model.graph.initializer
+            if t.name.startswith("param:")}

@@ -1,0 +1,139 @@
+"""Per-layer times on this machine, whole and per part, with the same step models and
+session settings a deployment uses, so `explore APP --evaluator <profile>` searches with
+this machine's own measurements (the paper measures on the board; see board_runner.py).
+
+A layer by parts is timed on one interior phase (the middle output row): its ring input
+holds the window's rows, and the time of one call is what every phase of it costs apart
+from the border variants, which read fewer rows.
+"""
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from csdf.model import CNN, INPUT
+from csdf.parts import can_split, window
+from deploy.backend_ort import OrtBackend
+from deploy.parts_onnx import InPort, OutPort, Variant, WINDOW_OPS, step_model
+
+
+def _time(call, repeats: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e3
+
+
+def _ports(cnn: CNN, name: str, part: bool) -> tuple[list[InPort], list[OutPort], Variant | None, list]:
+    layer = cnn.layer(name)
+    srcs = list(dict.fromkeys(layer.inputs))
+    ins, idx, variant = [], [], None
+    out_h = layer.output_shape[2]
+    p = out_h // 2
+    for i, src in enumerate(srcs):
+        shape = tuple(int(v) for v in cnn.edge_shape(src, name))
+        if part and shape[2] > 1:
+            win = window(cnn, layer, src)
+            taps = list(win.taps(p, shape[2]))
+            ins.append(InPort(f"in{i}", shape, "hncw", win.extent, len(taps)))
+            idx.append(np.arange(len(taps), dtype=np.int32))
+            if layer.op in WINDOW_OPS:
+                first = p * win.stride - win.pad_top
+                rows = [first + k * win.dilation for k in range(win.kernel)]
+                variant = Variant(sum(r < 0 for r in rows), sum(r >= shape[2] for r in rows))
+        else:
+            ins.append(InPort(f"in{i}", shape, "nchw", shape[2], None))
+            idx.append(None)
+    shape = tuple(int(v) for v in layer.output_shape)
+    outs = [OutPort("out0", shape, "hncw" if part else "nchw", part)]
+    return ins, outs, variant, idx
+
+
+def layer_model(cnn: CNN, name: str, dtype: str, part: bool):
+    """The step model timed for layer `name` (whole, or one interior phase) and its ports."""
+    ins, outs, variant, idx = _ports(cnn, name, part)
+    model = step_model(cnn.layer(name), ins, outs, dtype, variant if part else None)
+    return model, ins, outs, idx
+
+
+def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: int,
+               part: bool) -> float:
+    """Milliseconds of one call of layer `name` whole, or of one interior phase."""
+    model, ins, outs, idx = layer_model(cnn, name, backend.dtype.name, part)
+    path = folder / cnn.name / f"{len(list(folder.rglob('*.onnx')))}.onnx"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    session = backend.load(path)
+    rng = np.random.default_rng(0)
+    feeds, fetches = {}, {}
+    for port, ix in zip(ins, idx):
+        feeds[port.name] = rng.standard_normal(port.stored_shape).astype(backend.dtype)
+        if ix is not None:
+            feeds[f"{port.name}_idx"] = ix
+    for port in outs:
+        fetches[port.name] = np.zeros(port.stored_shape, backend.dtype)
+    return _time(backend.bind(session, feeds, fetches), repeats)
+
+
+def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path) -> list[dict]:
+    """Every layer's whole and interior-part model under out_dir/profile/, with the ports
+    the board runner feeds when it times them (`board_runner.py profile`)."""
+    entries = []
+    for cnn in cnns.values():
+        for name in cnn.order():
+            layer = cnn.layer(name)
+            if layer.op == INPUT:
+                continue
+            kinds = [False] + ([True] if can_split(layer) and layer.output_shape[2] > 1 else [])
+            for part in kinds:
+                model, ins, outs, idx = layer_model(cnn, name, dtype, part)
+                kind = "part" if part else "whole"
+                rel = f"profile/{_safe(cnn.name)}/{_safe(name)}.{kind}.onnx"
+                (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                onnx.save(model, str(out_dir / rel))
+                ports = []
+                for port, ix in zip(ins, idx):
+                    ports.append({"name": port.name, "shape": port.stored_shape, "dtype": dtype})
+                    if ix is not None:
+                        ports.append({"name": f"{port.name}_idx", "values": ix.tolist()})
+                ports += [{"name": p.name, "shape": p.stored_shape, "dtype": dtype} for p in outs]
+                entries.append({"cnn": cnn.name, "layer": name, "kind": kind, "model": rel,
+                                "phases": int(layer.output_shape[2]) if part else 1, "ports": ports})
+    return entries
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: int = 0,
+                progress=None) -> dict[str, dict]:
+    """{layer: {whole_ms, part_ms, phases}} (part entries only for layers that can split)."""
+    backend = OrtBackend(dtype, threads)
+    table: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name in cnn.order():
+            layer = cnn.layer(name)
+            if layer.op == INPUT:
+                frame = np.zeros(layer.output_shape, np.float32)
+                arena = np.zeros(layer.output_shape, backend.dtype)
+                table[name] = {"whole_ms": _time(lambda: np.copyto(arena, frame, casting="same_kind"), repeats)}
+                continue
+            entry = {"whole_ms": time_layer(cnn, name, backend, folder, repeats, False)}
+            if can_split(layer) and layer.output_shape[2] > 1:
+                entry["part_ms"] = time_layer(cnn, name, backend, folder, repeats, True)
+                entry["phases"] = int(layer.output_shape[2])
+            table[name] = entry
+            if progress:
+                progress(name, entry)
+    return table

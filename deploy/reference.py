@@ -1,0 +1,32 @@
+"""The unmodified model: a plain ONNX Runtime session on the original ONNX file, the yardstick
+for both the deployed outputs and the deployed fps."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from sdf3.errors import InputError
+
+
+def session(path: str | Path, threads: int = 0) -> ort.InferenceSession:
+    if not Path(path).is_file():
+        raise InputError(f"{path}: reference model not found")
+    from deploy.backend_ort import _POOL
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if _POOL.get("size"):   # the process has ORT's global pool: the same threads, shared
+        opts.use_per_session_threads = False
+    else:
+        opts.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def run(sess: ort.InferenceSession, frame: np.ndarray) -> list[np.ndarray]:
+    """Outputs for one NCHW frame, each padded to 4-D like the CNN model's shapes."""
+    inp = sess.get_inputs()[0]
+    feed = frame.reshape([d if isinstance(d, int) else frame.shape[i]
+                          for i, d in enumerate(inp.shape)]) if len(inp.shape) == 4 else frame
+    outs = sess.run(None, {inp.name: feed.astype(np.float32)})
+    return [o.reshape(o.shape + (1,) * (4 - o.ndim)) if o.ndim < 4 else o for o in outs]

@@ -1,0 +1,295 @@
+"""Read and validate an application file (docs/appfile.md) into an `Application`.
+
+Every bad input raises InputError with one line: the file, the key path (e.g.
+`cnns[0].partitions[1].layers`) and what was expected, so the CLI can exit 2 with it.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from csdf.model import CNN
+from csdf.onnx_import import load_onnx
+from csdf.synthetic import build_synthetic
+from explorer.app import PRECISIONS, Application, Partition, SearchSettings
+from explorer.units import parse_memory
+from sdf3.errors import InputError
+
+TOP_KEYS = ("name", "description", "platform", "precision", "memory", "cnns", "pipelines",
+            "schedules", "search")
+CNN_KEYS = ("name", "model", "fps", "partitions")
+PARTITION_KEYS = ("name", "layers", "processor")
+PROCESSORS = ("gpu", "cpu")
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def load_app(path: str | Path, mem: str | None = None, fps: str | None = None,
+             precision: str | None = None, fused: bool = True) -> Application:
+    """The application in `path`; `mem`, `fps` and `precision` override the file (CLI's
+    --mem "8MB", --fps "71" or "name=71,name2=30", --precision fp16)."""
+    path = Path(path)
+    doc = _read_yaml(path)
+    where = str(path)
+    _check_keys(doc, TOP_KEYS, where, "")
+    name = doc.get("name", path.stem)
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{where}: name: expected a non-empty string")
+
+    cnns: dict[str, CNN] = {}
+    partitions: list[Partition] = []
+    fps_by_cnn: dict[str, float] = {}
+    raw_cnns = doc.get("cnns")
+    if not isinstance(raw_cnns, list) or not raw_cnns:
+        raise InputError(f"{where}: cnns: expected a non-empty list of CNNs")
+    for i, raw in enumerate(raw_cnns):
+        key = f"cnns[{i}]"
+        _check_keys(raw, CNN_KEYS, where, key)
+        cnn_name = raw.get("name")
+        if not isinstance(cnn_name, str) or not NAME.match(cnn_name):
+            raise InputError(f"{where}: {key}.name: expected a name of letters, digits, '_' or '-', got {cnn_name!r}")
+        if cnn_name in cnns:
+            raise InputError(f"{where}: {key}.name: CNN {cnn_name!r} is listed twice")
+        cnn = _load_model(raw.get("model"), cnn_name, path, f"{key}.model", fused)
+        cnns[cnn_name] = cnn
+        fps_by_cnn[cnn_name] = _fps_value(raw.get("fps", 0), f"{where}: {key}.fps")
+        partitions += _partitions(raw.get("partitions"), cnn, where, f"{key}.partitions")
+
+    if fps is not None:
+        fps_by_cnn.update(_fps_override(fps, cnns))
+    pipelines = _pipelines(doc.get("pipelines"), partitions, where)
+    schedules = _schedules(doc.get("schedules"), partitions, cnns, where)
+    prec = precision if precision is not None else doc.get("precision", "fp32")
+    if prec not in PRECISIONS:
+        raise InputError(f"{where}: precision: expected one of {', '.join(PRECISIONS)}, got {prec!r}")
+    memory = mem if mem is not None else doc.get("memory")
+    memory_bytes = None if memory is None else parse_memory(
+        memory, "--mem" if mem is not None else f"{where}: memory")
+    return Application(
+        name=name, cnns=cnns, partitions=partitions, pipelines=pipelines,
+        precision=PRECISIONS[prec], platform=_platform(doc.get("platform", "jetson-tx2"), path),
+        memory=memory_bytes, fps=fps_by_cnn, schedules=schedules,
+        search=_search(doc.get("search"), where), path=path.resolve())
+
+
+# ---- reading ------------------------------------------------------------------------------
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise InputError(f"{path}: application file not found")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{path}: not valid YAML{at}: {getattr(err, 'problem', None) or err}") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}")
+    return doc
+
+
+def _check_keys(doc: Any, allowed: tuple[str, ...], where: str, key: str) -> None:
+    label = f"{where}: {key}" if key else where
+    if not isinstance(doc, dict):
+        raise InputError(f"{label}: expected a mapping with keys {', '.join(allowed)}")
+    for k in doc:
+        if k not in allowed:
+            full = f"{key}.{k}" if key else str(k)
+            raise InputError(f"{where}: {full}: unknown key; expected one of {', '.join(allowed)}")
+
+
+def _load_model(model: Any, name: str, app: Path, key: str, fused: bool) -> CNN:
+    where = f"{app}: {key}"
+    if isinstance(model, dict) and set(model) == {"synthetic"}:
+        return build_synthetic(model["synthetic"], name, f"{where}.synthetic")
+    if not isinstance(model, str) or not model:
+        raise InputError(f"{where}: expected zoo:NAME, a path to an .onnx file, or {{synthetic: ...}}")
+    if model.startswith("zoo:"):
+        file = _zoo_path(model[4:], where)
+    else:
+        file = (app.parent / model) if not Path(model).is_absolute() else Path(model)
+        if not file.is_file():
+            raise InputError(f"{where}: model file {model!r} not found (paths are relative to the app file)")
+    try:
+        return load_onnx(file, name, fused=fused)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from None
+
+
+def _zoo_path(zoo_name: str, where: str) -> Path:
+    try:
+        from csdf import zoo
+    except ImportError as err:  # the zoo is a separate module; say so plainly
+        raise InputError(f"{where}: the model zoo is not available ({err})") from None
+    names = getattr(zoo, "NAMES", None)
+    if names is not None and zoo_name not in names:
+        raise InputError(f"{where}: unknown zoo model {zoo_name!r}; expected one of {', '.join(names)}")
+    try:
+        return Path(zoo.model_path(zoo_name))
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from None
+    except (KeyError, ValueError) as err:
+        raise InputError(f"{where}: zoo model {zoo_name!r}: {err}") from None
+
+
+def _platform(value: Any, app: Path) -> str:
+    """A built-in profile name as is; a path relative to the app file made absolute."""
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{app}: platform: expected a device profile name or a path to a profile file")
+    local = app.parent / value
+    if ("/" in value or value.endswith((".yaml", ".yml", ".json"))) and local.is_file():
+        return str(local.resolve())
+    return value
+
+
+# ---- partitions, pipelines, schedules -----------------------------------------------------
+def _partitions(raw: Any, cnn: CNN, where: str, key: str) -> list[Partition]:
+    """Contiguous ranges [first, last] of cnn.order() covering every layer exactly once,
+    returned in topological order."""
+    order = cnn.order()
+    if raw is None:
+        return [Partition(f"{cnn.name}.all", cnn.name, order, "gpu")]
+    if not isinstance(raw, list) or not raw:
+        raise InputError(f"{where}: {key}: expected a list of {{name, layers: [first, last], processor}}")
+    pos = {n: i for i, n in enumerate(order)}
+    spans: list[tuple[int, int, Partition, str]] = []
+    seen: set[str] = set()
+    for j, part in enumerate(raw):
+        pkey = f"{key}[{j}]"
+        _check_keys(part, PARTITION_KEYS, where, pkey)
+        pname = part.get("name")
+        if not isinstance(pname, str) or not NAME.match(pname):
+            raise InputError(f"{where}: {pkey}.name: expected a name of letters, digits, '_' or '-', got {pname!r}")
+        if pname in seen:
+            raise InputError(f"{where}: {pkey}.name: partition {pname!r} is listed twice for CNN {cnn.name}")
+        seen.add(pname)
+        layers = part.get("layers")
+        if not (isinstance(layers, list) and 1 <= len(layers) <= 2 and all(isinstance(x, str) for x in layers)):
+            raise InputError(f"{where}: {pkey}.layers: expected [first_layer, last_layer], got {layers!r}")
+        for layer in layers:
+            if layer not in pos:
+                raise InputError(f"{where}: {pkey}.layers: layer {layer!r} is not in model {cnn.name}")
+        first, last = pos[layers[0]], pos[layers[-1]]
+        if first > last:
+            raise InputError(f"{where}: {pkey}.layers: {layers[0]!r} comes after {layers[-1]!r} in "
+                             f"the topological order of {cnn.name}")
+        proc = part.get("processor", "gpu")
+        if proc not in PROCESSORS:
+            raise InputError(f"{where}: {pkey}.processor: expected one of {', '.join(PROCESSORS)}, got {proc!r}")
+        spans.append((first, last, Partition(f"{cnn.name}.{pname}", cnn.name, order[first:last + 1], proc), pkey))
+    spans.sort(key=lambda s: s[0])
+    expect = 0
+    for first, last, part, pkey in spans:
+        if first < expect:
+            raise InputError(f"{where}: {pkey}.layers: partition {part.name} overlaps another at layer {order[first]!r}")
+        if first > expect:
+            raise InputError(f"{where}: {key}: layers {order[expect]!r}..{order[first - 1]!r} of {cnn.name} "
+                             f"are in no partition")
+        expect = last + 1
+    if expect < len(order):
+        raise InputError(f"{where}: {key}: layers {order[expect]!r}..{order[-1]!r} of {cnn.name} are in no partition")
+    return [s[2] for s in spans]   # in topological order
+
+
+def _pipelines(raw: Any, partitions: list[Partition], where: str) -> list[list[str]]:
+    """J: the file's sets, and a singleton for every partition not named; sets ordered by
+    their first partition's position in the application."""
+    names = [p.name for p in partitions]
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list) or not all(isinstance(g, list) and g for g in raw):
+        raise InputError(f"{where}: pipelines: expected a list of non-empty lists of partition names (cnn.partition)")
+    owner: dict[str, int] = {}
+    for i, group in enumerate(raw):
+        for name in group:
+            if name not in names:
+                raise InputError(f"{where}: pipelines[{i}]: unknown partition {name!r}; expected one of {', '.join(names)}")
+            if name in owner:
+                raise InputError(f"{where}: pipelines[{i}]: partition {name!r} is already in pipelines[{owner[name]}]")
+            owner[name] = i
+    out: list[list[str]] = []
+    done: set[int] = set()
+    for name in names:
+        if name not in owner:
+            out.append([name])
+        elif owner[name] not in done:
+            done.add(owner[name])
+            out.append(list(raw[owner[name]]))
+    return out
+
+
+def _schedules(raw: Any, partitions: list[Partition], cnns: dict[str, CNN], where: str) -> dict[str, list[str]]:
+    """Explicit flat schedules: every entry a layer of the partition, every layer present;
+    with one firing per layer the order must respect the edges."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: schedules: expected a mapping partition -> [layer, ...]")
+    parts = {p.name: p for p in partitions}
+    out = {}
+    for name, firings in raw.items():
+        key = f"{where}: schedules.{name}"
+        if name not in parts:
+            raise InputError(f"{key}: unknown partition {name!r}; expected one of {', '.join(parts)}")
+        layers = parts[name].layers
+        if not isinstance(firings, list) or not all(isinstance(f, str) for f in firings):
+            raise InputError(f"{key}: expected a list of layer names, one per firing")
+        for f in firings:
+            if f not in layers:
+                raise InputError(f"{key}: layer {f!r} is not in partition {name}")
+        missing = [x for x in layers if x not in firings]
+        if missing:
+            raise InputError(f"{key}: layer {missing[0]!r} of the partition never fires")
+        if len(firings) == len(layers):
+            at = {x: i for i, x in enumerate(firings)}
+            graph = cnns[parts[name].cnn].graph
+            for u, v in graph.subgraph(layers).edges:
+                if at[u] > at[v]:
+                    raise InputError(f"{key}: layer {v!r} fires before its producer {u!r}")
+        out[name] = list(firings)
+    return out
+
+
+# ---- figures --------------------------------------------------------------------------------
+def _fps_value(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value = float(str(value).strip())
+        except ValueError:
+            raise InputError(f"{where}: expected a throughput in frames per second (0 = none), got {value!r}") from None
+    if value < 0 or value != value:
+        raise InputError(f"{where}: throughput must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _fps_override(text: str, cnns: dict[str, CNN]) -> dict[str, float]:
+    """--fps "71" (every CNN) or "name=71,name2=30"."""
+    text = str(text).strip()
+    if "=" not in text:
+        value = _fps_value(text, "--fps")
+        return {name: value for name in cnns}
+    out = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        name = name.strip()
+        if name not in cnns:
+            raise InputError(f"--fps: unknown CNN {name!r}; expected one of {', '.join(cnns)}")
+        out[name] = _fps_value(value, f"--fps {name}")
+    return out
+
+
+def _search(raw: Any, where: str) -> SearchSettings:
+    if raw is None:
+        return SearchSettings()
+    fields = {"population": int, "generations": int, "crossover": float, "mutation": float, "seed": int}
+    _check_keys(raw, tuple(fields), where, "search")
+    values = {}
+    for k, v in raw.items():
+        kind = fields[k]
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (kind is float or isinstance(v, int))
+        if not ok or v < 0 or (kind is float and v > 1) or (k in ("population", "generations") and v < 1):
+            expected = "a probability in [0, 1]" if kind is float else "a positive integer"
+            raise InputError(f"{where}: search.{k}: expected {expected}, got {v!r}")
+        values[k] = kind(v)
+    return SearchSettings(**values)

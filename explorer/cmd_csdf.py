@@ -1,0 +1,92 @@
+"""`explore csdf APP.yaml [--parts L,...|--all-parts] --out DIR [--json]`: the CSDF model of
+every partition for a choice of layers by parts, as SDF3 XML, with buffers and schedules."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from csdf.partition_analysis import PartitionAnalysis, analyse_partition
+from csdf.parts import all_parts, can_split, phases_for
+from csdf.to_csdf import to_csdf
+from sdf3.errors import InputError
+from sdf3.xml import write_xml
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("app", help="application file (YAML)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--parts", default="",
+                       help="comma-separated layers to process by parts (LAYER or CNN.LAYER); "
+                            "default: none")
+    which.add_argument("--all-parts", action="store_true",
+                       help="every layer that can, by parts (the paper's [17])")
+    parser.add_argument("--out", required=True, help="directory for the SDF3 XML files")
+    parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def chosen_phases(app, parts: str, every: bool) -> dict[str, dict[str, int]]:
+    """Phases per CNN and layer; a bare LAYER applies to every CNN that has it."""
+    if every:
+        return {name: all_parts(cnn) for name, cnn in app.cnns.items()}
+    genes: dict[str, dict[str, int]] = {name: {} for name in app.cnns}
+    for item in filter(None, (s.strip() for s in parts.split(","))):
+        cnn_name, _, layer = item.rpartition(".")
+        if cnn_name in app.cnns and layer in app.cnns[cnn_name].graph:
+            owners = [cnn_name]
+        else:
+            owners = [n for n, cnn in app.cnns.items() if item in cnn.graph]
+            layer = item
+        if not owners:
+            raise InputError(f"--parts: unknown layer {item!r} (expected a layer name as in "
+                             "`explore info`, or CNN.LAYER)")
+        for owner in owners:
+            if not can_split(app.cnns[owner].layer(layer)):
+                print(f"explore csdf: note: {owner}.{layer} ({app.cnns[owner].layer(layer).op}) "
+                      "cannot go by parts; it keeps 1 phase", file=sys.stderr)
+            genes[owner][layer] = 1
+    return {name: phases_for(cnn, genes[name]) for name, cnn in app.cnns.items()}
+
+
+def _summary(a: PartitionAnalysis) -> dict:
+    return {"buffers": {f"{s}->{d}": n for (s, d), n in a.edge_elements.items()},
+            "firings": dict(a.firing_counts),
+            "schedule": a.schedule}
+
+
+def _print_text(name: str, a: PartitionAnalysis, path: Path) -> None:
+    print(f"partition {name}: {len(a.layers)} layers, {len(a.firings)} firings -> {path}")
+    for (s, d), elements in a.edge_elements.items():
+        rows = a.edge_rows[(s, d)]
+        print(f"  {s}->{d}: {rows} row{'s' if rows != 1 else ''}, {elements} elements")
+    split = {layer: n for layer, n in a.firing_counts.items() if n > 1}
+    print(f"  by parts: {', '.join(f'{k} x{v}' for k, v in split.items()) or 'none'}")
+    print(f"  schedule: {a.schedule}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from explorer.appfile import load_app
+
+    app = load_app(args.app)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: expected a directory, found a file")
+    if out.is_dir() and any(out.iterdir()) and not args.force:
+        raise InputError(f"--out {out}: directory is not empty (use --force to write into it)")
+    phases = chosen_phases(app, args.parts, args.all_parts)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {}
+    for part in app.partitions:
+        cnn = app.cnns[part.cnn]
+        analysis = analyse_partition(cnn, part.layers, phases[part.cnn])
+        path = out / f"{part.name}.xml"
+        write_xml(to_csdf(cnn, analysis.layers, analysis.phases, name=part.name.replace(".", "_"),
+                          self_loops=True), path)
+        report[part.name] = _summary(analysis)
+        if not args.json:
+            _print_text(part.name, analysis, path)
+    if args.json:
+        print(json.dumps({"partitions": report}, indent=2))
+    return 0

@@ -1,0 +1,46 @@
+"""`explore deploy PLAN.json --backend onnxruntime|tensorrt --out DIR`: the final application
+from a plan (paper Section 7): step models, arena placement, resolved schedules, and for
+TensorRT the engines built from the same ONNX parts."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sdf3.errors import InputError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("plan", help="plan.json written by `explore APP.yaml`")
+    parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default="onnxruntime")
+    parser.add_argument("--out", required=True, help="directory for the deployment")
+    parser.add_argument("--with-profile", action="store_true",
+                        help="also write every layer's whole and part model, for "
+                             "`board_runner.py profile` on the target")
+
+
+def load_plan(path: str | Path) -> dict:
+    """plan.json as a dict, checked by explorer.plan (InputError naming the missing key)."""
+    from explorer.plan import from_json
+    return from_json(path).to_dict()
+
+
+def run(args: argparse.Namespace) -> int:
+    from deploy.derive import derive
+    from explorer.appfile import load_app
+
+    plan = load_plan(args.plan)
+    app = load_app(plan["app"])
+    manifest = derive(plan, app.cnns, args.out, args.backend, args.with_profile)
+    steps = sum(len(p["steps"]) for p in manifest["partitions"])
+    print(f"deployed {manifest['name'] or Path(args.plan).stem}: {len(manifest['models'])} step models, "
+          f"{steps} steps, arena {manifest['arena_bytes']} B "
+          f"(device {manifest['device_arena_bytes']} B) -> {args.out}")
+    if args.backend == "tensorrt":
+        from deploy import backend_trt
+        if backend_trt.available():
+            built = backend_trt.build_engines(args.out, manifest)
+            print(f"built {built} TensorRT engines")
+        else:
+            print("tensorrt is not installed here: engines will be built on the target by "
+                  "`python3 board_runner.py build DIR` (deploy/board_runner.py, copied into DIR)")
+    return 0

@@ -1,0 +1,55 @@
+"""`explore profile APP.yaml --backend onnxruntime [--out FILE]`: measure every layer of the
+app's CNNs whole and per part on this machine and write a device profile (explorer/
+device_profile.py's measured format) for `explore APP.yaml --evaluator FILE`. TensorRT
+profiles are measured on the board: `python3 board_runner.py profile DIR` there."""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("app", help="application YAML")
+    parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default="onnxruntime")
+    parser.add_argument("--out", default=None, help="profile file to write (.yaml or .json); "
+                        "default: profile-<app>-onnxruntime.yaml in the current directory")
+    parser.add_argument("--repeats", type=int, default=20, help="timed calls per layer (median)")
+    parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
+    parser.add_argument("--precision", default=None, help="override the app's precision")
+
+
+def run(args: argparse.Namespace) -> int:
+    from deploy.profile import profile_cnn
+    from explorer.appfile import load_app
+    from explorer.device_profile import DeviceProfile, LayerTimes, save_profile
+    from sdf3.errors import InputError
+
+    if args.backend == "tensorrt":
+        raise InputError("--backend tensorrt: TensorRT layer times are measured on the target; "
+                         "deploy with `explore deploy PLAN --backend tensorrt --with-profile` and "
+                         "run `python3 board_runner.py profile DIR` there (docs/deploy.md)")
+    if args.repeats < 1:
+        raise InputError(f"--repeats: expected a positive number, got {args.repeats}")
+    app = load_app(args.app, precision=args.precision)
+    if app.precision.data_bytes not in (2, 4):
+        raise InputError(f"{args.app}: precision {app.precision.name} cannot run on ONNX Runtime "
+                         "CPU here (fp32 or fp16 data only)")
+    dtype = "float32" if app.precision.data_bytes == 4 else "float16"
+    models = {}
+    for name, cnn in app.cnns.items():
+        print(f"profiling {name}: {len(cnn.graph)} layers", file=sys.stderr)
+        table = profile_cnn(cnn, dtype, args.repeats, args.threads)
+        models[name] = {layer: LayerTimes(t["whole_ms"], t.get("part_ms"), t.get("phases"))
+                        for layer, t in table.items()}
+    profile = DeviceProfile(
+        name=f"{platform.node()}-onnxruntime", models=models, precision=app.precision.name,
+        meta={"backend": "onnxruntime", "device": platform.processor() or platform.machine(),
+              "threads": args.threads, "repeats": args.repeats,
+              "how": "median ms of one call; part_ms is one interior phase (explore profile)"})
+    out = Path(args.out or f"profile-{Path(args.app).stem}-onnxruntime.yaml")
+    save_profile(profile, out)
+    total = {n: sum(t.whole_ms for t in table.values()) for n, table in models.items()}
+    print(f"wrote {out}: " + ", ".join(f"{n} {ms:.2f} ms whole" for n, ms in total.items()))
+    return 0

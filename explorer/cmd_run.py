@@ -1,0 +1,45 @@
+"""`explore run DIR [--frames N] [--json]`: run a deployment on seeded random frames and
+report what was measured: fps per CNN, arena and parameter bytes, calls per frame, peak RSS
+and the largest difference to a plain ONNX Runtime session on the original model."""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", help="directory written by `explore deploy`")
+    parser.add_argument("--frames", type=int, default=20, help="frames to run (default 20)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="ONNX Runtime intra-op threads per session (0: one per core)")
+    parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default=None,
+                        help="override the manifest's backend")
+    parser.add_argument("--no-check", action="store_true", help="skip the reference comparison")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--in-process", action="store_true",
+                        help="leave ONNX Runtime's threading per session (for callers that "
+                             "create other sessions in the same process)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from deploy.measure import measure
+    from sdf3.errors import InputError
+
+    if args.frames < 1:
+        raise InputError(f"--frames: expected a positive number, got {args.frames}")
+    result = measure(args.dir, frames=args.frames, seed=args.seed, backend=args.backend,
+                     threads=args.threads, check=not args.no_check,
+                     shared_pool=not args.in_process)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"backend {result['backend']}, {result['frames']} frames")
+    print(f"arena bytes {result['arena_bytes']}, parameter bytes {result['param_bytes']}, "
+          f"scratch bytes {result['scratch_bytes']}, peak RSS {result['peak_rss_bytes'] / 2**20:.1f} MiB")
+    for cnn, fps in result["fps"].items():
+        diff = result["max_abs_diff"].get(cnn)
+        diff_s = "n/a (no reference model)" if diff is None else f"{diff:.3g}"
+        print(f"  {cnn}: {fps:.1f} fps, {result['calls_per_frame'][cnn]} calls/frame, "
+              f"max |diff| {diff_s}")
+    return 0

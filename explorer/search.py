@@ -1,0 +1,165 @@
+"""Algorithm 2 on DEAP: NSGA-II over one binary gene per layer (1 = by parts).
+
+Fitness is (M, T_1, ..., T_N) with weights (-1, +1, ..., +1): memory minimised, every CNN's
+fps maximised, as the paper's (M, -T_1, ..., -T_N) minimised. The loop follows DEAP's own
+NSGA-II example: binary tournament on dominance and crowding (selTournamentDCD), two-point
+crossover, single-gene flip mutation, then selNSGA2 over parents + offspring. The initial
+population holds the all-zeros (reuse only) and all-ones (everything by parts) chromosomes.
+
+`evaluate(genes) -> (memory_bytes, {cnn: fps})` is injected (explorer.derive builds it for an
+application), and cached here by chromosome, since NSGA-II re-evaluates the same genes often.
+DEAP's operators draw from the module `random`; it is seeded from the settings' seed for the
+run and its previous state restored afterwards, so a seed gives the same front every time.
+"""
+from __future__ import annotations
+
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from deap import base, creator, tools
+
+from explorer.app import SearchSettings
+from explorer.pick import Point
+
+Evaluate = Callable[[tuple[int, ...]], tuple[int, dict[str, float]]]
+Progress = Callable[["GenerationStats"], None]
+
+
+@dataclass
+class GenerationStats:
+    generation: int
+    generations: int
+    evaluations: int          # fitness requests so far (cache hits included)
+    unique: int               # distinct chromosomes actually evaluated
+    seconds: float
+    front_size: int
+    min_memory: int
+
+    @property
+    def rate(self) -> float:
+        return self.evaluations / self.seconds if self.seconds > 0 else 0.0
+
+    def line(self) -> str:
+        return (f"gen {self.generation:>3}/{self.generations}  front {self.front_size:>3}  "
+                f"min memory {self.min_memory / 2**20:8.3f} MB  evaluations {self.evaluations}"
+                f" ({self.unique} unique)  {self.rate:7.1f} eval/s  {self.seconds:6.1f} s")
+
+
+def stderr_progress(stats: GenerationStats) -> None:
+    print(stats.line(), file=sys.stderr, flush=True)
+
+
+@dataclass
+class SearchResult:
+    front: list[Point]                    # non-dominated points found, by memory then fps
+    evaluations: int = 0
+    unique: int = 0
+    seconds: float = 0.0
+    generations: int = 0
+    early_exit: bool = False
+    history: list[GenerationStats] = field(default_factory=list)
+
+
+def _fitness_class(n_cnns: int) -> type:
+    """creator classes are global in DEAP; one per number of CNNs, made once."""
+    name = f"FitnessMemFps{n_cnns}"
+    if not hasattr(creator, name):
+        creator.create(name, base.Fitness, weights=(-1.0,) + (1.0,) * n_cnns)
+        creator.create(f"Chromosome{n_cnns}", list, fitness=getattr(creator, name))
+    return getattr(creator, f"Chromosome{n_cnns}")
+
+
+def flip_one_gene(individual: list[int]) -> tuple[list[int]]:
+    """Single-gene mutation: flip one gene chosen at random."""
+    i = random.randrange(len(individual))
+    individual[i] = 1 - individual[i]
+    return (individual,)
+
+
+def two_point(ind1: list[int], ind2: list[int]) -> tuple[list[int], list[int]]:
+    """tools.cxTwoPoint, which needs at least two genes."""
+    return tools.cxTwoPoint(ind1, ind2) if len(ind1) > 1 else (ind1, ind2)
+
+
+def _points(individuals, cnns: list[str]) -> list[Point]:
+    """One point per distinct objective vector (the chromosome with fewest genes by parts
+    wins among equals), sorted by memory, then fps (higher first)."""
+    best: dict[tuple[float, ...], Point] = {}
+    for ind in sorted(individuals, key=lambda i: (sum(i), tuple(i))):
+        values = tuple(ind.fitness.values)
+        if values not in best:
+            mem, *fps = values
+            best[values] = Point(tuple(ind), int(mem), dict(zip(cnns, fps)))
+    return sorted(best.values(), key=lambda p: (p.memory_bytes, -sum(p.fps.values()), p.genes))
+
+
+def nsga2(n_genes: int, cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
+          progress: Progress | None = None) -> SearchResult:
+    """Run NSGA-II; returns every non-dominated point met during the run (DEAP ParetoFront)."""
+    chromosome = _fitness_class(len(cnns))
+    cache: dict[tuple[int, ...], tuple[float, ...]] = {}
+    counts = {"requests": 0}
+
+    def fitness(ind) -> tuple[float, ...]:
+        counts["requests"] += 1
+        key = tuple(ind)
+        if key not in cache:
+            mem, fps = evaluate(key)
+            cache[key] = (float(mem),) + tuple(float(fps.get(c, 0.0)) for c in cnns)
+        return cache[key]
+
+    toolbox = base.Toolbox()
+    toolbox.register("gene", random.randint, 0, 1)
+    toolbox.register("individual", tools.initRepeat, chromosome, toolbox.gene, n_genes)
+    toolbox.register("evaluate", fitness)
+    toolbox.register("mate", two_point)
+    toolbox.register("mutate", flip_one_gene)
+    toolbox.register("select", tools.selNSGA2)
+
+    mu = max(4, -(-settings.population // 4) * 4)     # selTournamentDCD wants a multiple of 4
+    state = random.getstate()
+    random.seed(settings.seed)
+    start = time.perf_counter()
+    history: list[GenerationStats] = []
+    hall = tools.ParetoFront()
+    try:
+        pop = [chromosome([0] * n_genes), chromosome([1] * n_genes)]
+        pop += [toolbox.individual() for _ in range(mu - len(pop))]
+        for ind in pop:
+            ind.fitness.values = toolbox.evaluate(ind)
+        pop = toolbox.select(pop, mu)              # assigns the crowding distances
+        hall.update(pop)
+
+        def report(gen: int) -> None:
+            stats = GenerationStats(gen, settings.generations, counts["requests"], len(cache),
+                                    time.perf_counter() - start, len(hall),
+                                    int(min(ind.fitness.values[0] for ind in hall)))
+            history.append(stats)
+            if progress:
+                progress(stats)
+
+        report(0)
+        for gen in range(1, settings.generations + 1):
+            offspring = [toolbox.clone(ind) for ind in tools.selTournamentDCD(pop, len(pop))]
+            for ind1, ind2 in zip(offspring[::2], offspring[1::2]):
+                if random.random() <= settings.crossover:
+                    toolbox.mate(ind1, ind2)
+                    del ind1.fitness.values, ind2.fitness.values
+                for ind in (ind1, ind2):
+                    if random.random() <= settings.mutation:
+                        toolbox.mutate(ind)
+                        del ind.fitness.values
+            for ind in offspring:
+                if not ind.fitness.valid:
+                    ind.fitness.values = toolbox.evaluate(ind)
+            pop = toolbox.select(pop + offspring, mu)
+            hall.update(pop)
+            report(gen)
+    finally:
+        random.setstate(state)
+    return SearchResult(front=_points(hall, cnns), evaluations=counts["requests"],
+                        unique=len(cache), seconds=time.perf_counter() - start,
+                        generations=settings.generations, history=history)

@@ -1,0 +1,48 @@
+"""`explore profile`: measured per-layer times (whole and one phase) in the device-profile
+format the search's evaluator reads."""
+from __future__ import annotations
+
+import pytest
+
+from csdf.parts import all_parts, can_split
+from explorer.appfile import load_app
+from explorer.cli import main
+from explorer.device_profile import load_profile
+from explorer.throughput import make_evaluator
+from test_deploy_fixtures import tiny_onnx
+
+
+@pytest.fixture(scope="module")
+def app_file(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("app")
+    tiny_onnx(folder / "tiny.onnx")
+    path = folder / "app.yaml"
+    path.write_text("name: tiny-app\nplatform: jetson-tx2\nprecision: fp32\n"
+                    "cnns:\n  - name: tiny\n    model: tiny.onnx\n    fps: 0\n")
+    return path
+
+
+def test_profile_file_feeds_the_evaluator(app_file, tmp_path):
+    out = tmp_path / "prof.yaml"
+    assert main(["profile", str(app_file), "--out", str(out), "--repeats", "2"]) == 0
+    profile = load_profile(out)
+    app = load_app(app_file)
+    cnn = app.cnns["tiny"]
+    table = profile.models["tiny"]
+    assert set(table) == set(cnn.order())
+    for name in cnn.order():
+        layer = cnn.layer(name)
+        assert table[name].whole_ms > 0
+        splits = can_split(layer) and layer.output_shape[2] > 1
+        assert (table[name].phases == layer.output_shape[2]) if splits else table[name].phases is None
+    evaluator = make_evaluator(app, str(out))
+    whole = evaluator.fps()["tiny"]
+    # the evaluator's frame time with every layer whole is the sum of the measured times
+    assert whole == pytest.approx(1000.0 / sum(t.whole_ms for t in table.values()), rel=1e-9)
+    parts = evaluator.fps({"tiny": all_parts(cnn)})["tiny"]
+    assert parts <= whole   # more calls per frame never run faster in the profile's model
+
+
+def test_profile_tensorrt_is_measured_on_the_board(app_file, tmp_path, capsys):
+    assert main(["profile", str(app_file), "--backend", "tensorrt", "--out", str(tmp_path / "p.yaml")]) == 2
+    assert "board_runner.py" in capsys.readouterr().err

@@ -1,0 +1,77 @@
+"""The TensorRT path: what can be checked without a GPU (the standalone runner stays
+Python 3.6 / TensorRT 8.2 compatible; the step models are what TensorRT 8.2 parses; device
+offsets are aligned), and a full run on a GPU when tensorrt and CUDA are present."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import onnx
+import pytest
+
+from csdf.parts import all_parts
+from deploy import backend_trt, board_runner
+from deploy.derive import derive
+from test_deploy_fixtures import make_plan, tiny_cnn
+
+RUNNER = Path(board_runner.__file__)
+ALLOWED = {"argparse", "ctypes", "ctypes.util", "json", "os", "resource", "sys", "threading",
+           "time", "numpy", "tensorrt"}
+
+
+def test_runner_is_python36_and_standalone():
+    tree = ast.parse(RUNNER.read_text(), feature_version=(3, 6))   # no walrus, no 3.8+ syntax
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module)
+    assert imported <= ALLOWED, imported - ALLOWED
+    assert "dataclass" not in RUNNER.read_text()
+    # APIs newer than 3.6 that ast cannot catch
+    for name in ("capture_output", "asyncio.run", "math.prod", "removeprefix", "text=True"):
+        assert name not in RUNNER.read_text()
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("trt")
+    cnn = tiny_cnn(tmp)
+    plan = make_plan([cnn], {cnn.name: all_parts(cnn)}, data_bytes=2)
+    manifest = derive(plan, {cnn.name: cnn}, tmp / "dep", backend="tensorrt", with_profile=True)
+    return tmp / "dep", manifest
+
+
+def test_models_fit_tensorrt_82(deployed):
+    folder, manifest = deployed
+    assert (folder / "board_runner.py").read_text() == RUNNER.read_text()
+    rels = list(manifest["models"]) + [p["model"] for p in manifest["profile"]]
+    for rel in rels:
+        model = onnx.load(str(folder / rel))
+        onnx.checker.check_model(model)
+        assert all(o.version <= 13 for o in model.opset_import if o.domain in ("", "ai.onnx"))
+        ops = {n.op_type for n in model.graph.node}
+        assert "HardSwish" not in ops    # opset 14; decomposed for TensorRT 8.2
+        for inp in model.graph.input:    # TensorRT 8.2 has no int64 network inputs
+            assert inp.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT16, onnx.TensorProto.INT32)
+
+
+def test_device_offsets(deployed):
+    _, manifest = deployed
+    bufs = sorted(manifest["buffers"], key=lambda b: b["device_offset"])
+    for a, b in zip(bufs, bufs[1:]):
+        assert a["device_offset"] % 256 == 0 and a["device_offset"] + a["bytes"] <= b["device_offset"]
+    assert manifest["device_arena_bytes"] >= manifest["arena_bytes"]
+    assert manifest["device_arena_bytes"] % 256 == 0
+
+
+@pytest.mark.skipif(not backend_trt.available(),
+                    reason="TensorRT path needs the tensorrt package and an NVIDIA GPU with the "
+                           "CUDA runtime; neither is on this machine")
+def test_tensorrt_run_matches_reference(deployed):   # pragma: no cover - GPU only
+    folder, manifest = deployed
+    res = backend_trt.measure(folder, frames=4, seed=0, warmup=1, check=True)
+    assert res["max_abs_diff"]["tiny"] < 5e-3           # fp16 storage
+    assert res["calls_per_frame"]["tiny"] == sum(len(p["steps"]) for p in manifest["partitions"])
+    assert res["arena_bytes"] == manifest["device_arena_bytes"]
