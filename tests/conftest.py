@@ -1,12 +1,25 @@
-"""Shared fixtures: a tiny ONNX CNN written with onnx.helper, for tests that need a model file."""
+"""Shared fixtures: a tiny ONNX CNN written with onnx.helper, for tests that need a model file,
+and the paper's figures in ../shared (beside the project root; $MEMTRADE_SHARED overrides)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+
+SHARED = Path(os.environ.get("MEMTRADE_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+
+
+def shared_path(*parts: str) -> Path:
+    """A file of ../shared, or a skip naming it: tests never fake the paper's figures."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} (shared test data beside the project) absent")
+    return path
 
 
 def write_tiny_onnx(path: Path, seed: int = 0) -> Path:

@@ -14,7 +14,8 @@ from sdf3.tools import parse_output
 from sdf3.tradeoff import tradeoff
 from sdf3.xml import read_xml
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "sdf3"
+from conftest import SHARED as SHARED_ROOT  # noqa: E402
+SHARED = SHARED_ROOT / "sdf3"
 CASES = ["ex1_conv3x3", "ex2_two_actor"]
 
 pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} (shared test data) absent")

@@ -13,7 +13,8 @@ from sdf3.tools import find_sdf3, parse_output, run_sdf3
 from sdf3.tradeoff import tradeoff
 from sdf3.xml import read_xml
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "sdf3"
+from conftest import SHARED as SHARED_ROOT  # noqa: E402
+SHARED = SHARED_ROOT / "sdf3"
 needs_sdf3 = pytest.mark.skipif(find_sdf3() is None,
                                 reason="sdf3analysis-csdf not on PATH nor in $SDF3_HOME/bin "
                                        "(SDF3 is not in any package registry; install it by hand)")

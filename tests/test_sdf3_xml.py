@@ -11,7 +11,8 @@ from sdf3.errors import InputError
 from sdf3.graph import Actor, Channel, Graph
 from sdf3.xml import parse_list, read_xml, to_bytes, write_xml
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "sdf3"
+from conftest import SHARED as SHARED_ROOT  # noqa: E402
+SHARED = SHARED_ROOT / "sdf3"
 
 
 def random_graph(rng: random.Random, n: int = 5) -> Graph:

@@ -14,7 +14,8 @@ from csdf.partition_analysis import analyse_partition
 from csdf.to_csdf import to_csdf
 from sdf3.notation import expand
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from conftest import SHARED as SHARED_ROOT  # noqa: E402
+SHARED = SHARED_ROOT
 
 
 def L(name, op, inputs, shape, **hyper):
