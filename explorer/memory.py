@@ -1,0 +1,51 @@
+"""The memory model of the paper (Section 2.4, Equations 1-4) and the plain buffer type.
+
+M = M_par + M_buf (Eq. 1). M_par = stored parameters x par_bytes (Eq. 2), summed over the
+CNNs. M_buf = sum over buffers of size x data_bytes (Eq. 3), where a buffer's size is the
+largest edge it ever holds (Eq. 4). Sizes are kept in elements until the last moment so the
+paper's element figures (Tables 1, 8, 9) can be checked exactly.
+
+Parameters are the ones actually stored after BatchNorm folding (`CNN.param_count`): that is
+what a TensorRT engine keeps and what reproduces the paper's MobileNetV2 figures (see
+docs/memory.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from csdf.model import CNN
+
+
+@dataclass
+class Buffer:
+    """One memory buffer: the edge uses it holds (names, in the order they were placed)
+    and its size in elements (the largest of them)."""
+    edges: list[str] = field(default_factory=list)
+    size: int = 0
+
+
+def param_elements(cnn: CNN) -> int:
+    """Parameters stored for `cnn` (folded), cached on the graph: the search asks often."""
+    cache = cnn.graph.graph
+    if "_param_elements" not in cache:
+        cache["_param_elements"] = int(cnn.param_count)
+    return cache["_param_elements"]
+
+
+def buffer_elements(buffers: Iterable[Buffer]) -> int:
+    """Sum of buffer sizes in elements (the bracket of Eq. 3)."""
+    return sum(b.size for b in buffers)
+
+
+def memory_bytes(app, buffers: Iterable[Buffer]) -> tuple[int, int, int]:
+    """(param_bytes, buffer_bytes, total) of `app` with `buffers` (Eq. 1-4)."""
+    params = sum(param_elements(cnn) for cnn in app.cnns.values()) * app.precision.par_bytes
+    bufs = buffer_elements(buffers) * app.precision.data_bytes
+    return params, bufs, params + bufs
+
+
+def naive(uses) -> list[Buffer]:
+    """No reuse: one buffer per edge use (the paper's Table 1; a double-buffered pipeline
+    edge is two uses and so two buffers)."""
+    return [Buffer([u.name], u.size) for u in uses]
