@@ -1,16 +1,22 @@
 """Measured fps and peak RSS of deployed plans against a plain ONNX Runtime session.
 
-    .venv/bin/python benchmarks/deploy_fps.py [--model mobilenet_v2] [--frames 50]
+    .venv/bin/python benchmarks/deploy_fps.py [--app apps/table12_app1_mobilenet_v2.yaml]
+                                              [--frames 50] [--rounds 3] [--threads 0]
 
-For the zoo model it deploys the reuse-only plan (every layer whole, buffers shared by
-Algorithm 1-style greedy reuse) and the least-memory plan (every layer that can, by parts),
-then runs each, and the plain session on the original model, in its own process so each
-peak RSS is its own. Prints one table; target: reuse-only >= 0.9x the plain session's fps.
-Plans come from explorer.derive when it exists, else from the tests' independent builder.
+The plans are the explorer's: `explore APP --mem 1GB` (reuse-only: early exit, every layer
+whole, Algorithm 1's buffers) and `explore APP --mem 0` (the least-memory point of the
+front), each deployed with `explore deploy`. Each deployment runs twice, with every step on
+ONNX Runtime's NCHWc kernels (the "before" of issue 6's second round) and with the faster
+of NCHWc and plain NCHW per step (`--layout auto`, what `explore run` does), and the plain
+session runs the original model; every run is its own process, so each peak RSS is its own,
+and the runs are interleaved over --rounds rounds because this machine's load moves.
+Target: reuse-only >= 0.9x the plain session's fps (same threads, same frames).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -18,15 +24,20 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _plan(cnn, mode: str) -> dict:
-    from csdf.parts import all_parts
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_deploy_fixtures import make_plan
-    phases = all_parts(cnn) if mode == "least" else {n: 1 for n in cnn.order()}
-    return make_plan([cnn], {cnn.name: phases})
+def _plan(app: str, mem: str, tmp: Path) -> Path:
+    """plan.json written by `explore APP --mem MEM`."""
+    from explorer.cli import main as explore
+    out = tmp / f"explore-{mem}"
+    with contextlib.redirect_stdout(io.StringIO()):
+        status = explore([app, "--mem", mem, "--out", str(out), "--quiet"])
+    if status not in (0, 3):
+        raise SystemExit(f"explore {app} --mem {mem}: exit {status}")
+    return out / "plan.json"
 
 
 def child(args) -> None:
@@ -49,56 +60,78 @@ def child(args) -> None:
         return
     from deploy.measure import measure
     res = measure(args.path, frames=args.frames, threads=args.threads, check=False,
-                  shared_pool=True)
+                  shared_pool=True, layout=args.layout)
     cnn = next(iter(res["fps"]))
     print(json.dumps({"fps": res["fps"][cnn], "peak_rss_bytes": res["peak_rss_bytes"],
                       "arena_bytes": res["arena_bytes"], "calls": res["calls_per_frame"][cnn]}))
 
 
-def _run_child(kind: str, path: str, frames: int, threads: int) -> dict:
+def _run_child(kind: str, path: str, frames: int, threads: int, layout: str = "auto") -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", kind, "--path", path,
-                          "--frames", str(frames), "--threads", str(threads)],
+                          "--frames", str(frames), "--threads", str(threads), "--layout", layout],
                          check=True, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="mobilenet_v2")
+    parser.add_argument("--app", default=str(ROOT / "apps/table12_app1_mobilenet_v2.yaml"))
     parser.add_argument("--frames", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds (each run once per round); medians reported")
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--layout", default="auto")
     parser.add_argument("--child", default=None)
     parser.add_argument("--path", default=None)
     args = parser.parse_args()
     if args.child:
         child(args)
         return
-    from csdf import zoo
-    from csdf.onnx_import import load_onnx
-    from deploy.derive import derive
     from deploy.measure import measure
-    src = str(zoo.model_path(args.model))
-    cnn = load_onnx(src, args.model)
-    rows = [("plain ORT session", _run_child("plain", src, args.frames, args.threads), None, None)]
+    from explorer.cli import main as explore
+    from explorer.plan import from_json
+    app = str(Path(args.app).resolve())
+    few = max(5, args.frames // 10)
+    runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        for mode, label in (("reuse", "reuse-only plan"), ("least", "least-memory plan (all by parts)")):
-            plan = _plan(cnn, mode)
-            folder = Path(tmp) / mode
-            derive(plan, {cnn.name: cnn}, folder)
-            check = measure(folder, frames=2, threads=args.threads)
-            frames = args.frames if mode == "reuse" else max(5, args.frames // 10)
-            rows.append((label, _run_child("deployed", str(folder), frames, args.threads),
-                         plan["buffer_bytes"], check["max_abs_diff"][cnn.name]))
-    base = rows[0][1]["fps"]
-    print(f"{args.model}, ONNX Runtime CPU, {args.frames} frames, threads={args.threads or 'default'}")
-    print(f"{'run':36} {'fps':>8} {'x plain':>8} {'arena MiB':>10} {'plan MiB':>9} "
-          f"{'peak RSS MiB':>13} {'max|diff|':>10}")
-    for label, r, plan_bytes, diff in rows:
-        arena = r.get("arena_bytes")
-        print(f"{label:36} {r['fps']:8.1f} {r['fps'] / base:8.2f} "
+        for mem, label in (("1GB", "reuse-only plan"), ("0", "least-memory plan")):
+            plan_path = _plan(app, mem, Path(tmp))
+            plan = from_json(plan_path)
+            folder = Path(tmp) / f"deploy-{mem}"
+            with contextlib.redirect_stdout(io.StringIO()):
+                if explore(["deploy", str(plan_path), "--out", str(folder)]) != 0:
+                    raise SystemExit(f"explore deploy {plan_path} failed")
+            if not runs:   # the plain session on the same (original) model file
+                manifest = json.loads((folder / "manifest.json").read_text())
+                ref = next(iter(manifest["cnns"].values()))["reference"]
+                src = str(folder / ref)
+                runs.append(("plain ORT session", "plain", src, args.frames, "auto", None, None))
+            res = measure(folder, frames=2, threads=args.threads)
+            diff = max(res["max_abs_diff"].values())
+            frames = args.frames if mem == "1GB" else few
+            for layout in ("nchwc", "auto"):
+                runs.append((f"{label}, {layout}", "deployed", str(folder), frames, layout,
+                             plan.buffer_bytes, diff))
+        # interleaved: the machine's load changes over minutes, so every run sees each round
+        results: list[list[dict]] = [[] for _ in runs]
+        for _ in range(args.rounds):
+            for i, (_, kind, path, frames, layout, _, _) in enumerate(runs):
+                results[i].append(_run_child(kind, path, frames, args.threads, layout))
+    med = [float(np.median([r["fps"] for r in rs])) for rs in results]
+    ratio = [float(np.median([r["fps"] / p["fps"] for r, p in zip(rs, results[0])])) for rs in results]
+    print(f"{Path(args.app).name}, ONNX Runtime CPU, {args.frames} frames ({few} least memory), "
+          f"threads={args.threads or 'default'}, {args.rounds} interleaved rounds (medians)")
+    print(f"{'run':30} {'fps':>7} {'x plain':>8} {'arena MiB':>10} {'plan MiB':>9} "
+          f"{'peak RSS MiB':>13} {'max|diff|':>10}  fps per round")
+    for (label, _, _, _, _, plan_bytes, diff), rs, m, q in zip(runs, results, med, ratio):
+        arena = rs[0].get("arena_bytes")
+        rss = max(r["peak_rss_bytes"] for r in rs)
+        print(f"{label:30} {m:7.1f} {q:8.2f} "
               f"{'' if arena is None else f'{arena / 2**20:10.2f}':>10} "
               f"{'' if plan_bytes is None else f'{plan_bytes / 2**20:9.2f}':>9} "
-              f"{r['peak_rss_bytes'] / 2**20:13.1f} {'' if diff is None else f'{diff:10.2e}':>10}")
+              f"{rss / 2**20:13.1f} {'' if diff is None else f'{diff:10.2e}':>10}  "
+              + " ".join(f"{r['fps']:.1f}" for r in rs))
+    print("x plain: median over rounds of fps / the plain session's fps in the same round")
 
 
 if __name__ == "__main__":

@@ -17,14 +17,25 @@ from deploy.executor import Executor
 from sdf3.errors import InputError
 
 
-def make_backend(name: str, dtype: str, threads: int = 0, shared_pool: bool = False):
+def make_backend(name: str, dtype: str, threads: int = 0, shared_pool: bool = False,
+                 layout: str = "nchwc"):
     if name == "onnxruntime":
         from deploy.backend_ort import OrtBackend
-        return OrtBackend(dtype, threads, shared_pool)
+        return OrtBackend(dtype, threads, shared_pool, layout)
     raise InputError(f"--backend: expected onnxruntime or tensorrt, got {name!r}")
 
 
 def peak_rss_bytes() -> int:
+    """This process's peak resident set. Linux: VmHWM, which starts afresh at exec, unlike
+    getrusage's ru_maxrss that keeps the parent's peak across fork+exec (a benchmark that
+    measures in child processes would otherwise report its own peak for every child)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
@@ -43,15 +54,16 @@ def frames_for(manifest: dict[str, Any], count: int, seed: int) -> dict[str, lis
 
 def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: str | None = None,
             threads: int = 0, check: bool = True, warmup: int = 3,
-            shared_pool: bool = False) -> dict[str, Any]:
+            shared_pool: bool = False, layout: str = "nchwc") -> dict[str, Any]:
     """shared_pool: one ORT thread pool for the whole process (see backend_ort); only for
-    processes that do nothing else, like `explore run`."""
+    processes that do nothing else, like `explore run`. layout: ORT kernels per step
+    ("auto" times NCHWc against plain per step model and keeps the faster)."""
     manifest = mf.load(deploy_dir)
     backend_name = backend or manifest["backend"]
     if backend_name == "tensorrt":   # the standalone runner is the GPU executor
         from deploy import backend_trt
         return backend_trt.measure(deploy_dir, frames, seed, warmup, check)
-    be = make_backend(backend_name, manifest["dtype"], threads, shared_pool)
+    be = make_backend(backend_name, manifest["dtype"], threads, shared_pool, layout)
     ex = Executor(manifest, deploy_dir, be)
     routed = frames_for(manifest, max(frames, len(manifest["cnns"])), seed)
     fps, calls, outputs = {}, {}, {}
@@ -67,21 +79,23 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
         fps[name] = len(stream) / elapsed
         calls[name] = run.calls / len(stream)
     diff: dict[str, float | None] = {}
+    magnitude: dict[str, float | None] = {}   # largest |reference output|: the diff's scale
     if check:
         for name, stream in routed.items():
             ref_path = manifest["cnns"][name]["reference"]
             if ref_path is None:
-                diff[name] = None
+                diff[name] = magnitude[name] = None
                 continue
             sess = reference.session(Path(deploy_dir) / ref_path, threads)
-            worst = 0.0
+            worst, size = 0.0, 0.0
             for frame, got in zip(stream, outputs[name]):
                 want = reference.run(sess, frame)
                 for g, w in zip(got, want):
                     worst = max(worst, float(np.max(np.abs(g - w.reshape(g.shape)))))
-            diff[name] = worst
+                    size = max(size, float(np.max(np.abs(w))))
+            diff[name], magnitude[name] = worst, size
     return {"fps": fps, "arena_bytes": int(ex.arena.nbytes if manifest["arena_bytes"] else 0),
-            "param_bytes": be.param_bytes(), "max_abs_diff": diff,
+            "param_bytes": be.param_bytes(), "max_abs_diff": diff, "max_abs_output": magnitude,
             "calls_per_frame": {k: int(v) if float(v).is_integer() else v for k, v in calls.items()},
             "peak_rss_bytes": peak_rss_bytes(), "scratch_bytes": scratch_bytes(ex),
             "backend": backend_name, "frames": sum(len(s) for s in routed.values())}

@@ -116,9 +116,10 @@ def _safe(name: str) -> str:
 
 
 def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: int = 0,
-                progress=None) -> dict[str, dict]:
-    """{layer: {whole_ms, part_ms, phases}} (part entries only for layers that can split)."""
-    backend = OrtBackend(dtype, threads)
+                progress=None, layout: str = "auto") -> dict[str, dict]:
+    """{layer: {whole_ms, part_ms, phases}} (part entries only for layers that can split).
+    layout "auto" as `explore run` uses it: each step with the faster ORT kernel layout."""
+    backend = OrtBackend(dtype, threads, layout=layout)
     table: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

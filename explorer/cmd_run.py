@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override the manifest's backend")
     parser.add_argument("--no-check", action="store_true", help="skip the reference comparison")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--layout", choices=["auto", "nchwc", "nchw"], default="auto",
+                        help="ONNX Runtime kernels per step: auto (time blocked NCHWc against "
+                             "plain NCHW for each step model, keep the faster), or force one")
     parser.add_argument("--in-process", action="store_true",
                         help="leave ONNX Runtime's threading per session (for callers that "
                              "create other sessions in the same process)")
@@ -30,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--frames: expected a positive number, got {args.frames}")
     result = measure(args.dir, frames=args.frames, seed=args.seed, backend=args.backend,
                      threads=args.threads, check=not args.no_check,
-                     shared_pool=not args.in_process)
+                     shared_pool=not args.in_process, layout=args.layout)
     if args.json:
         print(json.dumps(result))
         return 0

@@ -49,7 +49,12 @@ class GenerationStats:
 
 
 def stderr_progress(stats: GenerationStats) -> None:
-    print(stats.line(), file=sys.stderr, flush=True)
+    """One line per generation; on a terminal the line is rewritten in place."""
+    if sys.stderr.isatty():
+        end = "\n" if stats.generation >= stats.generations else ""
+        print("\r" + stats.line(), end=end, file=sys.stderr, flush=True)
+    else:
+        print(stats.line(), file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -163,3 +168,37 @@ def nsga2(n_genes: int, cnns: list[str], evaluate: Evaluate, settings: SearchSet
     return SearchResult(front=_points(hall, cnns), evaluations=counts["requests"],
                         unique=len(cache), seconds=time.perf_counter() - start,
                         generations=settings.generations, history=history)
+
+
+@dataclass
+class Outcome:
+    """Algorithm 2's answer: the front, the chosen point (lines 9-16) and how it was found."""
+    front: list[Point]
+    chosen: Point
+    met: bool
+    result: SearchResult
+    genes: list[str]                      # gene labels "cnn.layer", in gene order
+
+
+def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
+               progress: Progress | None = None) -> Outcome:
+    """Algorithm 2 as published: early exit when reuse alone (every layer one phase) meets
+    M^c; otherwise NSGA-II over one gene per layer that may go by parts; then the pick.
+    `evaluate` is explorer.derive.Evaluation (memory by Algorithm 1, fps by an evaluator)."""
+    from explorer.derive import gene_labels
+    from explorer.pick import pick
+
+    settings = settings or app.search
+    labels = gene_labels(app)
+    cnns = list(app.cnns)
+    start = time.perf_counter()
+    zeros = (0,) * len(labels)
+    mem, fps = evaluate(zeros)
+    reuse = Point(zeros, int(mem), {c: float(fps.get(c, 0.0)) for c in cnns})
+    if app.memory is None or reuse.memory_bytes <= app.memory or not labels:
+        result = SearchResult([reuse], evaluations=1, unique=1,
+                              seconds=time.perf_counter() - start, early_exit=True)
+    else:
+        result = nsga2(len(labels), cnns, evaluate, settings, progress)
+    chosen, met = pick(result.front, app.memory, app.fps)
+    return Outcome(result.front, chosen, met, result, labels)

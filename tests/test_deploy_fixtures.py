@@ -1,15 +1,18 @@
-"""Small CNNs built with onnx.helper and plans built for them independently of the explorer:
-firings and row-buffer sizes from csdf.partition_analysis, buffer sharing by a plain greedy
-pass over edge lifetimes (first producer step to last consumer step), as Algorithm 1 does."""
+"""Small CNNs built with onnx.helper, and plans for them made by the explorer's own pipeline
+(explorer.derive: partition analysis, edge lifetimes, Algorithm 1, memory, validity check),
+so the deploy tests run the plans `explore` writes. Whether a plan is right is checked by
+running it: outputs equal to the unmodified model's, arena bytes equal to the plan's."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from csdf.model import CNN, edge_name
+from csdf.model import CNN
 from csdf.onnx_import import load_onnx
-from csdf.partition_analysis import analyse_partition
+from explorer.app import PRECISIONS, Application, Partition
 
 
 def tiny_onnx(path, seed: int = 0, shape=(1, 3, 16, 12), classes: int = 10) -> str:
@@ -69,117 +72,45 @@ def tiny_cnn(tmp_path, name: str = "tiny", seed: int = 0, **kw) -> CNN:
     return load_onnx(tiny_onnx(tmp_path / f"{name}.onnx", seed, **kw), name)
 
 
-def _conflict(a: dict, b: dict, groups: list[list[str]]) -> bool:
-    """Lifetimes {partition: set of steps} conflict when they overlap in a partition or sit
-    in two different partitions of one pipeline set (those run at the same time)."""
-    for pa, steps_a in a.items():
-        for pb, steps_b in b.items():
-            if pa == pb and steps_a & steps_b:
-                return True
-            if pa != pb and any(pa in g and pb in g for g in groups):
-                return True
-    return False
-
-
-def _share(uses: list[tuple[str, int, dict]], groups: list[list[str]], data_bytes: int,
-           reuse: bool) -> tuple[dict, list]:
-    """Greedy reuse: largest edge first into the first buffer none of whose edges conflicts."""
-    buffers: list[dict] = []
-    where: dict[str, int] = {}
-    for name, elements, life in sorted(uses, key=lambda u: -u[1]):
-        for i, b in enumerate(buffers):
-            if reuse and not any(_conflict(life, other, groups) for other in b["lives"]):
-                break
-        else:
-            buffers.append({"edges": [], "elements": 0, "lives": []})
-            i = len(buffers) - 1
-        b = buffers[i]
-        b["edges"].append(name)
-        b["elements"] = max(b["elements"], elements)
-        b["lives"].append(life)
-        where[name] = i
-    out = [{"edges": b["edges"], "elements": b["elements"], "bytes": b["elements"] * data_bytes}
-           for b in buffers]
-    return where, out
-
-
-def make_plan(cnns: list[CNN], phases: dict[str, dict[str, int]], split: dict[str, int] | None = None,
-              pipelined: bool = False, reuse: bool = True, data_bytes: int = 4,
-              app_parts: dict[str, list[tuple[str, list[str]]]] | None = None,
-              app_pipelines: list[list[str]] | None = None) -> dict:
-    """A plan.json dict. `split[cnn]` cuts a CNN's topological order into two partitions at
-    that index; `pipelined` puts the two in one pipeline set (crossing edges doubled).
-    `app_parts[cnn]` = [(qualified name, layers)] and `app_pipelines` take an app's own."""
-    partitions, pipelines, firings, edges = [], [], {}, {}
-    uses: list[tuple[str, int, dict]] = []
+def make_app(cnns: list[CNN], split: dict[str, int] | None = None, pipelined: bool = False,
+             data_bytes: int = 4) -> Application:
+    """An Application over loaded CNNs: one partition each ("cnn.all"), or two ("cnn.p0",
+    "cnn.p1") cut at `split[cnn]` in topological order, in one pipeline set if `pipelined`."""
+    partitions, pipelines = [], []
     for cnn in cnns:
         order = cnn.order()
         cut = (split or {}).get(cnn.name)
-        if app_parts and cnn.name in app_parts:
-            named = app_parts[cnn.name]
-        elif cut is None:
-            named = [(f"{cnn.name}.all", order)]
-        else:
-            named = [(f"{cnn.name}.p0", order[:cut]), (f"{cnn.name}.p1", order[cut:])]
-        part_of = {}
-        names = []
-        for pname, layers in named:
-            names.append(pname)
-            pa = analyse_partition(cnn, layers, phases[cnn.name])
-            firings[pname] = pa.firings
-            partitions.append({"name": pname, "cnn": cnn.name, "layers": list(layers), "processor": "gpu"})
-            for layer in layers:
-                part_of[layer] = (pname, pa)
-        if app_pipelines is None:
-            pipelines.extend([names] if pipelined else [[p] for p in names])
-        for src, dst in cnn.edges():
-            shape = list(cnn.edge_shape(src, dst))
-            (ps, pa_s), (pd, pa_d) = part_of[src], part_of[dst]
-            if ps == pd:
-                rows = pa_s.edge_rows[(src, dst)]
-                first, last = pa_s.edge_steps[(src, dst)]
-                lives = [{ps: set(range(first, last + 1))}]
-                copies = [edge_name(cnn.name, src, dst)]
-            elif any(ps in g and pd in g for g in (app_pipelines or ([names] if pipelined else []))):
-                # both copies span both partitions whole
-                rows = shape[2]
-                whole = {ps: set(range(len(pa_s.firings))), pd: set(range(len(pa_d.firings)))}
-                copies = [edge_name(cnn.name, src, dst, 1), edge_name(cnn.name, src, dst, 2)]
-                lives = [whole, whole]
-            else:   # crossing: whole tensor, alive to the end of ps and from the start of pd
-                rows = shape[2]
-                first = pa_s.firings.index(src)
-                last = len(pa_d.firings) - 1 - pa_d.firings[::-1].index(dst)
-                copies = [edge_name(cnn.name, src, dst)]
-                lives = [{ps: set(range(first, len(pa_s.firings))), pd: set(range(last + 1))}]
-            elements = rows * shape[0] * shape[1] * shape[3]
-            for name, life in zip(copies, lives):
-                edges[name] = {"elements": elements, "rows": rows, "shape": shape}
-                uses.append((name, elements, life))
-    if app_pipelines is not None:
-        pipelines = [list(g) for g in app_pipelines]
-    where, buffers = _share(uses, pipelines, data_bytes, reuse)
-    for name, e in edges.items():
-        e["buffer"] = where[name]
-    return {"app": "", "name": "test", "precision": {4: "fp32", 2: "fp16"}[data_bytes],
-            "data_bytes": data_bytes, "phases": phases, "partitions": partitions,
-            "pipelines": pipelines, "firings": firings, "edges": edges, "buffers": buffers,
-            "buffer_bytes": sum(b["bytes"] for b in buffers)}
+        named = ([(f"{cnn.name}.all", order)] if cut is None else
+                 [(f"{cnn.name}.p0", order[:cut]), (f"{cnn.name}.p1", order[cut:])])
+        partitions += [Partition(n, cnn.name, list(layers)) for n, layers in named]
+        names = [n for n, _ in named]
+        pipelines += [names] if pipelined else [[n] for n in names]
+    precision = {4: PRECISIONS["fp32"], 2: PRECISIONS["fp16"]}[data_bytes]
+    return Application("test", {c.name: c for c in cnns}, partitions, pipelines, precision)
 
 
-def plan_for_app(app, mode: str, reuse: bool = True) -> dict:
-    """A plan for an Application with its own partitions and pipelines; mode "whole" or
-    "all_parts" for every CNN. Data width from the app's precision (fp32 or fp16 data)."""
-    from csdf.parts import all_parts
-    phases = {n: (all_parts(c) if mode == "all_parts" else {l: 1 for l in c.order()})
-              for n, c in app.cnns.items()}
-    parts = {}
-    for p in app.partitions:
-        cnn = app.cnns[p.cnn]
-        order = cnn.order()
-        lo, hi = order.index(p.layers[0]), order.index(p.layers[-1])
-        layers = order[lo:hi + 1] if len(p.layers) == 2 and hi > lo else list(p.layers)
-        parts.setdefault(p.cnn, []).append((p.name, layers))
-    return make_plan(list(app.cnns.values()), phases, reuse=reuse,
-                     data_bytes=app.precision.data_bytes, app_parts=parts,
-                     app_pipelines=[list(g) for g in app.pipelines])
+def plan_of(app: Application, phases: dict[str, dict[str, int]], reuse: bool = True) -> dict:
+    """plan.json of `app` under `phases`, made by the explorer itself (explorer.derive:
+    analysis, lifetimes, Algorithm 1, memory, validity check); `reuse=False` keeps one
+    buffer per edge (explorer.memory.naive) for comparison."""
+    from explorer.derive import derive, plan_for
+    from explorer.memory import buffer_elements, naive
+    d = derive(app, phases)
+    if not reuse:
+        buffers = naive(d.uses)
+        bb = buffer_elements(buffers) * app.precision.data_bytes
+        d = replace(d, buffers=buffers, buffer_bytes=bb, memory_bytes=d.param_bytes + bb)
+    return plan_for(app, d, {c: 0.0 for c in app.cnns}, True).to_dict()
+
+
+def make_plan(cnns: list[CNN], phases: dict[str, dict[str, int]], split: dict[str, int] | None = None,
+              pipelined: bool = False, reuse: bool = True, data_bytes: int = 4) -> dict:
+    """A plan.json dict for `cnns` (see make_app) under `phases`."""
+    return plan_of(make_app(cnns, split, pipelined, data_bytes), phases, reuse)
+
+
+def plan_for_app(app: Application, mode: str, reuse: bool = True) -> dict:
+    """A plan for an app with its own partitions and pipelines; mode "whole" (reuse only)
+    or "all_parts" (every layer that can, by parts: the least-memory end)."""
+    from explorer.derive import uniform_phases
+    return plan_of(app, uniform_phases(app, mode == "all_parts"), reuse)

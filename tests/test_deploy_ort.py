@@ -181,3 +181,22 @@ def test_cli_run_json(cnn, tmp_path, capsys):
                         "peak_rss_bytes"}
     assert out["arena_bytes"] == plan["buffer_bytes"]
     assert main(["run", str(tmp_path / "missing")]) == 2
+
+
+@pytest.mark.parametrize("layout", ["nchw", "auto"])
+def test_layouts_give_equal_outputs(cnn, tmp_path, layout):
+    """Plain NCHW kernels, or per step the faster of NCHWc and NCHW: same arena, same calls,
+    outputs still equal the reference; "auto" records one choice per step model file."""
+    from deploy import manifest as mf
+    from deploy.backend_ort import OrtBackend
+    from deploy.executor import Executor
+    plan = make_plan([cnn], {cnn.name: alternate(cnn)})
+    manifest = derive(plan, {cnn.name: cnn}, tmp_path)
+    _check(measure(tmp_path, frames=2, layout=layout), plan)
+    if layout == "auto":
+        be = OrtBackend("float32", layout="auto")
+        Executor(mf.load(tmp_path), tmp_path, be)
+        used = {str(tmp_path / s["model"]) for p in manifest["partitions"] for s in p["steps"]
+                if s["model"]}
+        assert set(be.chosen) == used
+        assert set(be.chosen.values()) <= {"nchwc", "nchw"}

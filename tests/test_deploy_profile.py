@@ -2,6 +2,8 @@
 format the search's evaluator reads."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from csdf.parts import all_parts, can_split
@@ -41,6 +43,13 @@ def test_profile_file_feeds_the_evaluator(app_file, tmp_path):
     assert whole == pytest.approx(1000.0 / sum(t.whole_ms for t in table.values()), rel=1e-9)
     parts = evaluator.fps({"tiny": all_parts(cnn)})["tiny"]
     assert parts <= whole   # more calls per frame never run faster in the profile's model
+    # and `explore APP --evaluator FILE` searches with it: reuse alone fits 1 GB, so the
+    # plan is every layer whole and its predicted fps is the measured sum's
+    runs = tmp_path / "run"
+    assert main([str(app_file), "--evaluator", str(out), "--mem", "1GB", "--out", str(runs),
+                 "--quiet"]) == 0
+    plan = json.loads((runs / "plan.json").read_text())
+    assert plan["fps"]["tiny"] == pytest.approx(whole, rel=1e-6)
 
 
 def test_profile_tensorrt_is_measured_on_the_board(app_file, tmp_path, capsys):

@@ -1,0 +1,181 @@
+"""`explore APP.yaml [--mem 8MB] [--fps 71 | --fps name=71,...] [--out DIR]`: the methodology.
+
+Algorithm 2 (explorer.search.algorithm2) over DeriveApplicationWithReducedBufs
+(explorer.derive), then the files of DIR: pareto.json, pareto.csv, plan.json (the chosen
+point), report.html (the front, the constraints, the baselines) and the SDF3 XML of every
+partition of the chosen plan (`<cnn>.<partition>.xml`, channel buffer sizes in rows).
+Exit 0 when the chosen plan meets M^c and every T^c, 3 when no point of the front does
+(the least-memory plan is still written). Without --out, DIR is runs/<app name>-<n> under
+the current directory, n the first number not taken.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from explorer.units import format_bytes
+from sdf3.errors import InputError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("app", help="application file (YAML)")
+    parser.add_argument("--mem", help="memory constraint M^c, e.g. 8MB (0 = least memory)")
+    parser.add_argument("--fps", help="throughput constraint T^c: one value for every CNN, or "
+                                      "name=value,... (0 = none)")
+    parser.add_argument("--precision", choices=["fp32", "fp16", "mixed", "int8"],
+                        help="override the app's precision")
+    parser.add_argument("--evaluator", default=None,
+                        help="throughput evaluator: profile (default), measured, a built-in "
+                             "profile name or a profile file")
+    parser.add_argument("--out", help="output directory (default: runs/<app name>-<n>)")
+    parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    parser.add_argument("--seed", type=int, help="random seed (default: the app's search.seed)")
+    parser.add_argument("--population", type=int, help="NSGA-II population (app's default)")
+    parser.add_argument("--generations", type=int, help="NSGA-II generations (app's default)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def out_dir(args: argparse.Namespace, app_name: str) -> Path:
+    """The directory to write, checked before the search runs."""
+    if args.out:
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise InputError(f"--out {out}: expected a directory, found a file")
+        if out.is_dir() and any(out.iterdir()) and not args.force:
+            raise InputError(f"--out {out}: directory is not empty (use --force to write into it)")
+        return out
+    n = 1
+    while (Path("runs") / f"{app_name}-{n}").exists():
+        n += 1
+    return Path("runs") / f"{app_name}-{n}"
+
+
+def settings_of(app, args: argparse.Namespace):
+    s = app.search
+    for key in ("seed", "population", "generations"):
+        value = getattr(args, key, None)
+        if value is not None:
+            if value < (0 if key == "seed" else 1):
+                raise InputError(f"--{key}: expected a {'non-negative' if key == 'seed' else 'positive'}"
+                                 f" integer, got {value}")
+            s = replace(s, **{key: value})
+    return s
+
+
+SHOW = 16                   # layers by parts named in the summary (all are in plan.json)
+LABELS = {"none": "no reduction", "pisarchyk": "Pisarchyk & Lee [23]",
+          "reuse": "reuse only (Algorithm 1)", "all_parts": "all layers by parts [17]",
+          "lower_bound": "lower bound (reuse schedules)"}
+
+
+def baselines_for(app, evaluator) -> list:
+    """The rows of `explore baselines` as report marks, with the fps the evaluator predicts
+    for their phases (none for the lower bound, and for Pisarchyk & Lee on a pipelined app:
+    it treats the pipeline as sequential stages, which the evaluator does not time)."""
+    from explorer.derive import uniform_phases
+    from explorer.report import Baseline
+    try:
+        from explorer.baselines import baselines
+    except ImportError:
+        return []
+    whole = evaluator.fps(uniform_phases(app, False))
+    pipelined = any(len(group) > 1 for group in app.pipelines)
+    fps = {"none": whole, "reuse": whole, "pisarchyk": {} if pipelined else whole,
+           "all_parts": evaluator.fps(uniform_phases(app, True)), "lower_bound": {}}
+    return [Baseline(LABELS.get(name, name), int(row.total_bytes), fps.get(name, {}))
+            for name, row in baselines(app).items()]
+
+
+def write_partitions(app, plan, out: Path) -> list[Path]:
+    """SDF3 XML of every partition under the plan's phases, buffer sizes (rows) as capacities."""
+    from csdf.to_csdf import to_csdf
+    from sdf3.xml import write_xml
+
+    paths = []
+    for part in app.partitions:
+        cnn = app.cnns[part.cnn]
+        graph = to_csdf(cnn, part.layers, plan.phases[part.cnn], name=part.name.replace(".", "_"),
+                        self_loops=True)
+        for ch in graph.channels:
+            e = plan.edges.get(f"{part.cnn}.{ch.name}")
+            if ch.src != ch.dst and e is not None:
+                ch.capacity = int(e["rows"])
+        path = out / f"{part.name}.xml"
+        write_xml(graph, path)
+        paths.append(path)
+    return paths
+
+
+def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
+    r = outcome.result
+    lines = [f"app {app.name}: {len(app.cnns)} CNN(s), {len(app.partitions)} partition(s), "
+             f"precision {app.precision.name}, evaluator {evaluator_name}"]
+    if r.early_exit:
+        lines.append("search: early exit, buffer reuse alone (every layer one phase) fits M^c")
+    else:
+        rate = r.evaluations / r.seconds if r.seconds else 0.0
+        lines.append(f"search: NSGA-II {r.generations} generations, {r.evaluations} evaluations "
+                     f"({r.unique} unique) in {r.seconds:.1f} s ({rate:.0f}/s); "
+                     f"front {len(outcome.front)} points")
+    mem_c = app.memory
+    mem_ok = mem_c is None or plan.memory_bytes <= mem_c
+    lines.append(f"memory  {format_bytes(plan.memory_bytes)} ({plan.memory_bytes} B: params "
+                 f"{format_bytes(plan.param_bytes)} + buffers {format_bytes(plan.buffer_bytes)})"
+                 + ("" if mem_c is None else
+                    f"  M^c {format_bytes(mem_c)}: {'met' if mem_ok else 'NOT met'}"))
+    for cnn, v in plan.fps.items():
+        need = app.fps.get(cnn, 0.0)
+        tail = f"  T^c {need:g}: {'met' if v >= need else 'NOT met'}" if need else ""
+        lines.append(f"fps     {cnn}: {v:.2f}{tail}")
+    for cnn, ph in plan.phases.items():
+        split = [layer for layer, n in ph.items() if n > 1]
+        shown = ", ".join(split[:SHOW]) + (f", ... ({len(split) - SHOW} more)"
+                                           if len(split) > SHOW else "")
+        lines.append(f"by parts {cnn}: {len(split)} of {len(ph)} layers"
+                     + (f": {shown}" if split else ""))
+    lines.append("constraints " + ("met" if plan.constraints_met else
+                                   "NOT met by any point of the front (least-memory plan written)"))
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from explorer.appfile import load_app
+    from explorer.derive import Evaluation, derive, phases_of, plan_for
+    from explorer.plan import to_json
+    from explorer.report import write_pareto_csv, write_pareto_json, write_report_html
+    from explorer.search import algorithm2, stderr_progress
+    from explorer.throughput import make_evaluator
+
+    app = load_app(args.app, mem=args.mem, fps=args.fps, precision=args.precision)
+    settings = settings_of(app, args)
+    out = out_dir(args, app.name)
+    evaluator = make_evaluator(app, args.evaluator)
+    evaluation = Evaluation(app, evaluator)
+    outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
+    chosen = outcome.chosen
+    derived = derive(app, phases_of(app, chosen.genes), evaluation.cache)
+    plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
+
+    out.mkdir(parents=True, exist_ok=True)
+    cnns = list(app.cnns)
+    r = outcome.result
+    write_pareto_json(outcome.front, cnns, outcome.genes, out / "pareto.json", extra={
+        "app": plan.app, "name": app.name, "early_exit": r.early_exit, "seed": settings.seed,
+        "population": settings.population, "generations": settings.generations,
+        "evaluations": r.evaluations, "unique": r.unique, "seconds": round(r.seconds, 3),
+        "constraints": plan.constraints, "chosen": list(chosen.genes),
+        "constraints_met": plan.constraints_met})
+    write_pareto_csv(outcome.front, cnns, outcome.genes, out / "pareto.csv")
+    to_json(plan, out / "plan.json")
+    xml = write_partitions(app, plan, out)
+    notes = [line for line in summary(app, plan, outcome, evaluator.name)]
+    write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
+                      outcome.genes, app.memory, app.fps, baselines_for(app, evaluator), chosen,
+                      outcome.met, notes)
+    for line in notes:
+        print(line)
+    print(f"wrote {out}/: plan.json, pareto.json, pareto.csv, report.html, "
+          + ", ".join(p.name for p in xml))
+    return 0 if outcome.met else 3
+
