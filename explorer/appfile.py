@@ -47,9 +47,7 @@ def load_app(path: str | Path, mem: str | None = None, fps: str | None = None,
     for i, raw in enumerate(raw_cnns):
         key = f"cnns[{i}]"
         _check_keys(raw, CNN_KEYS, where, key)
-        cnn_name = raw.get("name")
-        if not isinstance(cnn_name, str) or not NAME.match(cnn_name):
-            raise InputError(f"{where}: {key}.name: expected a name of letters, digits, '_' or '-', got {cnn_name!r}")
+        cnn_name = _name(raw, where, key)
         if cnn_name in cnns:
             raise InputError(f"{where}: {key}.name: CNN {cnn_name!r} is listed twice")
         cnn = _load_model(raw.get("model"), cnn_name, path, f"{key}.model", fused)
@@ -87,6 +85,14 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise InputError(f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}")
     return doc
+
+
+def _name(doc: dict, where: str, key: str) -> str:
+    """A CNN's or partition's name: it becomes part of file names and plan keys."""
+    value = doc.get("name")
+    if not isinstance(value, str) or not NAME.match(value):
+        raise InputError(f"{where}: {key}.name: expected a name of letters, digits, '_' or '-', got {value!r}")
+    return value
 
 
 def _check_keys(doc: Any, allowed: tuple[str, ...], where: str, key: str) -> None:
@@ -158,9 +164,7 @@ def _partitions(raw: Any, cnn: CNN, where: str, key: str) -> list[Partition]:
     for j, part in enumerate(raw):
         pkey = f"{key}[{j}]"
         _check_keys(part, PARTITION_KEYS, where, pkey)
-        pname = part.get("name")
-        if not isinstance(pname, str) or not NAME.match(pname):
-            raise InputError(f"{where}: {pkey}.name: expected a name of letters, digits, '_' or '-', got {pname!r}")
+        pname = _name(part, where, pkey)
         if pname in seen:
             raise InputError(f"{where}: {pkey}.name: partition {pname!r} is listed twice for CNN {cnn.name}")
         seen.add(pname)

@@ -10,6 +10,7 @@ from pathlib import Path
 from csdf.partition_analysis import PartitionAnalysis, analyse_partition
 from csdf.parts import all_parts, can_split, phases_for
 from csdf.to_csdf import to_csdf
+from explorer.outputs import fresh_dir
 from sdf3.errors import InputError
 from sdf3.xml import write_xml
 
@@ -70,11 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from explorer.appfile import load_app
 
     app = load_app(args.app)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: expected a directory, found a file")
-    if out.is_dir() and any(out.iterdir()) and not args.force:
-        raise InputError(f"--out {out}: directory is not empty (use --force to write into it)")
+    out = fresh_dir(args.out, args.force)
     phases = chosen_phases(app, args.parts, args.all_parts)
     out.mkdir(parents=True, exist_ok=True)
     report = {}

@@ -13,6 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plan", help="plan.json written by `explore APP.yaml`")
     parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default="onnxruntime")
     parser.add_argument("--out", required=True, help="directory for the deployment")
+    parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
     parser.add_argument("--with-profile", action="store_true",
                         help="also write every layer's whole and part model, for "
                              "`board_runner.py profile` on the target")
@@ -27,7 +28,9 @@ def load_plan(path: str | Path) -> dict:
 def run(args: argparse.Namespace) -> int:
     from deploy.derive import derive
     from explorer.appfile import load_app
+    from explorer.outputs import fresh_dir
 
+    fresh_dir(args.out, args.force)
     plan = load_plan(args.plan)
     app = load_app(plan["app"])
     manifest = derive(plan, app.cnns, args.out, args.backend, args.with_profile)

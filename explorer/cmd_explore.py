@@ -14,6 +14,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from explorer.outputs import fresh_dir
 from explorer.units import format_bytes
 from sdf3.errors import InputError
 
@@ -39,12 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def out_dir(args: argparse.Namespace, app_name: str) -> Path:
     """The directory to write, checked before the search runs."""
     if args.out:
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise InputError(f"--out {out}: expected a directory, found a file")
-        if out.is_dir() and any(out.iterdir()) and not args.force:
-            raise InputError(f"--out {out}: directory is not empty (use --force to write into it)")
-        return out
+        return fresh_dir(args.out, args.force)
     n = 1
     while (Path("runs") / f"{app_name}-{n}").exists():
         n += 1

@@ -15,6 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default="onnxruntime")
     parser.add_argument("--out", default=None, help="profile file to write (.yaml or .json); "
                         "default: profile-<app>-onnxruntime.yaml in the current directory")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     parser.add_argument("--repeats", type=int, default=20, help="timed calls per layer (median)")
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
     parser.add_argument("--precision", default=None, help="override the app's precision")
@@ -24,12 +25,14 @@ def run(args: argparse.Namespace) -> int:
     from deploy.profile import profile_cnn
     from explorer.appfile import load_app
     from explorer.device_profile import DeviceProfile, LayerTimes, save_profile
+    from explorer.outputs import fresh_file
     from sdf3.errors import InputError
 
     if args.backend == "tensorrt":
         raise InputError("--backend tensorrt: TensorRT layer times are measured on the target; "
                          "deploy with `explore deploy PLAN --backend tensorrt --with-profile` and "
                          "run `python3 board_runner.py profile DIR` there (docs/deploy.md)")
+    out = fresh_file(args.out or f"profile-{Path(args.app).stem}-onnxruntime.yaml", args.force)
     if args.repeats < 1:
         raise InputError(f"--repeats: expected a positive number, got {args.repeats}")
     app = load_app(args.app, precision=args.precision)
@@ -48,7 +51,6 @@ def run(args: argparse.Namespace) -> int:
         meta={"backend": "onnxruntime", "device": platform.processor() or platform.machine(),
               "threads": args.threads, "repeats": args.repeats,
               "how": "median ms of one call; part_ms is one interior phase (explore profile)"})
-    out = Path(args.out or f"profile-{Path(args.app).stem}-onnxruntime.yaml")
     save_profile(profile, out)
     total = {n: sum(t.whole_ms for t in table.values()) for n, table in models.items()}
     print(f"wrote {out}: " + ", ".join(f"{n} {ms:.2f} ms whole" for n, ms in total.items()))

@@ -32,5 +32,12 @@ def test_deploy_and_run(tmp_path, capsys):
     assert res["calls_per_frame"]["tiny"] == len(plan["firings"]["tiny.all"])
     # bad input: a plan without its keys is one line and exit 2
     (tmp_path / "bad.json").write_text("{}")
-    assert main(["deploy", str(tmp_path / "bad.json"), "--out", str(out)]) == 2
-    assert "explore: error:" in capsys.readouterr().err
+    assert main(["deploy", str(tmp_path / "bad.json"), "--out", str(tmp_path / "dep2")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("explore: error:") and "bad.json" in err and err.count("\n") == 1
+    # a deployment already there is not overwritten unless asked
+    before = (out / "manifest.json").read_bytes()
+    assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(out)]) == 2
+    assert "not empty (use --force" in capsys.readouterr().err
+    assert (out / "manifest.json").read_bytes() == before
+    assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(out), "--force"]) == 0

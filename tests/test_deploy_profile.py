@@ -50,6 +50,10 @@ def test_profile_file_feeds_the_evaluator(app_file, tmp_path):
                  "--quiet"]) == 0
     plan = json.loads((runs / "plan.json").read_text())
     assert plan["fps"]["tiny"] == pytest.approx(whole, rel=1e-6)
+    # the profile written is not overwritten unless asked
+    before = out.read_bytes()
+    assert main(["profile", str(app_file), "--out", str(out), "--repeats", "1"]) == 2
+    assert out.read_bytes() == before
 
 
 def test_profile_tensorrt_is_measured_on_the_board(app_file, tmp_path, capsys):
