@@ -5,6 +5,7 @@ per frame against the plan's firings.
 
     .venv/bin/python benchmarks/deploy_apps.py [--frames 2] [--population P --generations G]
                                                [--only SUBSTRING] [--precision fp32]
+                                               [--layout blocked|auto|nchwc|nchw]
 
 Cases: MobileNetV2 (Table 12 app 1) reuse-only (--mem 1GB: early exit), at Table 12's
 15 MB and at the least memory (--mem 0); ResNet-50 (Table 13) the same with its 26 MB /
@@ -67,7 +68,7 @@ def check_case(app: str, extra: list[str], args, tmp: Path) -> dict:
     if deployed != 0:
         raise SystemExit(f"explore deploy {out / 'plan.json'} failed")
     n = len(plan["fps"])
-    res = measure(dep, frames=args.frames * n, warmup=2)
+    res = measure(dep, frames=args.frames * n, warmup=2, layout=args.layout)
     fired = {c: sum(len(f) for p, f in plan["firings"].items() if p.split(".")[0] == c)
              for c in plan["fps"]}
     fp16 = int(plan["data_bytes"]) == 2
@@ -87,6 +88,7 @@ def main() -> int:
     parser.add_argument("--population", type=int, default=None)
     parser.add_argument("--generations", type=int, default=None)
     parser.add_argument("--precision", default=None, help="override every app's precision")
+    parser.add_argument("--layout", default="blocked", help="ONNX Runtime layout, as `explore run --layout`")
     parser.add_argument("--only", default=None, help="cases whose app path contains this")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))

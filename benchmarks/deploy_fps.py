@@ -5,9 +5,10 @@
 
 The plans are the explorer's: `explore APP --mem 1GB` (reuse-only: early exit, every layer
 whole, Algorithm 1's buffers) and `explore APP --mem 0` (the least-memory point of the
-front), each deployed with `explore deploy`. Each deployment runs twice, with every step on
-ONNX Runtime's NCHWc kernels (the "before" of issue 6's second round) and with the faster
-of NCHWc and plain NCHW per step (`--layout auto`, what `explore run` does), and the plain
+front), each deployed with `explore deploy`. Each deployment runs three times: every step on
+ONNX Runtime's NCHWc kernels with reorders at each step (`nchwc`), the faster of NCHWc and
+plain NCHW per step (`auto`), and whole-layer edges stored in ORT's blocked layout where
+both ends allow it (`blocked`, deploy/ort_blocked.py; what `explore run` does); the plain
 session runs the original model; every run is its own process, so each peak RSS is its own,
 and the runs are interleaved over --rounds rounds because this machine's load moves.
 Target: reuse-only >= 0.9x the plain session's fps (same threads, same frames).
@@ -109,7 +110,7 @@ def main() -> None:
             res = measure(folder, frames=2, threads=args.threads)
             diff = max(res["max_abs_diff"].values())
             frames = args.frames if mem == "1GB" else few
-            for layout in ("nchwc", "auto"):
+            for layout in ("nchwc", "auto", "blocked"):
                 runs.append((f"{label}, {layout}", "deployed", str(folder), frames, layout,
                              plan.buffer_bytes, diff))
         # interleaved: the machine's load changes over minutes, so every run sees each round

@@ -20,6 +20,7 @@ Either way the step is the same ONNX model reading and writing the same arena re
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -50,6 +51,39 @@ class OrtBackend:
         self._sessions: dict[str, ort.InferenceSession] = {}
         self._weights: dict[str, ort.OrtValue] = {}
         self._weight_arrays: dict[str, np.ndarray] = {}
+        self._blocked: dict[str, frozenset[str]] = {}   # model path -> ports stored blocked
+        self._optimized: dict[str, onnx.ModelProto] = {}
+        self._blocked_weights: dict[str, int] = {}      # model path -> bytes of its weights
+        self.blocked_edges: set[str] = set()
+
+    # -- storage formats ----------------------------------------------------------------
+    def prepare(self, manifest: dict, root: str | Path) -> None:
+        """layout "blocked": choose the edges held in ONNX Runtime's NCHWc layout
+        (deploy/ort_blocked.py); the other steps run as with "auto"."""
+        if self.layout != "blocked":
+            return
+        from deploy import ort_blocked as ob
+        root = Path(root)
+        block = ob.block_size(self._options())
+        models = {s["model"] for part in manifest["partitions"] for s in part["steps"]
+                  if s["model"] and any(b["kind"] == "edge" and
+                                        manifest["edges"][b["edges"][0]]["layout"] == "nchw"
+                                        for b in s["bind"])}
+        forms = {}
+        with tempfile.TemporaryDirectory() as work:
+            for rel in sorted(models):
+                opt = ob.optimized(root / rel, work, self._options())
+                forms[rel] = ob.step_form(opt, onnx.load(str(root / rel), load_external_data=False))
+                self._optimized[str(root / rel)] = opt
+        self.blocked_edges = ob.choose(manifest, forms, block)
+        for part in manifest["partitions"]:
+            for step in part["steps"]:
+                ports = ob.blocked_ports(step, self.blocked_edges) if step["model"] else None
+                if ports:
+                    self._blocked[str(root / step["model"])] = ports
+        for key in list(self._optimized):
+            if key not in self._blocked:
+                del self._optimized[key]
 
     # -- memory -------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> np.ndarray:
@@ -78,7 +112,9 @@ class OrtBackend:
         """A compiled step model. With layout "auto" the choice is made at the first bind,
         where the step's real arena views are known (see `bind`)."""
         key = str(path)
-        if self.layout == "auto":
+        if key in self._blocked:
+            return self._blocked_session(key)
+        if self.layout in ("auto", "blocked"):
             return _Pending(key) if key not in self.chosen else self._session(key, self.chosen[key])
         return self._session(key, self.layout)
 
@@ -100,6 +136,20 @@ class OrtBackend:
             self._sessions[skey] = ort.InferenceSession(
                 model.SerializeToString(), opts, providers=["CPUExecutionProvider"],
                 disabled_optimizers=disabled)
+        return self._sessions[skey]
+
+    def _blocked_session(self, key: str) -> ort.InferenceSession:
+        skey = f"blocked:{key}"
+        if skey not in self._sessions:
+            from deploy import ort_blocked as ob
+            model = ob.strip(self._optimized.pop(key), self._blocked[key])
+            self._blocked_weights[key] = sum(
+                int(np.prod(i.dims)) * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(i.data_type)).itemsize
+                for i in model.graph.initializer)
+            opts = self._options()
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+            self._sessions[skey] = ort.InferenceSession(
+                model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         return self._sessions[skey]
 
     def _tune(self, key: str, inputs, outputs) -> ort.InferenceSession:
@@ -153,10 +203,11 @@ class OrtBackend:
 
     def param_bytes(self) -> int:
         """Bytes of the weights the sessions hold (one copy per layer, shared by variants)."""
-        return int(sum(a.nbytes for a in self._weight_arrays.values()))
+        return int(sum(a.nbytes for a in self._weight_arrays.values())
+                   + sum(self._blocked_weights.values()))
 
 
-LAYOUTS = ("nchwc", "nchw", "auto")
+LAYOUTS = ("nchwc", "nchw", "auto", "blocked")
 
 
 class _Pending:

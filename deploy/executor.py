@@ -41,6 +41,8 @@ class Executor:
         self.manifest, self.backend = manifest, backend
         root = Path(deploy_dir)
         self.arena = backend.alloc(manifest["arena_bytes"])
+        if hasattr(backend, "prepare"):    # a backend may store some edges in its own layout
+            backend.prepare(manifest, root)
         self.dtype = np.dtype(manifest["dtype"])
         edges = manifest["edges"]
         self.consts: list[np.ndarray] = []     # idx vectors: scratch outside the arena

@@ -17,9 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override the manifest's backend")
     parser.add_argument("--no-check", action="store_true", help="skip the reference comparison")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--layout", choices=["auto", "nchwc", "nchw"], default="auto",
-                        help="ONNX Runtime kernels per step: auto (time blocked NCHWc against "
-                             "plain NCHW for each step model, keep the faster), or force one")
+    parser.add_argument("--layout", choices=["blocked", "auto", "nchwc", "nchw"], default="blocked",
+                        help="ONNX Runtime storage and kernels: blocked (whole-layer tensors in "
+                             "ORT's NCHWc layout where both ends allow, other steps as auto), "
+                             "auto (per step the faster of NCHWc with reorders and plain NCHW), "
+                             "or force one")
     parser.add_argument("--in-process", action="store_true",
                         help="leave ONNX Runtime's threading per session (for callers that "
                              "create other sessions in the same process)")
