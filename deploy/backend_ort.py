@@ -69,21 +69,17 @@ class OrtBackend:
                   if s["model"] and any(b["kind"] == "edge" and
                                         manifest["edges"][b["edges"][0]]["layout"] == "nchw"
                                         for b in s["bind"])}
-        forms = {}
         with tempfile.TemporaryDirectory() as work:
-            for rel in sorted(models):
-                opt = ob.optimized(root / rel, work, self._options())
-                forms[rel] = ob.step_form(opt, onnx.load(str(root / rel), load_external_data=False))
-                self._optimized[str(root / rel)] = opt
+            optimized = {rel: ob.optimized(root / rel, work, self._options()) for rel in sorted(models)}
+        forms = {rel: ob.step_form(opt, onnx.load(str(root / rel)))
+                 for rel, opt in optimized.items()}
         self.blocked_edges = ob.choose(manifest, forms, block)
         for part in manifest["partitions"]:
             for step in part["steps"]:
                 ports = ob.blocked_ports(step, self.blocked_edges) if step["model"] else None
                 if ports:
                     self._blocked[str(root / step["model"])] = ports
-        for key in list(self._optimized):
-            if key not in self._blocked:
-                del self._optimized[key]
+                    self._optimized[str(root / step["model"])] = optimized[step["model"]]
 
     # -- memory -------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> np.ndarray:
@@ -143,9 +139,8 @@ class OrtBackend:
         if skey not in self._sessions:
             from deploy import ort_blocked as ob
             model = ob.strip(self._optimized.pop(key), self._blocked[key])
-            self._blocked_weights[key] = sum(
-                int(np.prod(i.dims)) * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(i.data_type)).itemsize
-                for i in model.graph.initializer)
+            self._blocked_weights[key] = sum(numpy_helper.to_array(i).nbytes
+                                             for i in model.graph.initializer)
             opts = self._options()
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
             self._sessions[skey] = ort.InferenceSession(

@@ -151,14 +151,10 @@ def choose(manifest: dict[str, Any], forms: dict[str, StepForm], block: int) -> 
         before = len(ok)
         for s in steps:
             ports = [b for b in s["bind"] if b["kind"] == "edge"]
-            if not s["model"] or uses[s["model"]] > 1:     # frame copies, shared part models
+            form = forms.get(s["model"]) if s["model"] else None
+            if form is None or uses[s["model"]] > 1:   # frame copies, plain-only, shared parts
                 for b in s["bind"]:
                     ok.difference_update(b.get("edges", []))
-                continue
-            form = forms.get(s["model"])
-            if form is None:
-                for b in ports:
-                    ok.difference_update(b["edges"])
                 continue
             if form.neutral:
                 ids = {eid for b in ports for eid in b["edges"]}
