@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sdf3.errors import InputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
