@@ -7,7 +7,6 @@ import argparse
 from pathlib import Path
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plan", help="plan.json written by `explore APP.yaml`")
     parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default="onnxruntime")
