@@ -25,12 +25,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from csdf.model import CNN, Layer
 from csdf.parts import window
+from deploy import primitives
 from sdf3.errors import InputError
 
 OPSET = 13
 IR_VERSION = 7
 WINDOW_OPS = {"Conv", "MaxPool", "AveragePool"}
-UNARY_OPS = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "Identity"}
+UNARY_OPS = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "LeakyRelu", "Identity"}
 ELEMENTWISE_OPS = {"Add", "Mul", "Sub", "Div", "Max", "Min", "Sum", "BatchNormalization"} | UNARY_OPS
 ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
 
@@ -119,19 +120,30 @@ def _activations(b: _Builder, layer: Layer, x: str) -> str:
             x = b.node("Mul", [x, gate])
         elif act == "Swish":
             x = b.node("Mul", [x, b.node("Sigmoid", [x])])
+        elif act == "LeakyRelu":
+            x = b.node("LeakyRelu", [x], alpha=float(hyper.get("leaky_alpha", 0.01)))
         else:
             raise InputError(f"layer {layer.name}: fused activation {act!r} cannot be deployed")
     return x
 
 
-def _core(b: _Builder, layer: Layer, xs: list[str], masks: list[str | None], part: bool) -> str:
+def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list[str | None],
+          part: bool, primitive: str | None = None) -> str:
     """The layer's computation on NCHW float32 inputs `xs`; returns the NCHW output name.
     By parts (`part`), a window op computes its phase's output rows from the gathered window
     rows: vertical stride and dilation as in the layer, no vertical padding (padding rows
-    are gathered too and masked by `masks`, float [1, 1, rows, 1] or None)."""
+    are gathered too and masked by `masks`, float [1, 1, rows, 1] or None).
+    `primitive`: a whole Conv written by that primitive of deploy/primitives."""
     op, hyper, params = layer.op, layer.hyper, layer.params
     n, c_out, h_out, w_out = layer.output_shape
-    if op in WINDOW_OPS:
+    if op == "Conv" and not part and primitive not in (None, *primitives.ORT_FORMS):
+        spec = primitives.ConvSpec.of(layer, in_shapes[0])
+        prim = primitives.get(primitive)
+        why = prim.refuses(spec)
+        if why:
+            raise InputError(f"layer {layer.name}: primitive {primitive} refuses it: {why}")
+        y = prim.build(b, layer, spec, xs[0])
+    elif op in WINDOW_OPS:
         kernel = _pair(hyper.get("kernel_shape"), 1)
         strides = _pair(hyper.get("strides"), 1)
         pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
@@ -231,14 +243,15 @@ def _elementwise(b: _Builder, layer: Layer, xs: list[str]) -> str:
 
 
 def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype: str,
-               part: bool = False) -> onnx.ModelProto:
-    """The ONNX model of one step: layer `layer` whole, or (`part`) any phase of it.
+               part: bool = False, primitive: str | None = None) -> onnx.ModelProto:
+    """The ONNX model of one step: layer `layer` whole, or (`part`) any phase of it;
+    `primitive`: how a whole Conv is computed (deploy/primitives).
     Inputs are named by `inputs[i].name` (a gathering input also takes `<name>_idx`,
     int32 slot indices, and when masked `<name>_mask`, int32 0/1 per gathered row); every
     output port gets the same result in its own layout."""
     b = _Builder(dtype)
     elem = ONNX_TYPE[dtype]
-    graph_inputs, xs, masks = [], [], []
+    graph_inputs, xs, masks, in_shapes = [], [], [], []
     for port in inputs:
         graph_inputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
         x, mask = port.name, None
@@ -259,7 +272,8 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
             x = b.node("Cast", [x], to=TensorProto.FLOAT)
         xs.append(x)
         masks.append(mask)
-    y = _core(b, layer, xs, masks, part)
+        in_shapes.append(port.shape)
+    y = _core(b, layer, xs, in_shapes, masks, part, primitive)
     if dtype != "float32":
         y = b.node("Cast", [y], to=elem)
     graph_outputs = []
@@ -304,6 +318,6 @@ def needs_mask(cnn: CNN, layer_name: str, src: str, rows_out: int = 1) -> bool:
 
 def param_tensors(model: onnx.ModelProto) -> dict[str, int]:
     """Bytes of each weight a model holds (initializers named `param:layer:key`), for the
-    measured parameter bytes: shared by name across a layer's variants."""
+    measured parameter bytes."""
     return {t.name: numpy_helper.to_array(t).nbytes for t in model.graph.initializer
             if t.name.startswith("param:")}
