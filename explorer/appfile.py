@@ -257,7 +257,7 @@ def _fps_value(value: Any, where: str) -> float:
         except ValueError:
             raise InputError(f"{where}: expected a throughput in frames per second (0 = none), got {value!r}") from None
     if not 0 <= value < float("inf"):       # also refuses nan
-        raise InputError(f"{where}: throughput must be a finite number >= 0, got {value!r}")
+        raise InputError(f"{where}: throughput must be a number >= 0 and finite, got {value!r}")
     return float(value)
 
 

@@ -64,8 +64,8 @@ BAD_FILES = {
                              ("memory", "exponent")),
     "memory float overflow": (GOOD.replace("memory: 1MB", "memory: 1.0e+308"),
                               ("memory", "2^60 bytes")),
-    "fps inf": (GOOD.replace("fps: 30", "fps: .inf"), ("cnns[0].fps", "finite")),
-    "fps nan": (GOOD.replace("fps: 30", "fps: .nan"), ("cnns[0].fps", "finite")),
+    "fps inf": (GOOD.replace("fps: 30", "fps: .inf"), ("cnns[0].fps", "and finite")),
+    "fps nan": (GOOD.replace("fps: 30", "fps: .nan"), ("cnns[0].fps", "and finite")),
     "search nan": (GOOD + "search: {crossover: .nan}\n", ("search.crossover",)),
 }
 
