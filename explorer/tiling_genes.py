@@ -1,29 +1,29 @@
 """Group and tiling genes: the search chooses fused-tiled groups with the per-layer genes.
 
-The chromosome is the per-layer genes of explorer.derive (row parts) followed by BITS binary
-genes per *block*: every chain of tileable layers in a partition (csdf.tiling.segments) is cut
-into blocks after each layer that shrinks the map (csdf.tiling.blocks: MAFAT's cut candidates,
-after the pools). A block's bits read as v in 0 .. 2^BITS - 1: 0 leaves its layers to their
-per-layer genes, v > 0 tiles it v x v; consecutive blocks of one chain with the same v form
-one group (so MAFAT's 5x5/8/2x2 on YOLOv2-16 is blocks [0-1] [2-3] [4-7] = 5 and [8-11]
-[12-15] = 2). A grid that would leave a tile empty is lowered to the largest that fits.
-Binary genes keep DEAP's operators of explorer.search (two-point crossover, one-gene flip)
-unchanged; NSGA-II (explorer.search.nsga2) runs over the longer chromosome.
+The chromosome is the per-layer genes of explorer.genes (row parts) followed by one integer
+gene per *block*: every chain of tileable layers in a partition (csdf.tiling.segments) is cut
+into blocks after each layer that shrinks the map (csdf.tiling.blocks: MAFAT's cut
+candidates, after the pools). A block's gene v in 0 .. MAX_TILES: 0 leaves its layers to
+their per-layer genes, v > 0 tiles it v x v; consecutive blocks of one chain with the same v
+form one group (MAFAT's 5x5/8/2x2 on YOLOv2-16 is blocks [0-1] [2-3] [4-7] = 5 and [8-11]
+[12-15] = 2; two neighbouring groups with equal grids are not expressible). A grid that would
+leave a tile empty is lowered to the largest that fits. `TiledEvaluation.space` gives
+explorer.search.algorithm2 the labels and ranges of the longer chromosome, so the search
+(NSGA-II with its operators) runs unchanged.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from csdf.tiling import Group, blocks, grid, segments
-from explorer.app import Application, SearchSettings
-from explorer.derive import ViewCache, gene_labels, gene_layers, phases_of, plan_for
+from explorer.app import Application
+from explorer.derive import ViewCache, plan_for, whole_phases
 from explorer.fused import Tilings, derive_tiled, fps as tiled_fps, tilings_json
-from explorer.pick import Point
+from explorer.genes import GeneSpace, gene_space
 from explorer.plan import Plan
 
-BITS = 3
+MAX_TILES = 7
 MODES = ("parts", "tiles", "both")
 
 
@@ -50,7 +50,7 @@ def tile_slots(app: Application) -> list[Slot]:
 
 
 def slot_labels(slots: list[Slot]) -> list[str]:
-    return [f"{s.cnn}.{s.layers[0]}..{s.layers[-1]}:tile{b}" for s in slots for b in range(BITS)]
+    return [f"{s.cnn}.{s.layers[0]}..{s.layers[-1]}:tiles" for s in slots]
 
 
 def _fit(cnn, layers: tuple[str, ...], v: int) -> int:
@@ -65,17 +65,18 @@ def _fit(cnn, layers: tuple[str, ...], v: int) -> int:
     return 1
 
 
-def decode(app: Application, bits: tuple[int, ...] | list[int], slots: list[Slot]) -> Tilings:
-    """Tilings of a chromosome's block bits (module doc)."""
-    if len(bits) != BITS * len(slots):
-        raise ValueError(f"expected {BITS * len(slots)} tiling genes, got {len(bits)}")
-    values = [int("".join(str(int(b)) for b in bits[BITS * k: BITS * (k + 1)]), 2) for k in range(len(slots))]
+def decode(app: Application, values, slots: list[Slot]) -> Tilings:
+    """Tilings of a chromosome's block genes (module doc)."""
+    values = [int(v) for v in values]
+    if len(values) != len(slots):
+        raise ValueError(f"expected {len(slots)} tiling genes, got {len(values)}")
     out: Tilings = {}
     run: list[str] = []
     for k, (slot, v) in enumerate(zip(slots, values)):
+        if not 0 <= v <= MAX_TILES:
+            raise ValueError(f"tiling gene of {slot.layers[0]}: {v} is outside 0..{MAX_TILES}")
         run.extend(slot.layers)
-        nxt = k + 1 < len(slots) and slots[k + 1].chain == slot.chain and values[k + 1] == v
-        if nxt:
+        if k + 1 < len(slots) and slots[k + 1].chain == slot.chain and values[k + 1] == v:
             continue
         if v > 0:
             n = _fit(app.cnns[slot.cnn], tuple(run), v)
@@ -84,85 +85,68 @@ def decode(app: Application, bits: tuple[int, ...] | list[int], slots: list[Slot
     return out
 
 
-def encode(slots: list[Slot], values: list[int]) -> list[int]:
-    """Block values -> bits (for tests and fixed configurations such as MAFAT's)."""
-    return [int(c) for v in values for c in format(v, f"0{BITS}b")]
+@dataclass(frozen=True)
+class TiledSpace:
+    """What explorer.search.algorithm2 reads of a space: labels and each gene's range."""
+
+    layer: GeneSpace | None
+    slots: tuple[Slot, ...]
+
+    @property
+    def labels(self) -> list[str]:
+        return (self.layer.labels if self.layer else []) + slot_labels(list(self.slots))
+
+    @property
+    def upper(self) -> list[int]:
+        return (self.layer.upper if self.layer else []) + [MAX_TILES] * len(self.slots)
 
 
 @dataclass
 class TiledEvaluation:
-    """evaluate(genes) -> (memory_bytes, {cnn: fps}) over layer genes + tiling bits.
-    `mode` "parts" fixes the tiling bits to 0, "tiles" the layer genes to 0."""
+    """evaluate(genes) -> (memory_bytes, {cnn: fps}) over layer genes + tiling genes.
+    `mode` "parts": layer genes only (no tiling); "tiles": tiling genes only (every layer
+    outside a group whole); "both": the two together."""
 
     app: Application
     evaluator: Any
     mode: str = "both"
-    where: list = field(default_factory=list)
-    slots: list[Slot] = field(default_factory=list)
+    granularity: str = "binary"
+    space: TiledSpace | None = None
     cache: ViewCache = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"mode: expected one of {MODES}")
-        self.where = gene_layers(self.app)
-        self.slots = tile_slots(self.app)
+            raise ValueError(f"mode: expected one of {MODES}, got {self.mode!r}")
+        layer = None if self.mode == "tiles" else gene_space(self.app, self.granularity)
+        slots = () if self.mode == "parts" else tuple(tile_slots(self.app))
+        self.space = TiledSpace(layer, slots)
+        self._whole = whole_phases(self.app)
+
+    @property
+    def slots(self) -> list[Slot]:
+        return list(self.space.slots)
 
     @property
     def labels(self) -> list[str]:
-        return ([] if self.mode == "tiles" else gene_labels(self.app)) + \
-            ([] if self.mode == "parts" else slot_labels(self.slots))
+        return self.space.labels
 
     def split(self, genes) -> tuple[list[int], list[int]]:
-        genes = list(genes)
-        n = 0 if self.mode == "tiles" else len(self.where)
-        layer = genes[:n] if n else [0] * len(self.where)
-        bits = genes[n:] if self.mode != "parts" else [0] * (BITS * len(self.slots))
-        return layer, bits
+        genes = [int(g) for g in genes]
+        n = len(self.space.layer.layers) if self.space.layer else 0
+        return genes[:n], genes[n:]
 
     def tilings(self, genes) -> Tilings:
         return decode(self.app, self.split(genes)[1], self.slots)
 
     def derive(self, genes):
-        layer, bits = self.split(genes)
-        phases = phases_of(self.app, layer, self.where)
-        tilings = decode(self.app, bits, self.slots)
+        layer, tiles = self.split(genes)
+        phases = self.space.layer.decode(layer, self._whole) if self.space.layer else self._whole
+        tilings = decode(self.app, tiles, self.slots)
         return derive_tiled(self.app, phases, tilings, self.cache), tilings
 
     def __call__(self, genes) -> tuple[int, dict[str, float]]:
         d, tilings = self.derive(genes)
         return d.memory_bytes, tiled_fps(self.evaluator, d.phases, tilings)
-
-
-@dataclass
-class TiledOutcome:
-    front: list[Point]
-    chosen: Point
-    met: bool
-    result: Any
-    genes: list[str]
-
-
-def algorithm2_tiled(app: Application, evaluate: TiledEvaluation,
-                     settings: SearchSettings | None = None, progress=None) -> TiledOutcome:
-    """explorer.search.algorithm2 over the longer chromosome: early exit when nothing by
-    parts or tiled meets M^c, else NSGA-II, then the paper's pick."""
-    from explorer.pick import pick
-    from explorer.search import SearchResult, nsga2
-
-    settings = settings or app.search
-    labels = evaluate.labels
-    cnns = list(app.cnns)
-    start = time.perf_counter()
-    zeros = (0,) * len(labels)
-    mem, fps = evaluate(zeros)
-    base = Point(zeros, int(mem), {c: float(fps.get(c, 0.0)) for c in cnns})
-    if app.memory is None or base.memory_bytes <= app.memory or not labels:
-        result = SearchResult([base], evaluations=1, unique=1,
-                              seconds=time.perf_counter() - start, early_exit=True)
-    else:
-        result = nsga2(len(labels), cnns, evaluate, settings, progress)
-    chosen, met = pick(result.front, app.memory, app.fps)
-    return TiledOutcome(result.front, chosen, met, result, labels)
 
 
 def plan_tiled(app: Application, evaluate: TiledEvaluation, genes, fps: dict[str, float],

@@ -18,7 +18,7 @@ from explorer.cli import main
 from explorer.fused import group_ms
 from explorer.plan import to_json
 from explorer.throughput import make_evaluator
-from explorer.tiling_genes import TiledEvaluation, decode, encode, plan_tiled
+from explorer.tiling_genes import TiledEvaluation, decode, plan_tiled
 
 
 def small_net(path) -> None:
@@ -62,17 +62,17 @@ TWO_GROUPS = [4, 2, 2]   # blocks [c0 p1] [c2 c3 p4] [c5]: 4x4, then one 2x2 gro
 def test_genes_decode_to_groups(app):
     ev = TiledEvaluation(app, make_evaluator(app), "tiles")
     assert [s.layers for s in ev.slots] == [("c0", "p1"), ("c2", "c3", "p4"), ("c5",)]
-    assert ev.tilings(encode(ev.slots, TWO_GROUPS)) == {
+    assert ev.tilings(TWO_GROUPS) == {
         "small": [Group(("c0", "p1"), 4, 4), Group(("c2", "c3", "p4", "c5"), 2, 2)]}
-    assert decode(app, encode(ev.slots, [0, 4, 0]), ev.slots) == {"small": [Group(("c2", "c3", "p4"), 4, 4)]}
+    assert decode(app, [0, 4, 0], ev.slots) == {"small": [Group(("c2", "c3", "p4"), 4, 4)]}
     # 7 x 7 on c5's 6 x 5 output: 6 rows in 5 or 4 tiles of ceil(6 / n) = 2 leave the last
     # empty (DeepThings' grid); 3 x 3 is the largest grid that fits
-    assert decode(app, encode(ev.slots, [0, 0, 7]), ev.slots) == {"small": [Group(("c5",), 3, 3)]}
+    assert decode(app, [0, 0, 7], ev.slots) == {"small": [Group(("c5",), 3, 3)]}
 
 
 def test_plan_holds_per_tile_buffers_hand_count(app):
     ev = TiledEvaluation(app, make_evaluator(app), "tiles")
-    genes = encode(ev.slots, TWO_GROUPS)
+    genes = TWO_GROUPS
     mem, fps = ev(genes)
     plan = plan_tiled(app, ev, genes, fps, True)
     e = plan.edges
@@ -119,7 +119,7 @@ def test_group_time_counts_recomputed_halo(app):
 
 def test_deployed_two_groups_equal_outputs_arena_is_plan(app, tmp_path):
     ev = TiledEvaluation(app, make_evaluator(app), "tiles")
-    genes = encode(ev.slots, TWO_GROUPS)
+    genes = TWO_GROUPS
     mem, fps = ev(genes)
     plan = plan_tiled(app, ev, genes, fps, True)
     to_json(plan, tmp_path / "plan.json")
