@@ -54,12 +54,17 @@ class OrtBackend:
         self._blocked: dict[str, frozenset[str]] = {}   # model path -> ports stored blocked
         self._optimized: dict[str, onnx.ModelProto] = {}
         self._blocked_weights: dict[str, int] = {}      # model path -> bytes of its weights
+        self._stripped: dict[str, onnx.ModelProto] = {}   # model path -> fixed blocked form
         self.blocked_edges: set[str] = set()
 
     # -- storage formats ----------------------------------------------------------------
     def prepare(self, manifest: dict, root: str | Path) -> None:
         """layout "blocked": choose the edges held in ONNX Runtime's NCHWc layout
         (deploy/ort_blocked.py); the other steps run as with "auto"."""
+        if any(s.get("primitive") for part in manifest["partitions"] for s in part["steps"]):
+            from deploy.primitive_forms import prepare_plan_forms
+            self.blocked_edges = prepare_plan_forms(self, manifest, Path(root), self._options())
+            return
         if self.layout != "blocked":
             return
         from deploy import ort_blocked as ob
@@ -108,8 +113,12 @@ class OrtBackend:
         """A compiled step model. With layout "auto" the choice is made at the first bind,
         where the step's real arena views are known (see `bind`)."""
         key = str(path)
+        if key in self._stripped:
+            return self._blocked_session(key)
         if key in self._blocked:
             return self._blocked_session(key)
+        if key in self.chosen and self.layout not in ("auto", "blocked"):
+            return self._session(key, self.chosen[key])
         if self.layout in ("auto", "blocked"):
             return _Pending(key) if key not in self.chosen else self._session(key, self.chosen[key])
         return self._session(key, self.layout)
@@ -138,7 +147,8 @@ class OrtBackend:
         skey = f"blocked:{key}"
         if skey not in self._sessions:
             from deploy import ort_blocked as ob
-            model = ob.strip(self._optimized.pop(key), self._blocked[key])
+            model = (self._stripped.pop(key) if key in self._stripped
+                     else ob.strip(self._optimized.pop(key), self._blocked[key]))
             self._blocked_weights[key] = sum(numpy_helper.to_array(i).nbytes
                                              for i in model.graph.initializer)
             opts = self._options()
@@ -146,6 +156,15 @@ class OrtBackend:
             self._sessions[skey] = ort.InferenceSession(
                 model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         return self._sessions[skey]
+
+    def fix_form(self, path: str | Path, layout: str, stripped: onnx.ModelProto | None = None) -> None:
+        """Run the step model at `path` with `layout` kernels ("nchw": ORT's NCHWc rewrite
+        off; "nchwc": on), or as `stripped`, its optimised form reading/writing some ports
+        blocked (a primitive plan, deploy/primitive_forms.py)."""
+        if stripped is not None:
+            self._stripped[str(path)] = stripped
+        else:
+            self.chosen[str(path)] = layout
 
     def _tune(self, key: str, inputs, outputs) -> ort.InferenceSession:
         """Build the step both ways on its own views, keep the faster (best of 5 calls
