@@ -10,7 +10,6 @@ are made here, at load time (deploy/ort_blocked.py).
 """
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +96,11 @@ def stripped_step(optimized: onnx.ModelProto, form: ob.StepForm, ports: set[str]
     return add_reorders(model, all_ports - ports) if form.neutral else model
 
 
-def prepare_plan_forms(backend, manifest: dict[str, Any], root: Path, opts) -> set[str]:
-    """Fix every step's form from its primitive (manifest step key `primitive`); returns
-    the edges stored blocked."""
-    block = ob.block_size(opts)
+def prepare_plan_forms(backend, manifest: dict[str, Any], root: Path) -> set[str]:
+    """Fix every step's form from its primitive (manifest step key `primitive`) on
+    `backend` (deploy/backend_ort.py); returns the edges stored blocked."""
+    from deploy.backend_ort import _graph_only
+    block = ob.block_size(backend._options())
     steps = [s for part in manifest["partitions"] for s in part["steps"]]
     ends: dict[str, list[dict]] = {}
     for s in steps:
@@ -114,27 +114,27 @@ def prepare_plan_forms(backend, manifest: dict[str, Any], root: Path, opts) -> s
 
     blocked = set()
     for eid, e in manifest["edges"].items():
+        at = ends.get(eid, [])
         if (e["layout"] == "nchw" and e["shape"][0] == 1 and e["slots"] == e["shape"][2]
-                and e["shape"][1] % block == 0 and all(nchwc(s) for s in ends.get(eid, [None]) if s)
-                and len(ends.get(eid, [])) == 2):
+                and e["shape"][1] % block == 0 and len(at) == 2 and all(nchwc(s) for s in at)):
             blocked.add(eid)
-    with tempfile.TemporaryDirectory() as work:
-        for s in steps:
-            if not s["model"]:
-                continue
-            path = root / s["model"]
-            if not nchwc(s):
-                backend.fix_form(path, "nchw")
-                continue
-            ports = {b["name"] for b in s["bind"] if b["kind"] == "edge" and set(b["edges"]) <= blocked}
-            if not ports:
-                backend.fix_form(path, "nchwc")
-                continue
-            names = [b["name"] for b in s["bind"] if b["kind"] in ("edge", "output")]
-            found = blocked_form(path, work, opts, [n for n in names if n.startswith("in")],
-                                 [n for n in names if not n.startswith("in")])
-            if found is None:
-                raise InputError(f"plan: layer {s['layer']}: primitive {s['primitive']} does not "
-                                 "run blocked on this machine's ONNX Runtime (profile it here)")
-            backend.fix_form(path, "nchwc", stripped_step(*found, ports, set(names)))
+    backend._prefetch([(str(root / s["model"]), "nchwc" if nchwc(s) else "nchw")
+                       for s in steps if s["model"]])
+    for s in steps:
+        if not s["model"]:
+            continue
+        key = str(root / s["model"])
+        ports = {b["name"] for b in s["bind"] if b["kind"] == "edge" and set(b["edges"]) <= blocked}
+        if not nchwc(s) or not ports:
+            backend.fix_form(key, "nchwc" if nchwc(s) else "nchw")
+            continue
+        names = {b["name"] for b in s["bind"] if b["kind"] in ("edge", "output")}
+        opt = onnx.load(str(backend._optimize(key, "nchwc")), load_external_data=False)
+        form = ob.step_form(opt, _graph_only(root / s["model"], opt))
+        ins = {n for n in names if n.startswith("in")}
+        if not (form.neutral or (ins <= form.accepts and names - ins <= form.emits)):
+            raise InputError(f"plan: layer {s['layer']}: primitive {s['primitive']} does not "
+                             "run blocked on this machine's ONNX Runtime (profile it here)")
+        backend.fix_form(key, "nchwc", frozenset(ports),
+                         lambda m, f=form, p=set(ports), a=set(names): stripped_step(m, f, p, a))
     return blocked

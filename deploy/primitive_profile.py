@@ -124,7 +124,8 @@ def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, thre
                     model = stripped_step(*found, ports, ports)
                     probe = folder / f"{len(jobs)}_{prim}.stripped.onnx"
                     onnx.save(model, str(probe))
-                    backend.fix_form(path, "nchwc", model)
+                    backend.fix_form(path, "nchwc", frozenset(ports),
+                                     lambda m, f=found[1], p=ports: stripped_step(m, f, p, p))
                     mode = "stripped"
                 else:
                     model, probe, mode = onnx.load(str(path)), path, "nchw"
