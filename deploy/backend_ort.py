@@ -119,6 +119,9 @@ class OrtBackend:
         if skey not in self._sessions:
             model = onnx.load(key)
             opts = self._options()
+            # weights of Conv/Gemm only: ORT's transpose optimizer rewrites an element-wise
+            # operand in place (same name), which an override would undo
+            weights = {t for n in model.graph.node if n.op_type in ("Conv", "Gemm") for t in n.input[1:]}
             for init in model.graph.initializer:
                 if init.name.startswith("param:"):
                     wkey = f"{Path(key).parent.name}/{init.name}"   # models/<cnn>/...
@@ -127,7 +130,8 @@ class OrtBackend:
                         self._weight_arrays[wkey] = arr
                         self._weights[wkey] = ort.OrtValue.ortvalue_from_numpy(arr)
                     # overrides the model's copy: every variant of a layer uses one buffer
-                    opts.add_initializer(init.name, self._weights[wkey])
+                    if init.name in weights:
+                        opts.add_initializer(init.name, self._weights[wkey])
             disabled = ["NchwcTransformer"] if layout == "nchw" else None
             self._sessions[skey] = ort.InferenceSession(
                 model.SerializeToString(), opts, providers=["CPUExecutionProvider"],
