@@ -4,7 +4,7 @@
   with s = gamma / sqrt(var + eps). A BatchNormalization that cannot fold is, at inference,
   a per-channel scale s and shift beta - mean s: two parameters per channel, as TensorRT
   stores it (`bn_scale_shift`).
-- An activation (Relu, Clip with constant bounds, Sigmoid, HardSigmoid, HardSwish) that is
+- An activation (Relu, Clip with constant bounds, Sigmoid, HardSigmoid, HardSwish, LeakyRelu) that is
   the only reader of a Conv, Gemm, BatchNormalization or Add output joins that layer.
 - x * Sigmoid(x) is a fused "Swish"; x * HardSigmoid(x) with alpha 1/6, beta 1/2 is a fused
   "HardSwish" (what PyTorch exports for nn.Hardswish below opset 14).
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-ACTIVATIONS = ("Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish")
+ACTIVATIONS = ("Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu")
 FUSE_ACTIVATION_INTO = {"Conv", "Gemm", "BatchNormalization", "Add"}
 HARDSWISH_ALPHA, HARDSWISH_BETA = 1.0 / 6.0, 0.5
 
@@ -122,4 +122,6 @@ def act_hyper(imp, node: onnx.NodeProto) -> dict[str, Any]:
                 "clip_max": float(np.asarray(hi).reshape(-1)[0]) if hi is not None else float(attrs.get("max", np.inf))}
     if op == "HardSigmoid":
         return {"alpha": float(attrs.get("alpha", 0.2)), "beta": float(attrs.get("beta", 0.5))}
+    if op == "LeakyRelu":   # its own key: a HardSigmoid's "alpha" may sit in the same hyper
+        return {"leaky_alpha": float(attrs.get("alpha", 0.01))}
     return {}
