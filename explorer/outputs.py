@@ -46,10 +46,12 @@ def fresh_file(path: str | Path, force: bool, flag: str = "--out") -> Path:
 
 
 def safe_name(name: str, fallback: str = "app") -> str:
-    """A directory name (never a path) from an app's name: characters other than letters,
-    digits, '_', '-' and '.' become '_', no leading dot, at most MAX_NAME characters."""
-    safe = SAFE_CHARS.sub("_", name).lstrip(".")[:MAX_NAME].strip("_")
-    return safe if safe.strip(".") else fallback
+    """A directory name (never a path) from an app's name: runs of characters other than
+    letters, digits, '_', '-' and '.' (and '..') become one '_'; no leading or trailing
+    '.', '_', '-'; at most MAX_NAME characters; `fallback` when nothing is left."""
+    safe = re.sub(r"_+", "_", SAFE_CHARS.sub("_", name).replace("..", "_"))
+    safe = safe.strip("._-")[:MAX_NAME].strip("._-")
+    return safe or fallback
 
 
 def _why(err: OSError) -> str:
