@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+from onnx.external_data_helper import uses_external_data
 
 from csdf.model import CNN, INPUT, edge_name
 from deploy import arena, manifest as mf
@@ -29,6 +30,16 @@ DTYPES = {4: "float32", 2: "float16"}
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _write_reference(source: str, target: Path) -> None:
+    """The unmodified model, self-contained: weights kept in an external data file (read
+    beside the source) are embedded, so the deployment runs from any working directory."""
+    head = onnx.load(source, load_external_data=False)
+    if any(uses_external_data(t) for t in head.graph.initializer):
+        onnx.save(onnx.load(source), str(target))
+    else:
+        shutil.copyfile(source, target)
 
 
 def _edge_copies(plan_edges: dict, cnn: str, src: str, dst: str) -> list[str]:
@@ -116,7 +127,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         if cnn.source and Path(cnn.source).is_file():
             ref = str(Path("reference") / f"{_safe(name)}.onnx")
             (out / "reference").mkdir(exist_ok=True)
-            shutil.copyfile(cnn.source, out / ref)
+            _write_reference(cnn.source, out / ref)
         cnn_info[name] = {
             "inputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape)} for s in inputs],
             "outputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape),
