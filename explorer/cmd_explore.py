@@ -39,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--granularity", choices=["ladder", "binary"],
                         help="genes: rows per phase from a ladder, or the paper's binary "
                              "whole/row-by-row (default: the app's search.granularity, binary)")
+    parser.add_argument("--tiling", choices=["parts", "tiles", "both"],
+                        help="fused tiling of layer groups (MAFAT / DeepThings, docs/tiling.md): "
+                             "search tiled groups alone (tiles) or with the per-layer genes (both); "
+                             "parts = the tiling search space without tiling genes")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
@@ -93,10 +97,17 @@ def write_partitions(app, plan, out: Path) -> list[Path]:
     from sdf3.xml import write_xml
 
     paths = []
+    tiled = getattr(plan, "tilings", None) or {}
     for part in app.partitions:
         cnn = app.cnns[part.cnn]
-        graph = to_csdf(cnn, part.layers, plan.phases[part.cnn], name=part.name.replace(".", "_"),
-                        self_loops=True)
+        if tiled.get(part.cnn):          # fused-tiled groups: one actor per group (csdf/tiled_csdf.py)
+            from csdf.tiled_csdf import tiled_csdf
+            from explorer.fused import tilings_from_json
+            graph = tiled_csdf(cnn, part.layers, plan.phases[part.cnn],
+                               tilings_from_json(tiled)[part.cnn], part.name.replace(".", "_"), True)
+        else:
+            graph = to_csdf(cnn, part.layers, plan.phases[part.cnn], name=part.name.replace(".", "_"),
+                            self_loops=True)
         for ch in graph.channels:
             e = plan.edges.get(f"{part.cnn}.{ch.name}")
             if ch.src != ch.dst and e is not None:
@@ -172,11 +183,18 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     from explorer.throughput import make_evaluator
 
     evaluator = make_evaluator(app, args.evaluator)
-    evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
-    outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
-    chosen = outcome.chosen
-    derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache)
-    plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
+    if getattr(args, "tiling", None):     # fused tiling as a mode (explorer/tiling_genes.py)
+        from explorer.tiling_genes import TiledEvaluation, plan_tiled
+        evaluation = TiledEvaluation(app, evaluator, args.tiling, settings.granularity)
+        outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
+        chosen = outcome.chosen
+        plan = plan_tiled(app, evaluation, chosen.genes, chosen.fps, outcome.met)
+    else:
+        evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
+        outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
+        chosen = outcome.chosen
+        derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache)
+        plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
 
     cnns = list(app.cnns)
     r = outcome.result
