@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     for name, cnn in app.cnns.items():
         print(f"profiling {name}: {len(cnn.graph)} layers", file=sys.stderr)
         table = profile_cnn(cnn, dtype, args.repeats, args.threads)
-        models[name] = {layer: LayerTimes(t["whole_ms"], t.get("part_ms"), t.get("phases"))
+        models[name] = {layer: LayerTimes(t["whole_ms"], t.get("part_ms"), t.get("phases"),
+                                      t.get("whole_ws_bytes"), t.get("part_ws_bytes"))
                         for layer, t in table.items()}
     profile = DeviceProfile(
         name=f"{platform.node()}-onnxruntime", models=models, precision=app.precision.name,
