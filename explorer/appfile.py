@@ -13,6 +13,7 @@ from csdf.model import CNN
 from csdf.onnx_import import load_onnx
 from csdf.synthetic import build_synthetic
 from explorer.app import PRECISIONS, Application, Partition, SearchSettings
+from explorer.genes import GRANULARITIES
 from explorer.units import parse_memory
 from explorer.yamlload import load_yaml
 from sdf3.errors import InputError
@@ -283,9 +284,15 @@ def _search(raw: Any, where: str) -> SearchSettings:
     if raw is None:
         return SearchSettings()
     fields = {"population": int, "generations": int, "crossover": float, "mutation": float, "seed": int}
-    _check_keys(raw, tuple(fields), where, "search")
+    _check_keys(raw, tuple(fields) + ("granularity",), where, "search")
     values = {}
     for k, v in raw.items():
+        if k == "granularity":
+            if v not in GRANULARITIES:
+                raise InputError(f"{where}: search.granularity: expected one of "
+                                 f"{', '.join(GRANULARITIES)}, got {v!r}")
+            values[k] = v
+            continue
         kind = fields[k]
         ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
               and (kind is float or isinstance(v, int)))
