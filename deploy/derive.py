@@ -120,7 +120,6 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
                 raise InputError(f"plan: firings of {part['name']} name unknown layer {layer_name!r}")
             p = seen.get(layer_name, 0)
             seen[layer_name] = p + 1
-<<<<<<< HEAD
             if layer_name in member:              # a tiled group is one step at its first layer
                 if layer_name == member[layer_name].layers[0]:
                     from deploy.tiles_onnx import group_step
@@ -128,11 +127,8 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
                                             lambda a, b_, c=cnn.name: _edge_copies(plan_edges, c, a, b_),
                                             dtype, out, models, _safe))
                 continue
-            steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models))
-=======
             steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models,
                                _primitive(plan, cnn.name, layer_name, ph)))
->>>>>>> main
         for layer_name, count in seen.items():
             if count != ph.get(layer_name, 1):
                 raise InputError(f"plan: {part['name']} fires {layer_name} {count} times, "
@@ -178,7 +174,6 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     return result
 
 
-<<<<<<< HEAD
 def _tiled_groups(plan: dict[str, Any], cnns: dict[str, CNN]) -> dict[str, list]:
     """The plan's fused-tiled groups (key `tilings`), checked against the CNNs."""
     from csdf.tiling import Group, check_group
@@ -194,7 +189,8 @@ def _tiled_groups(plan: dict[str, Any], cnns: dict[str, CNN]) -> dict[str, list]
             check_group(cnns[cnn_name], list(group.layers))
             out.setdefault(cnn_name, []).append(group)
     return out
-=======
+
+
 def _primitive(plan: dict, cnn: str, layer: str, ph: dict[str, int]) -> str | None:
     """The plan's primitive for a layer (key `primitives`, explore primitives), or None."""
     table = plan.get("primitives") or {}
@@ -206,7 +202,6 @@ def _primitive(plan: dict, cnn: str, layer: str, ph: dict[str, int]) -> str | No
     if ph.get(layer, 1) > 1 and name != primitives.DEFAULT:
         raise InputError(f"plan: layer {layer} runs by parts; primitive {name} is for whole layers")
     return name
->>>>>>> main
 
 
 def _check_row_parts(phases: dict[str, dict[str, int]], cnns: dict[str, CNN]) -> None:
