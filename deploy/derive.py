@@ -1,12 +1,12 @@
-"""Plan -> deployment: ONNX step models for every layer (whole, or one part model for all
-its phases: deploy/parts_onnx.py), the
+"""Plan -> deployment: ONNX step models for every layer (whole, or one part model per part
+size for its phases: deploy/parts_onnx.py), the
 arena placement of the plan's buffers and the resolved schedule of every partition.
 
 Each step of a partition's schedule is one firing of the plan: a whole layer, or phase p of a
-layer by parts (output row p). A step binds, for every input edge, the stored tensor (whole,
+layer by parts (output rows p*k .. p*k + k - 1, k = ceil(H / phases), the last part shorter). A step binds, for every input edge, the stored tensor (whole,
 or the ring plus the int32 slots of the rows its window reads and, where the window meets
 padding, their 0/1 mask), and for every output edge the
-region it writes (the whole tensor, or slot p % S of the ring). Sink layers write the CNN's
+region it writes (the whole tensor, or slots p*k % S .. of the ring). Sink layers write the CNN's
 output array outside the arena. Pipeline-crossing edges come in two copies used on even and
 odd frames, so every binding lists two edges (the same one twice when single-buffered).
 """
@@ -20,8 +20,9 @@ from typing import Any
 import onnx
 
 from csdf.model import CNN, INPUT, edge_name
+from csdf.parts import part_rows, rows_per_phase
 from deploy import arena, manifest as mf
-from deploy.parts_onnx import InPort, OutPort, needs_mask, step_model, window_rows
+from deploy.parts_onnx import InPort, OutPort, step_model, window_rows
 from sdf3.errors import InputError
 
 DTYPES = {4: "float32", 2: "float16"}
@@ -56,7 +57,6 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
                          f"got {plan.get('data_bytes')!r}")
     data_bytes = int(plan["data_bytes"])
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan["phases"].items()}
-    _check_row_parts(phases, cnns)
     plan_edges = plan["edges"]
     sizes = [int(b["bytes"]) for b in plan["buffers"]]
     host, dev = arena.place(sizes), arena.place(sizes, arena.DEVICE_ALIGN)
@@ -145,25 +145,14 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     return result
 
 
-def _check_row_parts(phases: dict[str, dict[str, int]], cnns: dict[str, CNN]) -> None:
-    """Step models compute one output row per phase or the whole layer: refuse parts of
-    k > 1 rows rather than deploy them wrongly."""
-    for cnn_name, ph in phases.items():
-        cnn = cnns.get(cnn_name)
-        for layer, n in ph.items():
-            if cnn is None or layer not in cnn.graph:
-                continue
-            height = int(cnn.layer(layer).output_shape[2])
-            if n not in (1, height):
-                raise InputError(f"plan: layer {cnn_name}.{layer} runs in {n} phases of "
-                                 f"{-(-height // n)} rows; this deployment runs a layer "
-                                 f"whole or row by row ({height} phases)")
-
-
 def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edges: dict,
           dtype: str, out: Path, models: dict) -> dict:
     layer = cnn.layer(name)
-    by_parts = ph.get(name, 1) > 1
+    n_phases = ph.get(name, 1)
+    by_parts = n_phases > 1
+    height = int(layer.output_shape[2])
+    k = rows_per_phase(height, n_phases)            # output rows per phase
+    count = len(part_rows(height, n_phases, p))     # of this phase (the last may be shorter)
     succ = [d for d in cnn.order() if cnn.graph.has_edge(name, d)]
     out_edges = [_edge_copies(plan_edges, cnn.name, name, d) for d in succ]
     is_sink = cnn.graph.out_degree(name) == 0
@@ -180,13 +169,13 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         e = edges[copies[0]]
         port = f"in{i}"
         if by_parts and not (e["shape"][2] == 1 and e["layout"] == "nchw"):
-            rows, real = window_rows(cnn, name, src, p)
+            rows, real = window_rows(cnn, name, src, p, k, count)
             if not any(real):
                 raise InputError(f"layer {name}: phase {p} reads no row of {src}; "
                                  f"{layer.op} by parts with padding rows cannot be deployed")
             if e["layout"] != "hncw":
                 raise InputError(f"plan: edge {copies[0]} feeds {name} by parts but is not stored by rows")
-            masked = needs_mask(cnn, name, src)
+            masked = _needs_mask(cnn, name, src, n_phases, count)
             in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(rows), masked))
             bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
                          "shape": in_ports[-1].stored_shape})
@@ -204,17 +193,21 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
     shape = tuple(int(v) for v in layer.output_shape)
     for j, copies in enumerate(out_edges):
         e = edges[copies[0]]
-        port = OutPort(f"out{j}", shape, e["layout"], by_parts)
+        port = OutPort(f"out{j}", shape, e["layout"], by_parts, count)
         out_ports.append(port)
-        slot = p % e["slots"] if by_parts else 0
+        slot = (p * k) % e["slots"] if by_parts else 0
+        if by_parts and slot + count > e["slots"]:
+            raise InputError(f"plan: edge {copies[0]} holds {e['slots']} rows, not whole parts "
+                             f"of {k} rows of {name}")
         bind.append({"kind": "edge", "name": port.name, "edges": copies, "slot": slot,
                      "shape": port.stored_shape})
     if is_sink:
-        port = OutPort("sink", shape, "hncw" if by_parts else "nchw", by_parts)
+        port = OutPort("sink", shape, "hncw" if by_parts else "nchw", by_parts, count)
         out_ports.append(port)
-        bind.append({"kind": "output", "name": "sink", "layer": name, "slot": p if by_parts else 0,
+        bind.append({"kind": "output", "name": "sink", "layer": name, "slot": p * k if by_parts else 0,
                      "shape": port.stored_shape})
-    tag = "part" if by_parts else "whole"     # one part model serves every phase
+    # one part model per part size serves every phase of that size
+    tag = ("part" if k == 1 else f"part{count}") if by_parts else "whole"
     rel = f"models/{_safe(cnn.name)}/{_safe(name)}.{tag}.onnx"
     if rel not in models:
         model = step_model(layer, in_ports, out_ports, dtype, by_parts)
@@ -223,3 +216,12 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         models[rel] = {"cnn": cnn.name, "layer": name, "variant": tag,
                        "inputs": [p_.name for p_ in in_ports], "outputs": [p_.name for p_ in out_ports]}
     return {"layer": name, "phase": p, "model": rel, "bind": bind}
+
+
+def _needs_mask(cnn: CNN, name: str, src: str, n_phases: int, count: int) -> bool:
+    """True when a phase of `count` rows of `name` reads padding rows of `src`: its part
+    model (shared by every phase of that size) takes a row mask."""
+    height = int(cnn.layer(name).output_shape[2])
+    k = rows_per_phase(height, n_phases)
+    return any(not all(window_rows(cnn, name, src, q, k, count)[1]) for q in range(n_phases)
+               if len(part_rows(height, n_phases, q)) == count)
