@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+from onnx.external_data_helper import uses_external_data
 
 from csdf.model import CNN, INPUT, edge_name
 from csdf.parts import part_rows, rows_per_phase
@@ -30,6 +31,16 @@ DTYPES = {4: "float32", 2: "float16"}
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _write_reference(source: str, target: Path) -> None:
+    """The unmodified model, self-contained: weights kept in an external data file (read
+    beside the source) are embedded, so the deployment runs from any working directory."""
+    head = onnx.load(source, load_external_data=False)
+    if any(uses_external_data(t) for t in head.graph.initializer):
+        onnx.save(onnx.load(source), str(target))
+    else:
+        shutil.copyfile(source, target)
 
 
 def _edge_copies(plan_edges: dict, cnn: str, src: str, dst: str) -> list[str]:
@@ -99,7 +110,8 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
                 raise InputError(f"plan: firings of {part['name']} name unknown layer {layer_name!r}")
             p = seen.get(layer_name, 0)
             seen[layer_name] = p + 1
-            steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models))
+            steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models,
+                               _primitive(plan, cnn.name, layer_name, ph)))
         for layer_name, count in seen.items():
             if count != ph.get(layer_name, 1):
                 raise InputError(f"plan: {part['name']} fires {layer_name} {count} times, "
@@ -116,7 +128,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         if cnn.source and Path(cnn.source).is_file():
             ref = str(Path("reference") / f"{_safe(name)}.onnx")
             (out / "reference").mkdir(exist_ok=True)
-            shutil.copyfile(cnn.source, out / ref)
+            _write_reference(cnn.source, out / ref)
         cnn_info[name] = {
             "inputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape)} for s in inputs],
             "outputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape),
@@ -145,8 +157,21 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     return result
 
 
+def _primitive(plan: dict, cnn: str, layer: str, ph: dict[str, int]) -> str | None:
+    """The plan's primitive for a layer (key `primitives`, explore primitives), or None."""
+    table = plan.get("primitives") or {}
+    if not table:
+        return None
+    from deploy import primitives
+    name = (table.get(cnn) or {}).get(layer, primitives.DEFAULT)
+    primitives.get(name)                      # InputError for an unknown name
+    if ph.get(layer, 1) > 1 and name != primitives.DEFAULT:
+        raise InputError(f"plan: layer {layer} runs by parts; primitive {name} is for whole layers")
+    return name
+
+
 def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edges: dict,
-          dtype: str, out: Path, models: dict) -> dict:
+          dtype: str, out: Path, models: dict, primitive: str | None = None) -> dict:
     layer = cnn.layer(name)
     n_phases = ph.get(name, 1)
     by_parts = n_phases > 1
@@ -161,6 +186,15 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
             raise InputError(f"layer {name}: an Input by parts cannot be deployed")
         return {"layer": name, "phase": p, "model": None,
                 "bind": [{"kind": "frame", "edges": e} for e in out_edges]}
+    if primitive is not None and layer.op != "Conv" and primitive not in ("ort_nchw", "ort_nchwc"):
+        raise InputError(f"plan: layer {name}: primitive {primitive} is for Conv layers, "
+                         f"not {layer.op}")
+    if primitive is not None and layer.op == "Conv" and ph.get(name, 1) == 1:
+        from deploy.primitives import ConvSpec, get
+        in_shape = cnn.edge_shape(list(dict.fromkeys(layer.inputs))[0], name)
+        why = get(primitive).refuses(ConvSpec.of(layer, in_shape))
+        if why:
+            raise InputError(f"plan: layer {name}: primitive {primitive} refuses it: {why}")
     bind: list[dict] = []
     in_ports, out_ports = [], []
     srcs = list(dict.fromkeys(layer.inputs))
@@ -210,12 +244,18 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
     tag = ("part" if k == 1 else f"part{count}") if by_parts else "whole"
     rel = f"models/{_safe(cnn.name)}/{_safe(name)}.{tag}.onnx"
     if rel not in models:
-        model = step_model(layer, in_ports, out_ports, dtype, by_parts)
+        model = step_model(layer, in_ports, out_ports, dtype, by_parts,
+                           primitive if layer.op == "Conv" and not by_parts else None)
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         onnx.save(model, str(out / rel))
         models[rel] = {"cnn": cnn.name, "layer": name, "variant": tag,
                        "inputs": [p_.name for p_ in in_ports], "outputs": [p_.name for p_ in out_ports]}
-    return {"layer": name, "phase": p, "model": rel, "bind": bind}
+        if primitive is not None:
+            models[rel]["primitive"] = primitive
+    step = {"layer": name, "phase": p, "model": rel, "bind": bind}
+    if primitive is not None:
+        step["primitive"] = primitive
+    return step
 
 
 def _needs_mask(cnn: CNN, name: str, src: str, n_phases: int, count: int) -> bool:
