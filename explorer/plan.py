@@ -38,12 +38,14 @@ class Plan:
     rows: dict[str, dict[str, int]] = field(default_factory=dict)
     # {cnn: {layer: primitive}} of deploy/primitives (explore primitives); empty: ORT's own
     primitives: dict[str, dict[str, str]] = field(default_factory=dict)
+    # fused-tiled groups (explorer/fused.py): {cnn: [{layers, grid: [n, m]}]} (extra key)
+    tilings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-OPTIONAL = ("genes", "rows", "primitives")
+OPTIONAL = ("genes", "rows", "primitives", "tilings")
 
 
 def to_json(plan: Plan, path: str | Path) -> None:
