@@ -46,6 +46,19 @@ def run_net(net: str, out: Path, args) -> dict:
     explore("profile", str(app), "--primitives", "--out", str(prof), "--force",
             "--repeats", str(args.repeats), "--threads", str(args.threads))
     explore("primitives", str(app), "--profile", str(prof), "--out", str(out / "fast"), "--force")
+    import yaml
+    layers = yaml.safe_load(prof.read_text())["primitives"][net]["layers"]
+    per = {}          # primitive -> [time / fastest, workspace bytes] over the conv layers it computes
+    for entry in layers.values():
+        if len(entry) < 3:          # not a Conv (those have ort_nchw, ort_nchwc at most)
+            continue
+        best = min(v["ms"] for v in entry.values())
+        for name, v in entry.items():
+            per.setdefault(name, []).append((v["ms"] / best, v["workspace_bytes"]))
+    library = {name: {"layers": len(v), "fastest_on": sum(r == 1.0 for r, _ in v),
+                      "median_slowdown": sorted(r for r, _ in v)[len(v) // 2],
+                      "max_workspace_bytes": max(w for _, w in v),
+                      "sum_workspace_bytes": sum(w for _, w in v)} for name, v in per.items()}
     study = json.loads((out / "fast" / "primitives.json").read_text())
     head = study["headline"]
     explore("primitives", str(app), "--profile", str(prof), "--out", str(out / "lean"), "--force",
@@ -58,7 +71,7 @@ def run_net(net: str, out: Path, args) -> dict:
            "baselines": {k: {"ms": v["time_ms"], "bytes": v["memory_bytes"], "counts": v["counts"]}
                          for k, v in study["baselines"].items()},
            "headline": head, "ga_hv_ratio": study["ga"]["hv_ratio"],
-           "greedy_speedups": study["greedy_speedups"], "deployed": {}}
+           "greedy_speedups": study["greedy_speedups"], "library": library, "deployed": {}}
     for tag in ("fast", "lean"):
         plan_dir = out / tag
         chosen = json.loads((plan_dir / "primitives.json").read_text())["chosen"]
@@ -100,6 +113,10 @@ def main() -> None:
               f"ILP over greedy at the front's budgets: max {max(g, default=float('nan')):.2f}x, "
               f"{len(row['greedy_speedups']) - len(g)} of {len(row['greedy_speedups'])} budgets infeasible for greedy")
         print(f"  NSGA-II hypervolume / exact: {row['ga_hv_ratio']:.4f}")
+        for name, v in row["library"].items():
+            print(f"  {name:<10} on {v['layers']:>2} convs: fastest on {v['fastest_on']:>2}, median "
+                  f"{v['median_slowdown']:.2f}x the fastest, workspace max {v['max_workspace_bytes'] / 2**20:.2f} MB, "
+                  f"sum {v['sum_workspace_bytes'] / 2**20:.2f} MB")
         for tag, v in d.items():
             print(f"  deployed {tag}: predicted {v['predicted_ms']:.3f} ms, measured "
                   f"{v['measured_ms']:.3f} ms ({v['ratio']:.3f}x), max|diff| {v['max_abs_diff']:.2e}, "
