@@ -119,13 +119,17 @@ class OrtBackend:
         if skey not in self._sessions:
             model = onnx.load(key)
             opts = self._options()
+            shareable = _weight_inputs(model)
             for init in model.graph.initializer:
                 if init.name.startswith("param:"):
                     wkey = f"{Path(key).parent.name}/{init.name}"   # models/<cnn>/...
-                    if wkey not in self._weights:
+                    if wkey not in self._weight_arrays:
                         arr = np.ascontiguousarray(numpy_helper.to_array(init))
                         self._weight_arrays[wkey] = arr
-                        self._weights[wkey] = ort.OrtValue.ortvalue_from_numpy(arr)
+                    if init.name not in shareable:   # stays in the model (see _weight_inputs)
+                        continue
+                    if wkey not in self._weights:
+                        self._weights[wkey] = ort.OrtValue.ortvalue_from_numpy(self._weight_arrays[wkey])
                     # overrides the model's copy: every variant of a layer uses one buffer
                     opts.add_initializer(init.name, self._weights[wkey])
             disabled = ["NchwcTransformer"] if layout == "nchw" else None
@@ -203,6 +207,21 @@ class OrtBackend:
 
 
 LAYOUTS = ("nchwc", "nchw", "auto", "blocked")
+WEIGHT_OPS = {"Conv", "Gemm"}
+
+
+def _weight_inputs(model: onnx.ModelProto) -> set[str]:
+    """Initializers read only by Conv and Gemm: the weights shared across a layer's variants
+    with `add_initializer`. Constants of elementwise ops stay in their models: ONNX Runtime
+    1.x's transpose optimiser, moving a part model's Transpose past an Add or Mul, leaves an
+    overridable initializer untransposed, and the step then computes a wrongly broadcast
+    tensor (an Add of a [1, C, 1, 1] constant by parts gave [1, C, C, W] instead of
+    [1, 1, C, W]; tests/test_deploy_parts_ops.py)."""
+    readers: dict[str, set[str]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers.setdefault(name, set()).add(node.op_type)
+    return {name for name, ops in readers.items() if ops <= WEIGHT_OPS}
 
 
 class _Pending:

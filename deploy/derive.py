@@ -51,7 +51,7 @@ def _variant(cnn: CNN, layer_name: str, src: str, p: int) -> tuple[list[int], Va
     win = window(cnn, layer, src)
     taps = list(win.taps(p, in_h))
     if layer.op not in WINDOW_OPS or win.stride == 0:
-        if not taps:
+        if not taps and layer.op != "Pad":   # a Pad's padding rows read nothing: a fill step
             raise InputError(f"layer {layer_name}: phase {p} reads no row of {src}; "
                              f"{layer.op} by parts with padding rows cannot be deployed")
         return taps, None
@@ -173,7 +173,7 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         return {"layer": name, "phase": p, "model": None,
                 "bind": [{"kind": "frame", "edges": e} for e in out_edges]}
     bind: list[dict] = []
-    in_ports, out_ports, variant, rows_key = [], [], None, []
+    in_ports, out_ports, variant, rows_key, fill = [], [], None, [], False
     srcs = list(dict.fromkeys(layer.inputs))
     for i, src in enumerate(srcs):
         copies = _edge_copies(plan_edges, cnn.name, src, name)
@@ -181,6 +181,9 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         port = f"in{i}"
         if by_parts and not (e["shape"][2] == 1 and e["layout"] == "nchw"):
             taps, v = _variant(cnn, name, src, p)
+            if not taps:      # a Pad phase in its padding rows: writes the pad value only
+                fill = True
+                continue
             if e["layout"] != "hncw":
                 raise InputError(f"plan: edge {copies[0]} feeds {name} by parts but is not stored by rows")
             variant = v if v is not None else variant
@@ -211,7 +214,7 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         out_ports.append(port)
         bind.append({"kind": "output", "name": "sink", "layer": name, "slot": p if by_parts else 0,
                      "shape": port.stored_shape})
-    tag = "whole" if not by_parts else (
+    tag = "whole" if not by_parts else "part_fill" if fill else (
         f"part_t{variant.pad_top}_b{variant.pad_bottom}" if variant is not None else "part")
     rel = f"models/{_safe(cnn.name)}/{_safe(name)}.{tag}.onnx"
     if rel not in models:

@@ -18,11 +18,11 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from csdf.model import Layer
+from csdf.parts import WINDOW_OPS
 from sdf3.errors import InputError
 
 OPSET = 13
 IR_VERSION = 7
-WINDOW_OPS = {"Conv", "MaxPool", "AveragePool"}
 UNARY_OPS = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "Identity"}
 ELEMENTWISE_OPS = {"Add", "Mul", "Sub", "Div", "Max", "Min", "Sum", "BatchNormalization"} | UNARY_OPS
 ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
@@ -122,10 +122,11 @@ def _activations(b: _Builder, layer: Layer, x: str) -> str:
 
 
 def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Variant | None,
-          rows: int | None) -> str:
+          rows: int | None, part: bool = False) -> str:
     """The layer's computation on NCHW float32 inputs `xs`; returns the NCHW output name.
     With a variant, computes the single output row of one phase from `rows` real rows
-    (vertical stride becomes 1, the vertical dilation the gathered taps' spacing: 1)."""
+    (vertical stride becomes 1, the vertical dilation the gathered taps' spacing: 1);
+    `part`: the model computes one output row (a phase of a layer by parts)."""
     op, hyper, params = layer.op, layer.hyper, layer.params
     n, c_out, h_out, w_out = layer.output_shape
     if op in WINDOW_OPS:
@@ -153,7 +154,11 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Va
                 attrs["dilations"] = dil
             if op == "AveragePool" and "count_include_pad" in hyper:
                 attrs["count_include_pad"] = int(hyper["count_include_pad"])
-            y = b.node(op, [xs[0]], **attrs)
+            x = xs[0]
+            if variant is not None and attrs.get("count_include_pad") and \
+                    variant.pad_bottom > int((hyper.get("pads") or [0, 0, 0, 0])[2]):
+                x, attrs = _average_past_pads(b, x, attrs, int(hyper["pads"][2]))
+            y = b.node(op, [x], **attrs)
     elif op in ELEMENTWISE_OPS:
         y = _elementwise(b, layer, xs)
     elif op == "Concat":
@@ -177,18 +182,43 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Va
             y = b.node("Reshape", [s, b.const(b.tmp("shape"), np.array(layer.output_shape, np.int64))])
         else:
             y = b.node("Softmax", [xs[0]], axis=int(hyper.get("axis", 1)))
-    elif op == "Pad" and variant is None:
-        pads = [int(v) for v in hyper.get("pads", [])]
-        if len(pads) == 4:
-            t, left, bottom, right = pads
-            pads = [0, 0, t, left, 0, 0, bottom, right]
-        value = b.const(b.tmp("pad_value"), np.array(float(hyper.get("value", 0.0)), np.float32))
-        y = b.node("Pad", [xs[0], b.const(b.tmp("pads"), np.array(pads, np.int64)), value],
-                   mode=str(hyper.get("mode", "constant")))
+    elif op == "Pad":
+        y = _pad(b, layer, xs, part)
     else:
         mode = "by parts" if variant is not None else "whole"
         raise InputError(f"layer {layer.name}: op {op} cannot be deployed {mode}")
     return _activations(b, layer, y)
+
+
+def _pad(b: _Builder, layer: Layer, xs: list[str], part: bool) -> str:
+    """Pad whole, or one output row of it: a row of the input padded on every axis but the
+    height, or (no input: a phase inside the vertical padding) a row of the pad value."""
+    pads = [int(v) for v in layer.hyper.get("pads", [])]
+    if len(pads) == 4:
+        t, left, bottom, right = pads
+        pads = [0, 0, t, left, 0, 0, bottom, right]
+    value = float(layer.hyper.get("value", 0.0))
+    if part and not xs:
+        n, c, _, w = layer.output_shape
+        return b.node("ConstantOfShape", [b.const(b.tmp("shape"), np.array([n, c, 1, w], np.int64))],
+                      value=helper.make_tensor("value", TensorProto.FLOAT, [1], [value]))
+    if part:
+        pads[2] = pads[6] = 0
+    value_n = b.const(b.tmp("pad_value"), np.array(value, np.float32))
+    return b.node("Pad", [xs[0], b.const(b.tmp("pads"), np.array(pads, np.int64)), value_n],
+                  mode=str(layer.hyper.get("mode", "constant")))
+
+
+def _average_past_pads(b: _Builder, x: str, attrs: dict, declared_bottom: int) -> tuple[str, dict]:
+    """A phase of an AveragePool with count_include_pad=1 and ceil_mode whose window runs
+    past the declared bottom padding: ONNX counts the padding rows in the divisor but not
+    the rows beyond them. The declared padding becomes real zero rows (Pad) and the rows
+    beyond it implicit padding of a count_include_pad=0 pool, which leaves them out."""
+    top, left, bottom, right = attrs["pads"]
+    inside = min(bottom, declared_bottom)
+    pads = b.const(b.tmp("pads"), np.array([0, 0, top, left, 0, 0, inside, right], np.int64))
+    x = b.node("Pad", [x, pads], mode="constant")
+    return x, {**attrs, "pads": [0, 0, bottom - inside, 0], "count_include_pad": 0}
 
 
 def _elementwise(b: _Builder, layer: Layer, xs: list[str]) -> str:
@@ -236,7 +266,7 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
         xs.append(x)
         in_shapes.append(port.shape)
     rows = inputs[0].rows if inputs else None
-    y = _core(b, layer, xs, in_shapes, variant, rows)
+    y = _core(b, layer, xs, in_shapes, variant, rows, any(o.part for o in outputs))
     if dtype != "float32":
         y = b.node("Cast", [y], to=elem)
     graph_outputs = []
