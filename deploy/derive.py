@@ -73,6 +73,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
                          f"got {plan.get('data_bytes')!r}")
     data_bytes = int(plan["data_bytes"])
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan["phases"].items()}
+    _check_row_parts(phases, cnns)
     plan_edges = plan["edges"]
     sizes = [int(b["bytes"]) for b in plan["buffers"]]
     host, dev = arena.place(sizes), arena.place(sizes, arena.DEVICE_ALIGN)
@@ -158,6 +159,21 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         copy_runner(out)
     mf.save(result, out)
     return result
+
+
+def _check_row_parts(phases: dict[str, dict[str, int]], cnns: dict[str, CNN]) -> None:
+    """Step models compute one output row per phase or the whole layer: refuse parts of
+    k > 1 rows rather than deploy them wrongly."""
+    for cnn_name, ph in phases.items():
+        cnn = cnns.get(cnn_name)
+        for layer, n in ph.items():
+            if cnn is None or layer not in cnn.graph:
+                continue
+            height = int(cnn.layer(layer).output_shape[2])
+            if n not in (1, height):
+                raise InputError(f"plan: layer {cnn_name}.{layer} runs in {n} phases of "
+                                 f"{-(-height // n)} rows; this deployment runs a layer "
+                                 f"whole or row by row ({height} phases)")
 
 
 def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edges: dict,

@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from csdf.model import Layer
 from csdf.parts import WINDOW_OPS
+from deploy import primitives
 from sdf3.errors import InputError
 
 OPSET = 13
@@ -122,14 +123,22 @@ def _activations(b: _Builder, layer: Layer, x: str) -> str:
 
 
 def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Variant | None,
-          rows: int | None, part: bool = False) -> str:
+          rows: int | None, primitive: str | None = None, part: bool = False) -> str:
     """The layer's computation on NCHW float32 inputs `xs`; returns the NCHW output name.
     With a variant, computes the single output row of one phase from `rows` real rows
-    (vertical stride becomes 1, the vertical dilation the gathered taps' spacing: 1);
+    (vertical stride becomes 1, the vertical dilation the gathered taps' spacing: 1).
+    `primitive`: a whole Conv written by that primitive of deploy/primitives.
     `part`: the model computes one output row (a phase of a layer by parts)."""
     op, hyper, params = layer.op, layer.hyper, layer.params
     n, c_out, h_out, w_out = layer.output_shape
-    if op in WINDOW_OPS:
+    if op == "Conv" and variant is None and primitive not in (None, *primitives.ORT_FORMS):
+        spec = primitives.ConvSpec.of(layer, in_shapes[0])
+        prim = primitives.get(primitive)
+        why = prim.refuses(spec)
+        if why:
+            raise InputError(f"layer {layer.name}: primitive {primitive} refuses it: {why}")
+        y = prim.build(b, layer, spec, xs[0])
+    elif op in WINDOW_OPS:
         kernel = _pair(hyper.get("kernel_shape"), 1)
         strides = _pair(hyper.get("strides"), 1)
         pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
@@ -244,7 +253,7 @@ def _elementwise(b: _Builder, layer: Layer, xs: list[str]) -> str:
 
 
 def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype: str,
-               variant: Variant | None = None) -> onnx.ModelProto:
+               variant: Variant | None = None, primitive: str | None = None) -> onnx.ModelProto:
     """The ONNX model of one step: layer `layer` whole (variant None) or one phase of it.
     Inputs are named by `inputs[i].name` (a gathering input also takes `<name>_idx`,
     int32 slot indices); every output port gets the same result in its own layout."""
@@ -266,7 +275,7 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
         xs.append(x)
         in_shapes.append(port.shape)
     rows = inputs[0].rows if inputs else None
-    y = _core(b, layer, xs, in_shapes, variant, rows, any(o.part for o in outputs))
+    y = _core(b, layer, xs, in_shapes, variant, rows, primitive, any(o.part for o in outputs))
     if dtype != "float32":
         y = b.node("Cast", [y], to=elem)
     graph_outputs = []
