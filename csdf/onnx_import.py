@@ -2,7 +2,7 @@
 
 Fused mode (the default) gives the layers an inference engine actually runs, so buffer and
 parameter counts match the deployed application: BatchNormalization after a Conv is folded
-into the Conv's W and B; activations (Relu, Clip/Relu6, Sigmoid, HardSigmoid, HardSwish)
+into the Conv's W and B; activations (Relu, Clip/Relu6, Sigmoid, HardSigmoid, HardSwish, LeakyRelu)
 that are the only consumer of a Conv, Gemm, BatchNormalization or Add output are fused into
 that layer; x * sigmoid(x) after a Conv becomes a fused "Swish"; MatMul with constant
 weights becomes a Gemm (a following Add of a constant is its bias). Unfused mode keeps every
@@ -32,7 +32,7 @@ from onnx import numpy_helper
 from csdf.model import CNN, INPUT, Layer
 from sdf3.errors import InputError
 
-ACTIVATIONS = ("Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish")
+ACTIVATIONS = ("Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu")
 FUSE_ACTIVATION_INTO = {"Conv", "Gemm", "BatchNormalization", "Add"}
 SIMPLE_OPS = {"MaxPool", "AveragePool", "GlobalAveragePool", "Add", "Mul", "Concat",
               "Flatten", "Reshape", "Pad", "Softmax", "BatchNormalization", *ACTIVATIONS}
@@ -291,6 +291,8 @@ class _Importer:
                     "clip_max": float(hi) if hi is not None else float(attrs.get("max", np.inf))}
         if op == "HardSigmoid":
             return {"alpha": float(attrs.get("alpha", 0.2)), "beta": float(attrs.get("beta", 0.5))}
+        if op == "LeakyRelu":   # its own key: a HardSigmoid's "alpha" may sit in the same hyper
+            return {"leaky_alpha": float(attrs.get("alpha", 0.01))}
         return {}
 
     def _conv(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> Layer:

@@ -26,7 +26,7 @@ from sdf3.errors import InputError
 # Ops whose output row p depends on a window of input rows (Conv, pools).
 WINDOW_OPS = {"Conv", "MaxPool", "AveragePool"}
 # Ops whose output row p depends on input row p of every input (broadcast rows aside).
-ROW_OPS = {"Add", "Mul", "Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish",
+ROW_OPS = {"Add", "Mul", "Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu",
            "BatchNormalization"}
 # Ops that always need the whole input (Table 2's FC and loss, and friends): one phase.
 WHOLE_OPS = {"Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "GlobalAveragePool",

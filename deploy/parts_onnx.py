@@ -24,7 +24,7 @@ from sdf3.errors import InputError
 
 OPSET = 13
 IR_VERSION = 7
-UNARY_OPS = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "Identity"}
+UNARY_OPS = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "LeakyRelu", "Identity"}
 ELEMENTWISE_OPS = {"Add", "Mul", "Sub", "Div", "Max", "Min", "Sum", "BatchNormalization"} | UNARY_OPS
 ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
 
@@ -117,6 +117,8 @@ def _activations(b: _Builder, layer: Layer, x: str) -> str:
             x = b.node("Mul", [x, gate])
         elif act == "Swish":
             x = b.node("Mul", [x, b.node("Sigmoid", [x])])
+        elif act == "LeakyRelu":
+            x = b.node("LeakyRelu", [x], alpha=float(hyper.get("leaky_alpha", 0.01)))
         else:
             raise InputError(f"layer {layer.name}: fused activation {act!r} cannot be deployed")
     return x

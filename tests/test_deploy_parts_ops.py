@@ -70,6 +70,7 @@ CASES = {
     "Sigmoid": _case("Sigmoid"),
     "HardSigmoid": _case("HardSigmoid", dict(alpha=0.3, beta=0.4)),
     "HardSwish": _case("HardSwish"),
+    "LeakyRelu": _case("LeakyRelu", dict(alpha=0.2)),
     "BatchNormalization": _case("BatchNormalization", extra_inputs=["g", "be", "m", "v"],
                                 inits=[_w("g", [4]), _w("be", [4]), _w("m", [4]),
                                        _t("v", np.abs(RNG.standard_normal(4)) + 0.5)]),
