@@ -19,7 +19,7 @@ import onnx
 
 from csdf.model import CNN, INPUT, edge_name
 from csdf.parts import window
-from deploy import arena, manifest as mf
+from deploy import arena, manifest as mf, plan_check
 from deploy.parts_onnx import InPort, OutPort, Variant, WINDOW_OPS, step_model
 from sdf3.errors import InputError
 
@@ -63,14 +63,18 @@ def _variant(cnn: CNN, layer_name: str, src: str, p: int) -> tuple[list[int], Va
 
 
 def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
-           backend: str = "onnxruntime", with_profile: bool = False) -> dict[str, Any]:
-    """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest."""
+           backend: str = "onnxruntime", with_profile: bool = False,
+           where: str = "plan") -> dict[str, Any]:
+    """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest.
+    The plan is checked first (deploy/plan_check.py; `where` names it in the one-line
+    refusal), so nothing is written for a plan the explorer could not have made."""
+    dtype = DTYPES.get(plan.get("data_bytes", 4)) if isinstance(plan.get("data_bytes", 4), int) else None
+    if dtype is None:
+        raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
+                         f"got {plan.get('data_bytes')!r}")
+    plan_check.check(plan, cnns, where)
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)
-    dtype = DTYPES.get(int(plan.get("data_bytes", 4)))
-    if dtype is None:
-        raise InputError(f"plan: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
-                         f"got {plan.get('data_bytes')!r}")
     data_bytes = int(plan["data_bytes"])
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan["phases"].items()}
     _check_row_parts(phases, cnns)

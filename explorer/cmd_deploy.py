@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     fresh_dir(args.out, args.force)
     plan = load_plan(args.plan)
     app = load_app(plan["app"])
-    manifest = derive(plan, app.cnns, args.out, args.backend, args.with_profile)
+    manifest = derive(plan, app.cnns, args.out, args.backend, args.with_profile, where=args.plan)
     steps = sum(len(p["steps"]) for p in manifest["partitions"])
     print(f"deployed {manifest['name'] or Path(args.plan).stem}: {len(manifest['models'])} step models, "
           f"{steps} steps, arena {manifest['arena_bytes']} B "
