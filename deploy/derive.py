@@ -1,9 +1,11 @@
-"""Plan -> deployment: ONNX step models for every layer (whole or its part variants), the
+"""Plan -> deployment: ONNX step models for every layer (whole, or one part model for all
+its phases: deploy/parts_onnx.py), the
 arena placement of the plan's buffers and the resolved schedule of every partition.
 
 Each step of a partition's schedule is one firing of the plan: a whole layer, or phase p of a
 layer by parts (output row p). A step binds, for every input edge, the stored tensor (whole,
-or the ring plus the int32 slots of the rows its window reads), and for every output edge the
+or the ring plus the int32 slots of the rows its window reads and, where the window meets
+padding, their 0/1 mask), and for every output edge the
 region it writes (the whole tensor, or slot p % S of the ring). Sink layers write the CNN's
 output array outside the arena. Pipeline-crossing edges come in two copies used on even and
 odd frames, so every binding lists two edges (the same one twice when single-buffered).
@@ -18,9 +20,8 @@ from typing import Any
 import onnx
 
 from csdf.model import CNN, INPUT, edge_name
-from csdf.parts import window
 from deploy import arena, manifest as mf, plan_check
-from deploy.parts_onnx import InPort, OutPort, Variant, WINDOW_OPS, step_model
+from deploy.parts_onnx import InPort, OutPort, counted_rows, needs_mask, step_model, window_rows
 from sdf3.errors import InputError
 
 DTYPES = {4: "float32", 2: "float16"}
@@ -42,24 +43,6 @@ def _edge_copies(plan_edges: dict, cnn: str, src: str, dst: str) -> list[str]:
 
 def _layout(shape, phases_src: int, phases_dst: int) -> str:
     return "hncw" if shape[2] > 1 and (phases_src > 1 or phases_dst > 1) else "nchw"
-
-
-def _variant(cnn: CNN, layer_name: str, src: str, p: int) -> tuple[list[int], Variant | None]:
-    """Rows of `src` phase p reads and, for window ops, the border padding around them."""
-    layer = cnn.layer(layer_name)
-    in_h = cnn.edge_shape(src, layer_name)[2]
-    win = window(cnn, layer, src)
-    taps = list(win.taps(p, in_h))
-    if layer.op not in WINDOW_OPS or win.stride == 0:
-        if not taps and layer.op != "Pad":   # a Pad's padding rows read nothing: a fill step
-            raise InputError(f"layer {layer_name}: phase {p} reads no row of {src}; "
-                             f"{layer.op} by parts with padding rows cannot be deployed")
-        return taps, None
-    first = p * win.stride - win.pad_top
-    rows = [first + i * win.dilation for i in range(win.kernel)]
-    top = sum(1 for r in rows if r < 0)
-    bottom = sum(1 for r in rows if r >= in_h)
-    return taps, Variant(top, bottom)
 
 
 def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
@@ -149,6 +132,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         "backend": backend, "precision": plan.get("precision", "fp32"), "dtype": dtype,
         "data_bytes": data_bytes, "arena_bytes": host.total, "device_arena_bytes": dev.total,
         "device_align": arena.DEVICE_ALIGN, "plan_buffer_bytes": int(plan.get("buffer_bytes", sum(sizes))),
+        "plan_param_bytes": plan.get("param_bytes"), "plan_memory_bytes": plan.get("memory_bytes"),
         "buffers": [{"index": i, "offset": host.offsets[i], "device_offset": dev.offsets[i],
                      "bytes": sizes[i], "edges": list(b["edges"])} for i, b in enumerate(plan["buffers"])],
         "edges": edges, "cnns": cnn_info, "partitions": partitions,
@@ -193,32 +177,39 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         return {"layer": name, "phase": p, "model": None,
                 "bind": [{"kind": "frame", "edges": e} for e in out_edges]}
     bind: list[dict] = []
-    in_ports, out_ports, variant, rows_key, fill = [], [], None, [], False
+    in_ports, out_ports, fill = [], [], False
     srcs = list(dict.fromkeys(layer.inputs))
     for i, src in enumerate(srcs):
         copies = _edge_copies(plan_edges, cnn.name, src, name)
         e = edges[copies[0]]
         port = f"in{i}"
         if by_parts and not (e["shape"][2] == 1 and e["layout"] == "nchw"):
-            taps, v = _variant(cnn, name, src, p)
-            if not taps:      # a Pad phase in its padding rows: writes the pad value only
+            rows, real = window_rows(cnn, name, src, p)
+            if not any(real) and layer.op == "Pad":   # a row of its vertical padding: no input
                 fill = True
                 continue
+            if not any(real):
+                raise InputError(f"layer {name}: phase {p} reads no row of {src}; "
+                                 f"{layer.op} by parts with padding rows cannot be deployed")
             if e["layout"] != "hncw":
                 raise InputError(f"plan: edge {copies[0]} feeds {name} by parts but is not stored by rows")
-            variant = v if v is not None else variant
-            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(taps)))
-            rows_key.append(len(taps))
+            masked = needs_mask(cnn, name, src)
+            counted = counted_rows(cnn, name, src, p)
+            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(rows), masked,
+                                   counted is not None))
             bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
                          "shape": in_ports[-1].stored_shape})
             bind.append({"kind": "const", "name": f"{port}_idx",
-                         "values": [r % e["slots"] for r in taps]})
+                         "values": [r % e["slots"] if ok else 0 for r, ok in zip(rows, real)]})
+            if masked:
+                bind.append({"kind": "const", "name": f"{port}_mask", "values": [int(ok) for ok in real]})
+            if counted is not None:
+                bind.append({"kind": "const", "name": f"{port}_count", "values": counted})
         else:
             if e["slots"] != e["shape"][2]:
                 raise InputError(f"plan: edge {copies[0]} holds {e['slots']} rows but {name} "
                                  f"reads it whole")
             in_ports.append(InPort(port, tuple(e["shape"]), e["layout"], e["slots"], None))
-            rows_key.append(None)
             bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
                          "shape": in_ports[-1].stored_shape})
     shape = tuple(int(v) for v in layer.output_shape)
@@ -234,11 +225,11 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         out_ports.append(port)
         bind.append({"kind": "output", "name": "sink", "layer": name, "slot": p if by_parts else 0,
                      "shape": port.stored_shape})
-    tag = "whole" if not by_parts else "part_fill" if fill else (
-        f"part_t{variant.pad_top}_b{variant.pad_bottom}" if variant is not None else "part")
+    # one part model serves every phase (a Pad's phases in its vertical padding: another)
+    tag = "whole" if not by_parts else "part_fill" if fill else "part"
     rel = f"models/{_safe(cnn.name)}/{_safe(name)}.{tag}.onnx"
     if rel not in models:
-        model = step_model(layer, in_ports, out_ports, dtype, variant if by_parts else None)
+        model = step_model(layer, in_ports, out_ports, dtype, by_parts)
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         onnx.save(model, str(out / rel))
         models[rel] = {"cnn": cnn.name, "layer": name, "variant": tag,

@@ -6,8 +6,14 @@ Storage conventions (docs/deploy.md): an edge whose producer or consumer runs by
 stored height-outermost, [S, N, C, W] with S slots (a ring of rows, row r at slot r % S);
 other edges are stored plainly [N, C, H, W]. A part model takes the whole ring of each
 input plus an int32 index vector of the slots it reads, gathers and transposes to NCHW,
-computes one output row and writes it as [1, N, C, W] (one slot). Border phases read fewer
-real rows; their variants carry the missing rows as explicit top/bottom padding.
+computes one output row and writes it as [1, N, C, W] (one slot).
+
+One part model per layer serves every phase: a window op gathers the whole window of input
+rows, and where the window reaches into the layer's top or bottom padding the executor feeds
+a 0/1 int32 row mask with the slot indices (padding rows point at any slot and are masked:
+zero for Conv and AveragePool, the lowest float for MaxPool, and AveragePool without
+count_include_pad rescales by the real rows). So a layer has one model and one copy of its
+weights however its phases meet the borders (no top/middle/bottom variants).
 """
 from __future__ import annotations
 
@@ -17,13 +23,14 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from csdf.model import Layer
-from csdf.parts import WINDOW_OPS
+from csdf.model import CNN, Layer
+from csdf.parts import window
 from deploy import primitives
 from sdf3.errors import InputError
 
 OPSET = 13
 IR_VERSION = 7
+WINDOW_OPS = {"Conv", "MaxPool", "AveragePool"}
 UNARY_OPS = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "LeakyRelu", "Identity"}
 ELEMENTWISE_OPS = {"Add", "Mul", "Sub", "Div", "Max", "Min", "Sum", "BatchNormalization"} | UNARY_OPS
 ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
@@ -38,6 +45,9 @@ class InPort:
     layout: str                          # "nchw" | "hncw"
     slots: int                           # rows stored (H unless a ring)
     rows: int | None = None              # rows gathered per phase (by-parts consumer)
+    masked: bool = False                 # also takes `<name>_mask`: 0 marks padding rows
+    counted: bool = False                # also takes `<name>_count`: 1 marks rows an
+                                         # AveragePool with count_include_pad divides by
 
     @property
     def stored_shape(self) -> list[int]:
@@ -60,12 +70,7 @@ class OutPort:
         return [n, c, h, w] if self.layout == "nchw" else [h, n, c, w]
 
 
-@dataclass(frozen=True)
-class Variant:
-    """How a phase's window meets the borders: padding rows above and below the real rows
-    it reads (0, 0 inside the tensor). None as a whole variant means the whole layer."""
-    pad_top: int = 0
-    pad_bottom: int = 0
+LOWEST = -3.4e38      # a masked MaxPool row: below every real value
 
 
 @dataclass
@@ -124,16 +129,19 @@ def _activations(b: _Builder, layer: Layer, x: str) -> str:
     return x
 
 
-def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Variant | None,
-          rows: int | None, primitive: str | None = None, part: bool = False) -> str:
+def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list[str | None],
+          part: bool, primitive: str | None = None, count: str | None = None) -> str:
     """The layer's computation on NCHW float32 inputs `xs`; returns the NCHW output name.
-    With a variant, computes the single output row of one phase from `rows` real rows
-    (vertical stride becomes 1, the vertical dilation the gathered taps' spacing: 1).
-    `primitive`: a whole Conv written by that primitive of deploy/primitives.
-    `part`: the model computes one output row (a phase of a layer by parts)."""
+    By parts (`part`), a window op computes its phase's output rows from the gathered window
+    rows: vertical stride and dilation as in the layer, no vertical padding (padding rows
+    are gathered too and masked by `masks`, float [1, 1, rows, 1] or None).
+    `primitive`: a whole Conv written by that primitive of deploy/primitives. `count`: rows
+    an AveragePool with count_include_pad divides by (float [1, 1, rows, 1]) when a window
+    runs past the bottom padding (ceil_mode): ONNX leaves those rows out of the divisor.
+    A Pad by parts with no input writes a row of its pad value (a phase in its padding)."""
     op, hyper, params = layer.op, layer.hyper, layer.params
     n, c_out, h_out, w_out = layer.output_shape
-    if op == "Conv" and variant is None and primitive not in (None, *primitives.ORT_FORMS):
+    if op == "Conv" and not part and primitive not in (None, *primitives.ORT_FORMS):
         spec = primitives.ConvSpec.of(layer, in_shapes[0])
         prim = primitives.get(primitive)
         why = prim.refuses(spec)
@@ -146,15 +154,21 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Va
         pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
         dil = _pair(hyper.get("dilations"), 1)
         attrs: dict = {"kernel_shape": kernel}
-        if variant is not None:
-            # The gathered taps are consecutive: vertical dilation and stride become 1.
-            strides, dil = [1, strides[1]], [1, dil[1]]
-            pads = [variant.pad_top, pads[1], variant.pad_bottom, pads[3]]
+        mask = masks[0] if part and masks else None
+        if part:
+            pads = [0, pads[1], 0, pads[3]]
         attrs.update(strides=strides, pads=pads)
+        x = xs[0]
+        if mask is not None:
+            x = b.node("Mul", [x, mask])
+            if op == "MaxPool":    # padding rows never win: x*m + (m-1)*|lowest|
+                low = b.node("Sub", [mask, b.const(b.tmp("one"), np.array(1.0, np.float32))])
+                low = b.node("Mul", [low, b.const(b.tmp("lowest"), np.array(-LOWEST, np.float32))])
+                x = b.node("Add", [x, low])
         if op == "Conv":
             attrs.update(dilations=dil, group=int(hyper.get("group", 1)))
             w = b.const(f"param:{layer.name}:W", params["W"].astype(np.float32))
-            ins = [xs[0], w]
+            ins = [x, w]
             if "B" in params:
                 ins.append(b.const(f"param:{layer.name}:B", params["B"].astype(np.float32)))
             y = b.node("Conv", ins, **attrs)
@@ -163,13 +177,18 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Va
                 attrs["ceil_mode"] = int(hyper["ceil_mode"])
             if op == "MaxPool":
                 attrs["dilations"] = dil
+            exclude = op == "AveragePool" and not int(hyper.get("count_include_pad", 0))
             if op == "AveragePool" and "count_include_pad" in hyper:
                 attrs["count_include_pad"] = int(hyper["count_include_pad"])
-            x = xs[0]
-            if variant is not None and attrs.get("count_include_pad") and \
-                    variant.pad_bottom > int((hyper.get("pads") or [0, 0, 0, 0])[2]):
-                x, attrs = _average_past_pads(b, x, attrs, int(hyper["pads"][2]))
             y = b.node(op, [x], **attrs)
+            rows = mask if exclude else count if op == "AveragePool" else None
+            if part and rows is not None:   # divide by the real (or counted) rows, not the window's
+                ones = b.const(b.tmp("ones"), np.ones([1, 1, kernel[0], 1], np.float32))
+                real = b.node("Conv", [rows, ones], kernel_shape=[kernel[0], 1],
+                              strides=[strides[0], 1], pads=[0, 0, 0, 0])
+                scale = b.node("Div", [b.const(b.tmp("k"), np.array(float(kernel[0]), np.float32)),
+                                       real])
+                y = b.node("Mul", [y, scale])
     elif op in ELEMENTWISE_OPS:
         y = _elementwise(b, layer, xs)
     elif op == "Concat":
@@ -196,7 +215,7 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Va
     elif op == "Pad":
         y = _pad(b, layer, xs, part)
     else:
-        mode = "by parts" if variant is not None else "whole"
+        mode = "by parts" if part else "whole"
         raise InputError(f"layer {layer.name}: op {op} cannot be deployed {mode}")
     return _activations(b, layer, y)
 
@@ -220,16 +239,11 @@ def _pad(b: _Builder, layer: Layer, xs: list[str], part: bool) -> str:
                   mode=str(layer.hyper.get("mode", "constant")))
 
 
-def _average_past_pads(b: _Builder, x: str, attrs: dict, declared_bottom: int) -> tuple[str, dict]:
-    """A phase of an AveragePool with count_include_pad=1 and ceil_mode whose window runs
-    past the declared bottom padding: ONNX counts the padding rows in the divisor but not
-    the rows beyond them. The declared padding becomes real zero rows (Pad) and the rows
-    beyond it implicit padding of a count_include_pad=0 pool, which leaves them out."""
-    top, left, bottom, right = attrs["pads"]
-    inside = min(bottom, declared_bottom)
-    pads = b.const(b.tmp("pads"), np.array([0, 0, top, left, 0, 0, inside, right], np.int64))
-    x = b.node("Pad", [x, pads], mode="constant")
-    return x, {**attrs, "pads": [0, 0, bottom - inside, 0], "count_include_pad": 0}
+def _row_vector(b: _Builder, graph_inputs: list, name: str, rows: int) -> str:
+    """An int32 0/1 input per gathered row, as float [1, 1, rows, 1]."""
+    graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.INT32, [rows]))
+    vec = b.node("Cast", [name], to=TensorProto.FLOAT)
+    return b.node("Reshape", [vec, b.const(b.tmp("shape"), np.array([1, 1, rows, 1], np.int64))])
 
 
 def _elementwise(b: _Builder, layer: Layer, xs: list[str]) -> str:
@@ -255,29 +269,35 @@ def _elementwise(b: _Builder, layer: Layer, xs: list[str]) -> str:
 
 
 def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype: str,
-               variant: Variant | None = None, primitive: str | None = None) -> onnx.ModelProto:
-    """The ONNX model of one step: layer `layer` whole (variant None) or one phase of it.
+               part: bool = False, primitive: str | None = None) -> onnx.ModelProto:
+    """The ONNX model of one step: layer `layer` whole, or (`part`) any phase of it;
+    `primitive`: how a whole Conv is computed (deploy/primitives).
     Inputs are named by `inputs[i].name` (a gathering input also takes `<name>_idx`,
-    int32 slot indices); every output port gets the same result in its own layout."""
+    int32 slot indices, and when masked `<name>_mask`, int32 0/1 per gathered row); every
+    output port gets the same result in its own layout."""
     b = _Builder(dtype)
     elem = ONNX_TYPE[dtype]
-    graph_inputs, xs, in_shapes = [], [], []
+    graph_inputs, xs, masks, in_shapes, counts = [], [], [], [], []
     for port in inputs:
         graph_inputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
-        x = port.name
+        x, mask = port.name, None
         if port.rows is not None:
             idx = f"{port.name}_idx"
             graph_inputs.append(helper.make_tensor_value_info(idx, TensorProto.INT32, [port.rows]))
             x = b.node("Gather", [x, idx], axis=0)
             x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
+            if port.masked:
+                mask = _row_vector(b, graph_inputs, f"{port.name}_mask", port.rows)
+            if port.counted:
+                counts.append(_row_vector(b, graph_inputs, f"{port.name}_count", port.rows))
         elif port.layout == "hncw":
             x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
         if dtype != "float32":
             x = b.node("Cast", [x], to=TensorProto.FLOAT)
         xs.append(x)
+        masks.append(mask)
         in_shapes.append(port.shape)
-    rows = inputs[0].rows if inputs else None
-    y = _core(b, layer, xs, in_shapes, variant, rows, primitive, any(o.part for o in outputs))
+    y = _core(b, layer, xs, in_shapes, masks, part, primitive, counts[0] if counts else None)
     if dtype != "float32":
         y = b.node("Cast", [y], to=elem)
     graph_outputs = []
@@ -295,8 +315,48 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
     return model
 
 
+def window_rows(cnn: CNN, layer_name: str, src: str, p: int, rows_out: int = 1
+                ) -> tuple[list[int], list[bool]]:
+    """Input rows of `src` that phase p of `layer_name` (output rows p*rows_out ..) reads,
+    and whether each is a real row (False: top/bottom padding). A window op reads its whole
+    window, padding rows included; other ops read their real rows only."""
+    layer = cnn.layer(layer_name)
+    in_h = int(cnn.edge_shape(src, layer_name)[2])
+    win = window(cnn, layer, src)
+    if layer.op not in WINDOW_OPS or win.stride == 0:
+        rows = [r for q in range(p * rows_out, (p + 1) * rows_out) for r in win.taps(q, in_h)]
+        rows = list(dict.fromkeys(rows))
+        return rows, [True] * len(rows)
+    first = p * rows_out * win.stride - win.pad_top
+    span = (rows_out - 1) * win.stride + win.extent
+    rows = list(range(first, first + span))
+    return rows, [0 <= r < in_h for r in rows]
+
+
+def counted_rows(cnn: CNN, layer_name: str, src: str, p: int) -> list[int] | None:
+    """For an AveragePool with count_include_pad whose last window runs past its bottom
+    padding (ceil_mode), 1 for each gathered row of phase p inside the padded input (ONNX's
+    divisor), else 0; None for every other layer (no such input)."""
+    layer = cnn.layer(layer_name)
+    if layer.op != "AveragePool" or not int(layer.hyper.get("count_include_pad", 0)):
+        return None
+    in_h = int(cnn.edge_shape(src, layer_name)[2])
+    top, bottom = (int(v) for v in ((layer.hyper.get("pads") or [0, 0, 0, 0])[0::2]))
+    last = int(layer.output_shape[2]) - 1
+    if max(window_rows(cnn, layer_name, src, last)[0]) < in_h + bottom:
+        return None
+    return [int(-top <= r < in_h + bottom) for r in window_rows(cnn, layer_name, src, p)[0]]
+
+
+def needs_mask(cnn: CNN, layer_name: str, src: str, rows_out: int = 1) -> bool:
+    """True when some phase's window reaches into padding (its model takes a row mask)."""
+    phases = -(-int(cnn.layer(layer_name).output_shape[2]) // rows_out)
+    return any(not all(window_rows(cnn, layer_name, src, p, rows_out)[1])
+               for p in (0, phases - 1))
+
+
 def param_tensors(model: onnx.ModelProto) -> dict[str, int]:
     """Bytes of each weight a model holds (initializers named `param:layer:key`), for the
-    measured parameter bytes: shared by name across a layer's variants."""
+    measured parameter bytes."""
     return {t.name: numpy_helper.to_array(t).nbytes for t in model.graph.initializer
             if t.name.startswith("param:")}

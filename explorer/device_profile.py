@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from explorer.yamlload import StrictLoader
 from sdf3.errors import InputError
 
 FORMAT = "memtrade-profile"
@@ -208,8 +209,9 @@ def load_profile(path: str | Path) -> DeviceProfile:
         raise InputError(f"{path}: device profile file not found")
     try:
         text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        data = (json.loads(text) if path.suffix == ".json"
+                else yaml.load(text, Loader=StrictLoader))  # noqa: S506 (SafeLoader, strict)
+    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         line = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise InputError(f"{path}: not a valid YAML/JSON profile ({line})") from None
     profile = profile_from_dict(data, str(path))

@@ -33,9 +33,15 @@ class Plan:
     edges: dict[str, dict[str, Any]]           # {edge: {buffer, elements, rows, shape}}
     buffers: list[dict[str, Any]]              # [{edges, elements, bytes}]
     genes: list[int] = field(default_factory=list)   # the chromosome (extra key)
+    # output rows per phase {cnn: {layer: k}}, k = ceil(H / phases); absent from plans
+    # written before granularity genes: there it follows from phases (1 or H)
+    rows: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+OPTIONAL = ("genes", "rows")
 
 
 def to_json(plan: Plan, path: str | Path) -> None:
@@ -44,7 +50,7 @@ def to_json(plan: Plan, path: str | Path) -> None:
 
 def from_dict(data: dict[str, Any], where: str = "plan.json") -> Plan:
     names = [f.name for f in fields(Plan)]
-    required = [f.name for f in fields(Plan) if f.name != "genes"]
+    required = [f.name for f in fields(Plan) if f.name not in OPTIONAL]
     missing = [k for k in required if k not in data]
     if missing:
         raise InputError(f"{where}: missing key {missing[0]!r}")
