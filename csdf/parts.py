@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from csdf.model import CNN, INPUT, Layer
+from csdf.model import CNN, INPUT, OPAQUE, Layer
 from sdf3.errors import InputError
 
 # Only ops that csdf.onnx_import makes layers of and deploy/parts_onnx builds row by row:
@@ -80,8 +80,12 @@ def _pad_top(layer: Layer) -> int:
 def can_split(layer: Layer) -> bool:
     """True when Table 2 lets the layer run by parts (one phase per output row)."""
     op = layer.op
-    if op in WINDOW_OPS or op in ROW_OPS:
+    if op in ROW_OPS:   # a constant operand that varies by row would need a slice per phase
+        return not any(p.ndim == 4 and p.shape[2] > 1 for p in layer.params.values() if p.ndim == 4)
+    if op in WINDOW_OPS:
         return True
+    if op == OPAQUE:    # a group proved per-pixel (csdf/onnx_opaque.py) goes like Add
+        return bool(layer.hyper.get("per_pixel"))
     if op == "Concat":
         return _concat_axis(layer) != 2
     if op == "Pad":   # 'reflect'/'edge' padding rows copy input rows: kept whole

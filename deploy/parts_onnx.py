@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from csdf.model import CNN, Layer
+from csdf.model import CNN, OPAQUE, Layer
 from csdf.parts import window
 from deploy import primitives
 from sdf3.errors import InputError
@@ -79,6 +79,7 @@ class _Builder:
     nodes: list = field(default_factory=list)
     inits: list = field(default_factory=list)
     count: int = 0
+    names: set = field(default_factory=set)
 
     def tmp(self, hint: str) -> str:
         self.count += 1
@@ -90,8 +91,17 @@ class _Builder:
         return out
 
     def const(self, name: str, value: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        if name not in self.names:
+            self.names.add(name)
+            self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
+
+    def param(self, layer: Layer, key: str) -> str:
+        """A layer's parameter as float32; one taken verbatim from an ONNX tensor is named by
+        that tensor, so a tensor two layers share is one parameter in the measured bytes."""
+        source = layer.param_sources.get(key)
+        name = f"param:onnx:{source}" if source else f"param:{layer.name}:{key}"
+        return self.const(name, layer.params[key].astype(np.float32))
 
 
 def _pair(values, default: int) -> list[int]:
@@ -141,6 +151,9 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list
     A Pad by parts with no input writes a row of its pad value (a phase in its padding)."""
     op, hyper, params = layer.op, layer.hyper, layer.params
     n, c_out, h_out, w_out = layer.output_shape
+    if op == OPAQUE:
+        from deploy.opaque_onnx import opaque_core
+        return opaque_core(b, layer, xs, list(dict.fromkeys(layer.inputs)), part)
     if op == "Conv" and not part and primitive not in (None, *primitives.ORT_FORMS):
         spec = primitives.ConvSpec.of(layer, in_shapes[0])
         prim = primitives.get(primitive)
@@ -167,10 +180,9 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list
                 x = b.node("Add", [x, low])
         if op == "Conv":
             attrs.update(dilations=dil, group=int(hyper.get("group", 1)))
-            w = b.const(f"param:{layer.name}:W", params["W"].astype(np.float32))
-            ins = [x, w]
+            ins = [x, b.param(layer, "W")]
             if "B" in params:
-                ins.append(b.const(f"param:{layer.name}:B", params["B"].astype(np.float32)))
+                ins.append(b.param(layer, "B"))
             y = b.node("Conv", ins, **attrs)
         else:
             if "ceil_mode" in hyper:
@@ -196,7 +208,7 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list
         y = b.node("Concat", xs, axis=axis + 4 if axis < 0 else axis)
     elif op == "Gemm":
         flat = b.node("Reshape", [xs[0], b.const(b.tmp("shape"), np.array([n, -1], np.int64))])
-        ins = [flat, b.const(f"param:{layer.name}:W", params["W"].astype(np.float32))]
+        ins = [flat, b.param(layer, "W")]
         if "B" in params:
             ins.append(b.const(f"param:{layer.name}:B", params["B"].astype(np.float32).reshape(-1)))
         g = b.node("Gemm", ins, transB=1)   # alpha and beta are folded into W and B
@@ -251,15 +263,17 @@ def _elementwise(b: _Builder, layer: Layer, xs: list[str]) -> str:
     if op in UNARY_OPS:
         inner = Layer(layer.name, op, {**layer.hyper, "activation": [op]})
         return xs[0] if op == "Identity" else _activations(b, inner, xs[0])
-    if op == "BatchNormalization":
-        names = ["scale", "B", "input_mean", "input_var"]
-        if not all(k in params for k in names):
-            raise InputError(f"layer {layer.name}: BatchNormalization needs params {names}")
-        ins = [xs[0]] + [b.const(f"param:{layer.name}:{k}", params[k].astype(np.float32)) for k in names]
-        return b.node("BatchNormalization", ins, epsilon=float(layer.hyper.get("epsilon", 1e-5)))
+    if op == "BatchNormalization":   # inference form: a per-channel scale and shift
+        if set(params) != {"scale", "B"}:
+            raise InputError(f"layer {layer.name}: BatchNormalization needs params scale and B")
+        c = params["scale"].size
+        scale = b.const(f"param:{layer.name}:scale", params["scale"].astype(np.float32).reshape(1, c, 1, 1))
+        shift = b.const(f"param:{layer.name}:B", params["B"].astype(np.float32).reshape(1, c, 1, 1))
+        return b.node("Add", [b.node("Mul", [xs[0], scale]), shift])
     ins = list(xs)
     for key in sorted(params):   # constant operands (e.g. a Mul by a constant)
-        ins.append(b.const(f"param:{layer.name}:{key}", params[key].astype(np.float32)))
+        ins.insert(int(layer.hyper.get("const_input", len(ins))) if key == "C" else len(ins),
+                   b.param(layer, key))
     if op == "Sum" or len(ins) > 2:
         y = ins[0]
         for other in ins[1:]:
@@ -309,9 +323,11 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
         b.nodes.append(helper.make_node("Identity", [src], [port.name]))
         graph_outputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
     graph = helper.make_graph(b.nodes, f"{layer.name}", graph_inputs, graph_outputs, b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+    opsets = layer.hyper.get("opset") if layer.op == OPAQUE else None   # the source's own
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in
+                                                    (opsets or [("", OPSET)])],
                               producer_name="memtrade.deploy")
-    model.ir_version = IR_VERSION
+    model.ir_version = int(layer.hyper.get("ir_version", IR_VERSION)) if opsets else IR_VERSION
     return model
 
 

@@ -79,6 +79,9 @@ class DeviceProfile:
     speedup: dict[str, float] = field(default_factory=dict)  # measured: precision -> factor
     default_phase_us: float = 0.0    # measured layers without part_ms: cost per extra phase
     meta: dict[str, Any] = field(default_factory=dict)  # device, backend, fit, notes
+    # measured primitive table per CNN (explore profile --primitives; read by
+    # explorer/taso_costs.py, which checks it)
+    primitives: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
     @property
@@ -168,7 +171,7 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
 
 
 TOP_KEYS = {"format", "version", "name", "processors", "models", "precision", "speedup",
-            "default_phase_us", "meta"}
+            "default_phase_us", "meta", "primitives"}
 
 
 def profile_from_dict(data: Any, where: str = "<profile>") -> DeviceProfile:
@@ -199,6 +202,7 @@ def profile_from_dict(data: Any, where: str = "<profile>") -> DeviceProfile:
         speedup=_speedups(where, data.get("speedup", {})),
         default_phase_us=_num(where, "default_phase_us", data.get("default_phase_us", 0.0)),
         meta=dict(_mapping(where, "meta", data.get("meta", {}))),
+        primitives=dict(_mapping(where, "primitives", data.get("primitives", {}))),
     )
 
 
@@ -263,6 +267,8 @@ def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:
             data["default_phase_us"] = profile.default_phase_us
         data["models"] = {m: {layer: _clean(asdict(t)) for layer, t in table.items()}
                           for m, table in profile.models.items()}
+    if profile.primitives:
+        data["primitives"] = profile.primitives
     return data
 
 
