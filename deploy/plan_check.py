@@ -38,8 +38,11 @@ def check(plan: dict[str, Any], cnns: dict[str, CNN], where: str = "plan.json") 
     parts = _partitions(plan, cnns, fail)
     firings = _firings(plan, parts, phases, fail)
     edges = _edges(plan, cnns, fail)
-    _rings(cnns, parts, phases, firings, edges, fail)
-    _buffers(plan, cnns, parts, firings, edges, fail)
+    tilings = _tilings(plan, cnns, fail)
+    inner = {edge_name(c, a, b) for c, groups in tilings.items() for g in groups
+             for a, b in zip(g.layers, g.layers[1:])}
+    _rings(cnns, parts, phases, firings, edges, inner, fail)
+    _buffers(plan, cnns, parts, firings, edges, tilings, inner, fail)
     param = plan.get("param_bytes", 0) if _int(plan.get("param_bytes", 0)) else 0
     arena.check_fits(sum(b["bytes"] for b in plan["buffers"]) + param, where,
                      "the arena and the weights")
@@ -167,14 +170,30 @@ def _edges(plan, cnns, fail) -> dict[str, dict]:
     return raw
 
 
+def _tilings(plan, cnns, fail) -> dict[str, list]:
+    """The plan's fused-tiled groups (explorer/fused.py): a group runs as one step whose
+    inner edges are per-tile buffers, not rings of rows."""
+    from explorer.fused import tilings_from_json
+    try:
+        tilings = tilings_from_json(plan.get("tilings") or {})
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        fail("key 'tilings' must map each CNN to [{layers: [...], grid: [n, m]}]")
+    for cnn_name, groups in tilings.items():
+        for g in groups:
+            if cnn_name not in cnns or any(x not in cnns[cnn_name].graph for x in g.layers):
+                fail(f"tilings.{cnn_name}: unknown CNN or layer in group {list(g.layers)}")
+    return tilings
+
+
 def _copies(edges: dict, cnn: str, src: str, dst: str) -> list[str]:
     one = edge_name(cnn, src, dst)
     return [one] if one in edges else [edge_name(cnn, src, dst, k) for k in (1, 2)
                                        if edge_name(cnn, src, dst, k) in edges]
 
 
-def _rings(cnns, parts, phases, firings, edges, fail) -> None:
-    """Replay every partition's firings row by row against the plan's ring sizes."""
+def _rings(cnns, parts, phases, firings, edges, inner, fail) -> None:
+    """Replay every partition's firings row by row against the plan's ring sizes (edges
+    `inner` to a tiled group are per-tile buffers: not replayed)."""
     owner = {(p["cnn"], layer): p["name"] for p in parts for layer in p["layers"]}
     for cnn_name, cnn in cnns.items():
         for src, dst in cnn.edges():
@@ -197,6 +216,8 @@ def _rings(cnns, parts, phases, firings, edges, fail) -> None:
             steps[layer].append(t)
         for src, dst in internal_edges(cnn, order):
             name = _copies(edges, cnn.name, src, dst)[0]
+            if name in inner:
+                continue
             _ring(name, edges[name]["rows"], steps[src], ph.get(src, 1),
                   int(cnn.layer(src).output_shape[2]), steps[dst], windows[(src, dst)],
                   int(cnn.edge_shape(src, dst)[2]), part["name"], fail)
@@ -223,7 +244,7 @@ def _ring(name, slots, prod_steps, prod_phases, out_h, cons_steps, reads, height
                  f"{r - slots} (step {written[r]}) before its last read (step {last[r - slots]})")
 
 
-def _buffers(plan, cnns, parts, firings, edges, fail) -> None:
+def _buffers(plan, cnns, parts, firings, edges, tilings, inner, fail) -> None:
     """explorer.validity.check_plan over the lifetimes of the plan's own firings."""
     from explorer.app import Application, Partition
     from explorer.lifetimes import edge_uses
@@ -248,7 +269,14 @@ def _buffers(plan, cnns, parts, firings, edges, fail) -> None:
         m = _EDGE.match(name)
         n, c, _, w = cnns[m["cnn"]].edge_shape(m["src"], m["dst"])
         sizes[name] = e["rows"] * n * c * w
+        if name in inner:                 # a per-tile buffer: the plan's largest tile region
+            if not _int(e.get("elements")) or e["elements"] < 1:
+                fail(f"edges.{name}: expected integer 'elements'")
+            sizes[name] = e["elements"]
     uses = edge_uses(app, firings, {k: v for k, v in sizes.items() if "(" not in k})
+    if tilings:
+        from explorer.fused import _stretch
+        uses = _stretch(uses, app, firings, tilings)
     uses = [replace(u, size=sizes.get(u.name, u.size)) for u in uses]
     names = {u.name for u in uses}
     extra = sorted(set(edges) - names)
