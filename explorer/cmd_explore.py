@@ -121,7 +121,9 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
     mem_c = app.memory
     mem_ok = mem_c is None or plan.memory_bytes <= mem_c
     lines.append(f"memory  {format_bytes(plan.memory_bytes)} ({plan.memory_bytes} B: params "
-                 f"{format_bytes(plan.param_bytes)} + buffers {format_bytes(plan.buffer_bytes)})"
+                 f"{format_bytes(plan.param_bytes)} + buffers {format_bytes(plan.buffer_bytes)}"
+                 + (f" + workspace {format_bytes(plan.workspace_bytes)}" if plan.workspace_bytes else "")
+                 + ")"
                  + ("" if mem_c is None else
                     f"  M^c {format_bytes(mem_c)}: {'met' if mem_ok else 'NOT met'}"))
     for cnn, v in plan.fps.items():
@@ -175,7 +177,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
     outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
     chosen = outcome.chosen
-    derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache)
+    derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache, evaluation.workspace)
     plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
 
     cnns = list(app.cnns)

@@ -55,7 +55,8 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
     for name, cnn in app.cnns.items():
         print(f"profiling {name}: {len(cnn.graph)} layers", file=sys.stderr)
         table = profile_cnn(cnn, dtype, args.repeats, args.threads)
-        models[name] = {layer: LayerTimes(t["whole_ms"], t.get("part_ms"), t.get("phases"))
+        models[name] = {layer: LayerTimes(t["whole_ms"], t.get("part_ms"), t.get("phases"),
+                                      t.get("whole_ws_bytes"), t.get("part_ws_bytes"))
                         for layer, t in table.items()}
         if args.primitives:
             from deploy.primitive_profile import profile_primitives

@@ -40,12 +40,13 @@ class Plan:
     primitives: dict[str, dict[str, str]] = field(default_factory=dict)
     # fused-tiled groups (explorer/fused.py): {cnn: [{layers, grid: [n, m]}]} (extra key)
     tilings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    workspace_bytes: int = 0                   # measured backend scratch, part of memory_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-OPTIONAL = ("genes", "rows", "primitives", "tilings")
+OPTIONAL = ("genes", "rows", "primitives", "tilings", "workspace_bytes")
 
 
 def to_json(plan: Plan, path: str | Path) -> None:
