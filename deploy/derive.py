@@ -22,8 +22,8 @@ from onnx.external_data_helper import uses_external_data
 
 from csdf.model import CNN, INPUT, edge_name
 from csdf.parts import part_rows, rows_per_phase
-from deploy import arena, manifest as mf
-from deploy.parts_onnx import InPort, OutPort, step_model, window_rows
+from deploy import arena, manifest as mf, plan_check
+from deploy.parts_onnx import InPort, OutPort, counted_rows, step_model, window_rows
 from sdf3.errors import InputError
 
 DTYPES = {4: "float32", 2: "float16"}
@@ -58,14 +58,18 @@ def _layout(shape, phases_src: int, phases_dst: int) -> str:
 
 
 def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
-           backend: str = "onnxruntime", with_profile: bool = False) -> dict[str, Any]:
-    """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest."""
+           backend: str = "onnxruntime", with_profile: bool = False,
+           where: str = "plan") -> dict[str, Any]:
+    """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest.
+    The plan is checked first (deploy/plan_check.py; `where` names it in the one-line
+    refusal), so nothing is written for a plan the explorer could not have made."""
+    dtype = DTYPES.get(plan.get("data_bytes", 4)) if isinstance(plan.get("data_bytes", 4), int) else None
+    if dtype is None:
+        raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
+                         f"got {plan.get('data_bytes')!r}")
+    plan_check.check(plan, cnns, where)
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)
-    dtype = DTYPES.get(int(plan.get("data_bytes", 4)))
-    if dtype is None:
-        raise InputError(f"plan: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
-                         f"got {plan.get('data_bytes')!r}")
     data_bytes = int(plan["data_bytes"])
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan["phases"].items()}
     plan_edges = plan["edges"]
@@ -231,7 +235,7 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         if why:
             raise InputError(f"plan: layer {name}: primitive {primitive} refuses it: {why}")
     bind: list[dict] = []
-    in_ports, out_ports = [], []
+    in_ports, out_ports, fill = [], [], False
     srcs = list(dict.fromkeys(layer.inputs))
     for i, src in enumerate(srcs):
         copies = _edge_copies(plan_edges, cnn.name, src, name)
@@ -239,19 +243,26 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         port = f"in{i}"
         if by_parts and not (e["shape"][2] == 1 and e["layout"] == "nchw"):
             rows, real = window_rows(cnn, name, src, p, k, count)
+            if not any(real) and layer.op == "Pad":   # rows of its vertical padding only: no input
+                fill = True
+                continue
             if not any(real):
                 raise InputError(f"layer {name}: phase {p} reads no row of {src}; "
                                  f"{layer.op} by parts with padding rows cannot be deployed")
             if e["layout"] != "hncw":
                 raise InputError(f"plan: edge {copies[0]} feeds {name} by parts but is not stored by rows")
             masked = _needs_mask(cnn, name, src, n_phases, count)
-            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(rows), masked))
+            counted = counted_rows(cnn, name, src, p, k, count)
+            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(rows), masked,
+                                   counted is not None))
             bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
                          "shape": in_ports[-1].stored_shape})
             bind.append({"kind": "const", "name": f"{port}_idx",
                          "values": [r % e["slots"] if ok else 0 for r, ok in zip(rows, real)]})
             if masked:
                 bind.append({"kind": "const", "name": f"{port}_mask", "values": [int(ok) for ok in real]})
+            if counted is not None:
+                bind.append({"kind": "const", "name": f"{port}_count", "values": counted})
         else:
             if e["slots"] != e["shape"][2]:
                 raise InputError(f"plan: edge {copies[0]} holds {e['slots']} rows but {name} "
@@ -275,11 +286,20 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         out_ports.append(port)
         bind.append({"kind": "output", "name": "sink", "layer": name, "slot": p * k if by_parts else 0,
                      "shape": port.stored_shape})
-    # one part model per part size serves every phase of that size
-    tag = ("part" if k == 1 else f"part{count}") if by_parts else "whole"
+    # one part model per part size serves every phase of that size (a Pad's phases in its
+    # vertical padding: another; a Pad's part of k > 1 rows meeting it: one per border)
+    tag = "whole" if not by_parts else ("part" if k == 1 else f"part{count}")
+    if by_parts and fill:
+        tag += "_fill"
+    pad_rows = _pad_part(cnn, layer, p, k, count) if by_parts and layer.op == "Pad" and k > 1 else None
+    if pad_rows and any(pad_rows):
+        tag += f"_t{pad_rows[0]}_b{pad_rows[1]}"
     rel = f"models/{_safe(cnn.name)}/{_safe(name)}.{tag}.onnx"
     if rel not in models:
-        model = step_model(layer, in_ports, out_ports, dtype, by_parts,
+        built, part_model = layer, by_parts
+        if pad_rows and (fill or any(pad_rows)):   # a Pad part of k > 1 rows meeting its padding
+            built, part_model = _pad_layer(layer, pad_rows, count, fill), fill
+        model = step_model(built, in_ports, out_ports, dtype, part_model,
                            primitive if layer.op == "Conv" and not by_parts else None)
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         onnx.save(model, str(out / rel))
@@ -300,3 +320,30 @@ def _needs_mask(cnn: CNN, name: str, src: str, n_phases: int, count: int) -> boo
     k = rows_per_phase(height, n_phases)
     return any(not all(window_rows(cnn, name, src, q, k, count)[1]) for q in range(n_phases)
                if len(part_rows(height, n_phases, q)) == count)
+
+
+def _pad_part(cnn: CNN, layer, p: int, k: int, count: int) -> tuple[int, int]:
+    """Output rows of a Pad's part (rows p*k ..) that lie in its top and bottom padding."""
+    from csdf.parts import window
+    src = list(dict.fromkeys(layer.inputs))[0]
+    in_h = int(cnn.edge_shape(src, layer.name)[2])
+    top = window(cnn, layer, src).pad_top
+    rows = [p * k + i - top for i in range(count)]
+    return sum(1 for r in rows if r < 0), sum(1 for r in rows if r >= in_h)
+
+
+def _pad_layer(layer, pad_rows: tuple[int, int], count: int, fill: bool):
+    """The Pad of one part of k > 1 rows: its real rows padded by the part's padding rows
+    (built as a whole Pad of the gathered rows), or `count` rows of the pad value."""
+    from dataclasses import replace as dc_replace
+    hyper = dict(layer.hyper)
+    if fill:
+        hyper["fill_rows"] = count
+        return dc_replace(layer, hyper=hyper)
+    pads = [int(v) for v in hyper.get("pads", [])]
+    if len(pads) == 4:
+        pads = [pad_rows[0], pads[1], pad_rows[1], pads[3]]
+    else:
+        pads[2], pads[6] = pad_rows
+    hyper["pads"] = pads
+    return dc_replace(layer, hyper=hyper)

@@ -51,3 +51,26 @@ def test_k_row_parts_equal_reference(cnn, tmp_path, mode):
         if n > 1 and cnn.layer(name).op != "Input":
             k = -(-h // n)
             assert len(models) == (1 if h % k == 0 else 2), (name, models)
+
+
+@pytest.mark.parametrize("key", sorted(__import__("test_deploy_parts_ops").CASES))
+def test_every_op_in_parts_of_k_rows(key, tmp_path):
+    """Every op the parts rules allow, in parts of 2 and of 3 rows (H = 7: uneven last
+    parts, Pad parts meeting its padding), its neighbours in parts of other sizes."""
+    from csdf.onnx_import import load_onnx
+    from test_deploy_parts_ops import CASES, _save
+
+    nodes, inits, shape = CASES[key]
+    cnn = load_onnx(_save(nodes, inits, shape, str(tmp_path / "m.onnx")), "m")
+    op = next(n for n in cnn.order() if cnn.layer(n).op == key.split()[0])
+    for i, (k_op, k_rest) in enumerate([(2, 3), (3, None)]):
+        rows = {n: (k_op if n == op else k_rest) for n in cnn.order()
+                if n == op or k_rest is not None}
+        phases = phases_for_rows(cnn, rows)
+        plan = make_plan([cnn], {"m": phases})
+        out = tmp_path / f"dep{i}"
+        derive(plan, {"m": cnn}, out)
+        result = measure(out, frames=2)
+        assert result["max_abs_diff"]["m"] < TOL, (key, k_op, result["max_abs_diff"])
+        assert result["arena_bytes"] == plan["buffer_bytes"]
+        assert result["calls_per_frame"]["m"] == len(plan["firings"]["m.all"])
