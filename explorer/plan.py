@@ -33,6 +33,9 @@ class Plan:
     edges: dict[str, dict[str, Any]]           # {edge: {buffer, elements, rows, shape}}
     buffers: list[dict[str, Any]]              # [{edges, elements, bytes}]
     genes: list[int] = field(default_factory=list)   # the chromosome (extra key)
+    # explorer.placement planner; with offsets every buffer has "offset" (bytes) in the
+    # arena and buffer_bytes is the arena's extent (extra key; absent = shared objects)
+    placement: str = "shared-objects"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -44,7 +47,7 @@ def to_json(plan: Plan, path: str | Path) -> None:
 
 def from_dict(data: dict[str, Any], where: str = "plan.json") -> Plan:
     names = [f.name for f in fields(Plan)]
-    required = [f.name for f in fields(Plan) if f.name != "genes"]
+    required = [f.name for f in fields(Plan) if f.name not in ("genes", "placement")]
     missing = [k for k in required if k not in data]
     if missing:
         raise InputError(f"{where}: missing key {missing[0]!r}")
