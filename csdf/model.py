@@ -19,8 +19,10 @@ import numpy as np
 
 Shape = tuple[int, int, int, int]
 
-# Layer ops are ONNX op types of the layer's main node, plus "Input" and "Synthetic".
+# Layer ops are ONNX op types of the layer's main node, plus "Input", "Synthetic" and
+# "Opaque" (a group of ONNX nodes the importer does not model, run verbatim: csdf/onnx_opaque.py).
 INPUT = "Input"
+OPAQUE = "Opaque"
 
 
 @dataclass
@@ -37,10 +39,18 @@ class Layer:
     inputs: list[str] = field(default_factory=list)
     output_shape: Shape = (1, 1, 1, 1)
     onnx_nodes: list[str] = field(default_factory=list)
+    # params taken verbatim from an ONNX tensor: key -> tensor name (shared tensors count once)
+    param_sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def param_count(self) -> int:
         return int(sum(p.size for p in self.params.values()))
+
+    def param_items(self) -> Iterator[tuple[str, int]]:
+        """(identity, size) of every parameter: the ONNX tensor name for a verbatim one
+        (so a tensor shared between layers is one parameter), else "layer:key"."""
+        for key, arr in self.params.items():
+            yield self.param_sources.get(key) or f"{self.name}:{key}", int(arr.size)
 
     @property
     def out_elements(self) -> int:
@@ -88,7 +98,12 @@ class CNN:
 
     @property
     def param_count(self) -> int:
-        return sum(layer.param_count for layer in self.layers())
+        """Parameters stored once each: an ONNX initializer read by two layers counts once."""
+        seen: dict[str, int] = {}
+        for layer in self.layers():
+            for ident, size in layer.param_items():
+                seen.setdefault(ident, size)
+        return sum(seen.values())
 
     @property
     def edge_elements_total(self) -> int:

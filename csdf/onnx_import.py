@@ -1,22 +1,29 @@
 """Read an ONNX model into a `csdf.CNN`, fusing as TensorRT does.
 
 Fused mode (the default) gives the layers an inference engine actually runs, so buffer and
-parameter counts match the deployed application: BatchNormalization after a Conv is folded
-into the Conv's W and B; activations (Relu, Clip/Relu6, Sigmoid, HardSigmoid, HardSwish)
-that are the only consumer of a Conv, Gemm, BatchNormalization or Add output are fused into
-that layer; x * sigmoid(x) after a Conv becomes a fused "Swish"; MatMul with constant
-weights becomes a Gemm (a following Add of a constant is its bias). Unfused mode keeps every
-ONNX node as a layer. In both modes Dropout and Identity are removed, Constant nodes
-become values, MatMul with constant weights is a `Gemm` layer (W [out, in]), ReduceMean over
-H and W with keepdims is a `GlobalAveragePool`, and an Add or Mul with a constant operand
-keeps it as param "C" (hyper "const_input": its operand index). A BatchNormalization that
-follows no single-consumer Conv (DenseNet's pre-activation) stays a layer with the ONNX
-params scale, B, input_mean, input_var and hyper "epsilon".
+parameter counts match the deployed application (csdf/onnx_fusion.py: BN folding, fused
+activations, Swish and HardSwish patterns, MatMul biases). Unfused mode keeps every modelled
+ONNX node as a layer. In both modes:
+- constants are read wherever they appear in node order, and nodes computing only from
+  constants or static shapes are evaluated (csdf/onnx_consts.py); nodes no graph output
+  needs are dropped; Dropout and Identity are removed;
+- MatMul of a 2-D tensor by constant weights is a `Gemm` layer (W [out, in]); ReduceMean
+  over H and W (keepdims 0 or 1) is a `GlobalAveragePool` (its [N, C] output is [N, C, 1, 1]
+  in 4-D, a flatten for free); an Add or Mul with a constant operand keeps it as param "C"
+  (broadcast-aligned to 4-D; hyper "const_input": its operand index);
+- a BatchNormalization that follows no single-consumer Conv (DenseNet's pre-activation) is
+  a layer with params "scale" and "B" (2 per channel, the inference form);
+- nodes that cannot be layers (unknown operators, tensors above 4-D, MatMul on 4-D
+  tensors, Softmax over flattened axes before opset 13, ...) become opaque layers run
+  verbatim (csdf/onnx_opaque.py).
+
+Refused, with one line naming the node or tensor: a tensor crossing a layer boundary whose
+shape is unknown or above 4-D, more than one graph input, a Conv whose group does not
+divide its channels.
 
 Shapes come from ONNX shape inference (symbolic batch dimensions are fixed to 1 first) and
-are padded to 4-D [N, C, H, W] with trailing ones. Layer names are the ONNX node names with
-every character outside [A-Za-z0-9_] replaced by "_" (dots would clash with qualified
-"cnn.layer" names); a node without a name takes its first output's name.
+are padded to 4-D [N, C, H, W] with trailing ones. Layer names: see `layer_name` and
+docs/appfile.md.
 """
 from __future__ import annotations
 
@@ -25,24 +32,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
+from csdf import onnx_opaque
 from csdf.model import CNN, INPUT, Layer
+from csdf.onnx_consts import fold_constants, live_nodes, opsets, reinfer, static_shapes
+from csdf.onnx_fusion import (ACTIVATIONS, FUSE_ACTIVATION_INTO, absorb, act_hyper,
+                              attributes, bn_scale_shift)
+from csdf.onnx_support import modellable
 from sdf3.errors import InputError
 
-ACTIVATIONS = ("Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish")
-FUSE_ACTIVATION_INTO = {"Conv", "Gemm", "BatchNormalization", "Add"}
-SIMPLE_OPS = {"MaxPool", "AveragePool", "GlobalAveragePool", "Add", "Mul", "Concat",
-              "Flatten", "Reshape", "Pad", "Softmax", "BatchNormalization", *ACTIVATIONS}
-SUPPORTED = sorted({"Conv", "Gemm", "MatMul", "ReduceMean", "Identity", "Dropout",
-                    "Constant", *SIMPLE_OPS})
 
 
 def load_onnx(path: str | Path, name: str, fused: bool = True) -> CNN:
     """Load the ONNX file at `path` as CNN `name`. Raises InputError for a missing or
-    non-ONNX file, and for an operator it cannot model (naming the operator and node)."""
+    non-ONNX file and for a model that cannot run as layers (see the module docstring)."""
     path = Path(path)
     model = _read(path)
     return _Importer(model, path, name, fused).run()
@@ -74,14 +80,29 @@ def _fix_batch(model: onnx.ModelProto) -> None:
 
 
 def clean_name(text: str) -> str:
-    """A layer name usable in qualified names, file names and SDF3 XML."""
+    """A layer name usable in qualified names, file names and SDF3 XML: every run of
+    characters outside [A-Za-z0-9_] becomes one "_", and leading/trailing "_" go."""
     return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_")
+
+
+def layer_name(raw: str) -> str:
+    """The layer name of an ONNX node name (docs/appfile.md): `clean_name`, or "layer" when
+    nothing is left. The importer adds "_2", "_3", ... to a name already taken."""
+    return clean_name(raw) or "layer"
 
 
 def _to4(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     if len(shape) > 4:
         raise ValueError(f"rank {len(shape)} > 4")
     return tuple(int(d) for d in shape) + (1,) * (4 - len(shape))  # type: ignore[return-value]
+
+
+def _align4(const: np.ndarray, rank: int) -> np.ndarray:
+    """A constant broadcast against a rank-`rank` tensor, shaped for its 4-D padded form."""
+    arr = np.asarray(const, np.float32)
+    if arr.ndim > rank:
+        return arr
+    return arr.reshape((1,) * (rank - arr.ndim) + arr.shape + (1,) * (4 - rank))
 
 
 @dataclass
@@ -92,63 +113,113 @@ class _Importer:
     fused: bool
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    types: dict[str, int] = field(default_factory=dict)
     producer: dict[str, str] = field(default_factory=dict)   # tensor -> layer name
     consumers: dict[str, list[int]] = field(default_factory=dict)
     outputs: set[str] = field(default_factory=set)
     done: set[int] = field(default_factory=set)
+    grouped: set[int] = field(default_factory=set)            # nodes of opaque groups
     layers: list[Layer] = field(default_factory=list)
     names: set[str] = field(default_factory=set)
 
     # ---- set-up -----------------------------------------------------------------------
     def run(self) -> CNN:
         graph = self.model.graph
+        self.opset = opsets(self.model).get("", 1)
+        self.shapes, self.types = static_shapes(self.model)
+        live = live_nodes(graph)
+        self.consts, folded = fold_constants(self.model, self.shapes, live)
+        if any(o and o not in self.shapes for i in live - folded for o in graph.node[i].output):
+            self.shapes, self.types = reinfer(self.model, self.consts, folded)
         for init in graph.initializer:
-            self.consts[init.name] = numpy_helper.to_array(init)
-        original = int(sum(a.size for a in self.consts.values()))
-        for value in [*graph.input, *graph.value_info, *graph.output]:
-            dims = value.type.tensor_type.shape.dim
-            if value.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
-                self.shapes[value.name] = tuple(d.dim_value for d in dims)
-        for i, node in enumerate(graph.node):
-            for t in node.input:
-                if t:
-                    self.consumers.setdefault(t, []).append(i)
-        self.outputs = {o.name for o in graph.output}
-        for value in graph.input:
-            if value.name not in self.consts:
-                layer = Layer(self._unique(value.name or "input"), INPUT,
-                              output_shape=self._shape(value.name, "graph input"))
-                self._emit(layer, value.name)
+            self.shapes.setdefault(init.name, tuple(init.dims))
+        original = int(sum(int(np.prod(i.dims)) for i in {i.name: i for i in graph.initializer}.values()))
+        self.done = folded | (set(range(len(graph.node))) - live)
         for i, node in enumerate(graph.node):
             if i not in self.done:
-                self._node(i, node)
+                for t in node.input:
+                    if t:
+                        self.consumers.setdefault(t, []).append(i)
+        self.outputs = {o.name for o in graph.output}
+        inputs = [v for v in graph.input if v.name not in self.consts]
+        if len(inputs) > 1:
+            raise InputError(f"{self.path}: graph input '{inputs[1].name}': expected one graph input "
+                             f"per CNN, the model has {len(inputs)} ({', '.join(v.name for v in inputs)})")
+        for value in inputs:
+            layer = Layer(self._unique(value.name or "input"), INPUT,
+                          output_shape=self._shape(value.name, "graph input"))
+            self._emit(layer, value.name)
+        for unit in self._units():
+            if isinstance(unit, frozenset):
+                self._opaque(unit)
+            elif unit not in self.done:
+                self._node(unit, graph.node[unit])
+        self._outputs_of_inputs()
         cnn = CNN(self.name, source=str(self.path), original_param_count=original)
         for layer in self.layers:
             cnn.add_layer(layer)
-        outs = [self.producer[o] for o in (o.name for o in graph.output) if o in self.producer]
+        outs = [self.producer[o.name] for o in graph.output if o.name in self.producer]
         cnn.outputs = list(dict.fromkeys(outs))
         return cnn
 
+    def _units(self) -> list:
+        """Nodes to read, in a topological order: node indices, and frozensets for opaque
+        groups (each read as one unit where its first node stands)."""
+        nodes = self.model.graph.node
+        todo = [i for i in range(len(nodes)) if i not in self.done]
+        made = {o: i for i in todo for o in nodes[i].output if o}
+        edges = [(made[t], i) for i in todo for t in nodes[i].input if t in made]
+        inputs = [v.name for v in self.model.graph.input if v.name not in self.consts]
+        self.axes = onnx_opaque.layouts(nodes, todo, inputs, self.shapes, self.consts, self.opset)
+        unknown = {i for i in todo if not self._modellable(nodes[i])}
+        groups = onnx_opaque.groups(nodes, unknown, edges) if unknown else []
+        unit_of: dict[int, Any] = {i: i for i in todo}
+        for grp in groups:
+            self.grouped |= grp
+            for i in grp:
+                unit_of[i] = frozenset(grp)
+        dag = nx.DiGraph()
+        dag.add_nodes_from(dict.fromkeys(unit_of[i] for i in todo))
+        dag.add_edges_from((unit_of[u], unit_of[v]) for u, v in edges if unit_of[u] != unit_of[v])
+        first = {u: (min(u) if isinstance(u, frozenset) else u) for u in dag}
+        return list(nx.lexicographical_topological_sort(dag, key=first.__getitem__))
+
+    def _outputs_of_inputs(self) -> None:
+        """A graph output that is a graph input passed through (Identity, Dropout) gets a
+        layer of its own, so that running the CNN writes it."""
+        for out in self.model.graph.output:
+            src = self.producer.get(out.name)
+            if src is not None and any(l.name == src and l.op == INPUT for l in self.layers):
+                layer = Layer(self._unique(out.name), "Identity", inputs=[src],
+                              output_shape=self._shape(out.name, "graph output"), onnx_nodes=[out.name])
+                self._emit(layer, out.name)
+
     # ---- helpers ----------------------------------------------------------------------
-    def _fail(self, node: onnx.NodeProto, what: str) -> InputError:
+    def fail(self, node: onnx.NodeProto, what: str) -> InputError:
         return InputError(f"{self.path}: node '{node.name or node.output[0]}' "
                           f"({node.op_type}): {what}")
 
+    _fail = fail
+
     def _unique(self, raw: str) -> str:
-        base = clean_name(raw) or "layer"
+        base = layer_name(raw)
         name, k = base, 2
         while name in self.names:
             name, k = f"{base}_{k}", k + 1
         self.names.add(name)
         return name
 
-    def _shape(self, tensor: str, where: str) -> tuple[int, int, int, int]:
+    def shape4(self, tensor: str, where: str) -> tuple[int, int, int, int]:
         if tensor not in self.shapes:
-            raise InputError(f"{self.path}: cannot infer the shape of tensor '{tensor}' ({where})")
+            raise InputError(f"{self.path}: cannot infer the shape of tensor '{tensor}' ({where}); "
+                             f"expected static shapes")
         try:
             return _to4(self.shapes[tensor])
         except ValueError as err:
-            raise InputError(f"{self.path}: tensor '{tensor}' ({where}): {err}, expected at most 4-D") from None
+            raise InputError(f"{self.path}: tensor '{tensor}' ({where}): {err}, expected at most "
+                             f"4-D where it crosses a layer boundary") from None
+
+    _shape = shape4
 
     def _emit(self, layer: Layer, tensor: str) -> None:
         self.layers.append(layer)
@@ -157,11 +228,11 @@ class _Importer:
     def _const(self, tensor: str) -> np.ndarray | None:
         return self.consts.get(tensor) if tensor else None
 
-    def _sole_consumer(self, tensor: str) -> int | None:
-        """The index of the one node reading `tensor`, if exactly one does and it is not a
-        graph output (a fused tensor must not be needed elsewhere)."""
-        users = self.consumers.get(tensor, [])
-        if len(users) == 1 and tensor not in self.outputs and users[0] not in self.done:
+    def sole_consumer(self, tensor: str) -> int | None:
+        """The index of the one node reading `tensor`, if exactly one does, it is not a
+        graph output (a fused tensor must not be needed elsewhere) and not opaque."""
+        users = [u for u in self.consumers.get(tensor, []) if u not in self.done]
+        if len(users) == 1 and tensor not in self.outputs and users[0] not in self.grouped:
             return users[0]
         return None
 
@@ -181,14 +252,17 @@ class _Importer:
                       inputs=self._tensor_inputs(node), onnx_nodes=[node.name or node.output[0]])
         return layer
 
+    def _rank(self, tensor: str) -> int | None:
+        shape = self.shapes.get(tensor)
+        return None if shape is None else len(shape)
+
+    def _modellable(self, node: onnx.NodeProto) -> bool:
+        return modellable(self, node)
+
     # ---- nodes ------------------------------------------------------------------------
     def _node(self, i: int, node: onnx.NodeProto) -> None:
         op = node.op_type
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        if op == "Constant":
-            self.consts[node.output[0]] = numpy_helper.to_array(attrs["value"]) if "value" in attrs \
-                else np.asarray(next(iter(attrs.values())))
-            return
+        attrs = attributes(node)
         if op in ("Identity", "Dropout"):
             src = node.input[0]
             if src in self.consts:
@@ -198,100 +272,24 @@ class _Importer:
                 if node.output[0] in self.outputs:
                     self.outputs.add(src)
             return
-        if any(o for o in node.output[1:] if self.consumers.get(o) or o in self.outputs):
-            raise self._fail(node, "only the first output can be used")
         if op == "Conv":
             layer = self._conv(node, attrs)
         elif op in ("Gemm", "MatMul"):
             layer = self._gemm(node, attrs)
         elif op == "ReduceMean":
-            layer = self._reduce_mean(node, attrs)
-        elif op in SIMPLE_OPS:
-            layer = self._simple(node, attrs)
+            layer = self._new(node, "GlobalAveragePool")
         else:
-            raise self._fail(node, f"operator {op} cannot be modelled (supported: {', '.join(SUPPORTED)})")
+            layer = self._simple(node, attrs)
         out = node.output[0]
         if self.fused and layer.op in FUSE_ACTIVATION_INTO:
-            out = self._absorb(layer, out)
+            out = absorb(self, layer, out)
         layer.output_shape = self._shape(out, f"output of {layer.name}")
         self._emit(layer, out)
 
-    def _absorb(self, layer: Layer, tensor: str) -> str:
-        """Fold BN, a bias Add and activations that only read `tensor` into `layer`;
-        return the tensor the fused layer finally produces."""
-        nodes = self.model.graph.node
-        while True:
-            acts = layer.hyper.get("activation", [])
-            j = self._sole_consumer(tensor)
-            nxt = nodes[j] if j is not None else None
-            if nxt is not None and not acts and layer.op == "Conv" \
-                    and nxt.op_type == "BatchNormalization" and all(t in self.consts for t in nxt.input[1:5]):
-                self._fold_bn(layer, nxt)
-            elif nxt is not None and not acts and layer.hyper.get("from_matmul") and "B" not in layer.params \
-                    and nxt.op_type == "Add" and self._bias_of(nxt, tensor, layer):
-                pass   # MatMul + constant Add: the Add is the Gemm's bias
-            elif nxt is not None and nxt.op_type in ACTIVATIONS:
-                attrs = {a.name: onnx.helper.get_attribute_value(a) for a in nxt.attribute}
-                layer.hyper.setdefault("activation", []).append(nxt.op_type)
-                layer.hyper.update(self._act_hyper(nxt, attrs))
-            elif layer.op == "Conv" and (j := self._swish(tensor)) is not None:
-                layer.hyper.setdefault("activation", []).append("Swish")
-                nxt = nodes[j]
-            else:
-                return tensor
-            layer.onnx_nodes.append(nxt.name or nxt.output[0])
-            self.done.add(j)
-            tensor = nxt.output[0]
-
-    def _swish(self, tensor: str) -> int | None:
-        """Index of the Mul of x * Sigmoid(x) when x feeds exactly that Sigmoid and Mul;
-        marks the Sigmoid done."""
-        users = self.consumers.get(tensor, [])
-        if len(users) != 2 or tensor in self.outputs:
-            return None
-        nodes = self.model.graph.node
-        sig = [u for u in users if nodes[u].op_type == "Sigmoid"]
-        mul = [u for u in users if nodes[u].op_type == "Mul"]
-        if len(sig) != 1 or len(mul) != 1:
-            return None
-        s_out = nodes[sig[0]].output[0]
-        if sorted(nodes[mul[0]].input) != sorted([tensor, s_out]) or self._sole_consumer(s_out) != mul[0]:
-            return None
-        self.done.add(sig[0])
-        return mul[0]
-
-    def _bias_of(self, add: onnx.NodeProto, tensor: str, layer: Layer) -> bool:
-        other = [t for t in add.input if t != tensor]
-        const = self._const(other[0]) if len(other) == 1 else None
-        out = layer.params["W"].shape[0]
-        if const is None or const.size not in (1, out):
-            return False
-        layer.params["B"] = np.broadcast_to(const.astype(np.float32).reshape(-1), (out,)).copy()
-        return True
-
-    def _fold_bn(self, layer: Layer, bn: onnx.NodeProto) -> None:
-        """W' = W * s, B' = (B - mean) * s + beta with s = gamma / sqrt(var + eps)."""
-        eps = next((onnx.helper.get_attribute_value(a) for a in bn.attribute if a.name == "epsilon"), 1e-5)
-        gamma, beta, mean, var = (self.consts[t].astype(np.float64) for t in bn.input[1:5])
-        scale = gamma / np.sqrt(var + eps)
-        w = layer.params["W"].astype(np.float64)
-        b = layer.params.get("B", np.zeros(w.shape[0])).astype(np.float64)
-        layer.params["W"] = (w * scale.reshape(-1, *[1] * (w.ndim - 1))).astype(np.float32)
-        layer.params["B"] = ((b - mean) * scale + beta).astype(np.float32)
-
-    def _act_hyper(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> dict[str, Any]:
-        op = node.op_type
-        if op == "Clip":
-            lo = self._const(node.input[1]) if len(node.input) > 1 else None
-            hi = self._const(node.input[2]) if len(node.input) > 2 else None
-            if (len(node.input) > 1 and node.input[1] and lo is None) or \
-                    (len(node.input) > 2 and node.input[2] and hi is None):
-                raise self._fail(node, "Clip bounds must be constants")
-            return {"clip_min": float(lo) if lo is not None else float(attrs.get("min", -np.inf)),
-                    "clip_max": float(hi) if hi is not None else float(attrs.get("max", np.inf))}
-        if op == "HardSigmoid":
-            return {"alpha": float(attrs.get("alpha", 0.2)), "beta": float(attrs.get("beta", 0.5))}
-        return {}
+    def _opaque(self, group: frozenset) -> None:
+        for layer, tensor in onnx_opaque.build(self, sorted(group)):
+            self._emit(layer, tensor)
+        self.done |= group
 
     def _conv(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> Layer:
         w = self._const(node.input[1])
@@ -306,7 +304,9 @@ class _Importer:
             if b is None:
                 raise self._fail(node, "expected a constant bias")
             params["B"] = b.astype(np.float32)
+            layer.param_sources["B"] = node.input[2]
         layer.params = params
+        layer.param_sources["W"] = node.input[1]
         kernel = list(attrs.get("kernel_shape", w.shape[2:]))
         layer.hyper.update(self._window(node, attrs, kernel), group=int(attrs.get("group", 1)))
         return layer
@@ -344,6 +344,7 @@ class _Importer:
         if node.op_type == "MatMul":
             layer.hyper["from_matmul"] = True
             layer.params = {"W": np.ascontiguousarray(b.T).astype(np.float32)}
+            layer.param_sources["W"] = node.input[1]   # one tensor, however many layers read it
             return layer
         w = b if attrs.get("transB", 0) else b.T
         layer.params = {"W": (np.ascontiguousarray(w) * float(attrs.get("alpha", 1.0))).astype(np.float32)}
@@ -354,17 +355,6 @@ class _Importer:
             bias = np.broadcast_to(c.reshape(-1), (w.shape[0],)) * float(attrs.get("beta", 1.0))
             layer.params["B"] = bias.astype(np.float32)
         return layer
-
-    def _reduce_mean(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> Layer:
-        axes = attrs.get("axes")
-        if axes is None and len(node.input) > 1:
-            axes = self._const(node.input[1])
-        rank = len(self.shapes.get(node.input[0], ()))
-        axes = sorted(int(a) % rank for a in axes) if axes is not None and rank else None
-        if axes != [2, 3] or not attrs.get("keepdims", 1):
-            raise self._fail(node, "operator ReduceMean cannot be modelled except over H and W "
-                             "with keepdims=1 (a global average pool)")
-        return self._new(node, "GlobalAveragePool")
 
     def _simple(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> Layer:
         op = node.op_type
@@ -379,7 +369,7 @@ class _Importer:
                 hyper["count_include_pad"] = int(attrs.get("count_include_pad", 0))
         elif op in ("Concat", "Softmax", "Flatten"):
             rank = len(self.shapes.get(node.input[0], (0,) * 4))
-            axis = int(attrs.get("axis", 1 if op != "Softmax" else -1))
+            axis = int(attrs.get("axis", -1 if op == "Softmax" and self.opset >= 13 else 1))
             hyper["axis"] = axis + rank if axis < 0 else axis
         elif op == "Reshape":
             shape = self.shapes.get(node.output[0])
@@ -394,21 +384,19 @@ class _Importer:
             hyper["pads"] = [int(p) for p in pads]
             hyper["mode"] = mode.decode() if isinstance(mode, bytes) else mode
             value = self._const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+            value = np.asarray(value).reshape(-1)[0] if value is not None and np.size(value) else None
             hyper["value"] = float(value) if value is not None else float(attrs.get("value", 0.0))
         elif op == "BatchNormalization":
-            names = ("scale", "B", "input_mean", "input_var")
-            for key, t in zip(names, node.input[1:5]):
-                if self._const(t) is None:
-                    raise self._fail(node, "expected constant scale, bias, mean and variance")
-                layer.params[key] = self._const(t).astype(np.float32)
-            hyper["epsilon"] = float(attrs.get("epsilon", 1e-5))
+            scale, shift = bn_scale_shift(node, self.consts)   # inference form: 2 per channel
+            layer.params = {"scale": scale.astype(np.float32), "B": shift.astype(np.float32)}
         elif op in ("Add", "Mul"):
             consts = [(k, t) for k, t in enumerate(node.input) if t in self.consts]
             if consts:   # x + c or x * c: the constant is a parameter of the layer
                 k, t = consts[0]
-                layer.params["C"] = self.consts[t].astype(np.float32)
+                layer.params["C"] = _align4(self.consts[t], len(self.shapes[node.output[0]]))
+                layer.param_sources["C"] = t
                 hyper["const_input"] = k
         elif op in ACTIVATIONS:
-            hyper.update(self._act_hyper(node, attrs))
+            hyper.update(act_hyper(self, node))
         return layer
 

@@ -59,7 +59,8 @@ def edge_occupancy(prod_steps: list[int], windows: list[range], cons_steps: list
     any. Row r is claimed when the producer firing that writes it starts; it is freed at the
     end of the consumer phase after which neither it nor any earlier row is read again (rows
     leave a circular buffer in order). `prod_steps` has one step per row (a whole producer
-    repeats its one step); `windows[p]` are the rows consumer phase p reads."""
+    repeats its one step, a part of k rows its step k times); `windows[p]` are the rows
+    consumer phase p reads."""
     last = [-1] * height
     for step, rows in zip(cons_steps, windows):
         for r in rows:
@@ -87,7 +88,7 @@ def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[st
             continue
         edge = (ch.src, ch.dst)
         height = sum(ch.prod)
-        prod_steps = at[ch.src] if len(ch.prod) > 1 else at[ch.src] * height
+        prod_steps = [step for step, n in zip(at[ch.src], ch.prod) for _ in range(n)]
         held, first, last = edge_occupancy(prod_steps, windows[edge], at[ch.dst], height)
         rows[edge], spans[edge] = held, (first, last)
     return rows, spans

@@ -3,7 +3,7 @@
 One actor per layer (named by the layer), one channel per edge internal to the partition
 (named "SRC->DST"). A token is one row of the edge's tensor: N x C x W elements. A layer in
 one phase produces and consumes whole tensors in its one firing; a layer by parts produces
-one row per phase and consumes, per phase, the input rows its window newly reaches (rows it
+k = ceil(H / Φ) rows per phase (the last phase the rest) and consumes, per phase, the input rows its window newly reaches (rows it
 never reads are consumed by its last phase, which CSDF's balance equations require).
 Edges from outside the partition are not modelled: the caller holds them whole, so the
 layer reading them is never blocked by them.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from itertools import accumulate
 
 from csdf.model import CNN
-from csdf.parts import check_phases, phase_windows
+from csdf.parts import check_phases, phase_windows, rows_per_phase
 from sdf3.graph import Actor, Channel, Graph
 
 
@@ -32,7 +32,9 @@ def consumption_rates(windows: list[range], height: int) -> list[int]:
 
 
 def production_rates(height: int, phases: int) -> list[int]:
-    return [height] if phases == 1 else [1] * height
+    """Rows written per phase: k = ceil(H / Φ) each, the last phase the rest."""
+    k = rows_per_phase(height, phases)
+    return [k] * (phases - 1) + [height - k * (phases - 1)]
 
 
 def internal_edges(cnn: CNN, layers: list[str]) -> list[tuple[str, str]]:

@@ -1,9 +1,11 @@
-"""Plan -> deployment: ONNX step models for every layer (whole or its part variants), the
+"""Plan -> deployment: ONNX step models for every layer (whole, or one part model for all
+its phases: deploy/parts_onnx.py), the
 arena placement of the plan's buffers and the resolved schedule of every partition.
 
 Each step of a partition's schedule is one firing of the plan: a whole layer, or phase p of a
 layer by parts (output row p). A step binds, for every input edge, the stored tensor (whole,
-or the ring plus the int32 slots of the rows its window reads), and for every output edge the
+or the ring plus the int32 slots of the rows its window reads and, where the window meets
+padding, their 0/1 mask), and for every output edge the
 region it writes (the whole tensor, or slot p % S of the ring). Sink layers write the CNN's
 output array outside the arena. Pipeline-crossing edges come in two copies used on even and
 odd frames, so every binding lists two edges (the same one twice when single-buffered).
@@ -16,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+from onnx.external_data_helper import uses_external_data
 
 from csdf.model import CNN, INPUT, edge_name
-from csdf.parts import window
 from deploy import arena, manifest as mf
-from deploy.parts_onnx import InPort, OutPort, Variant, WINDOW_OPS, step_model
+from deploy.parts_onnx import InPort, OutPort, needs_mask, step_model, window_rows
 from sdf3.errors import InputError
 
 DTYPES = {4: "float32", 2: "float16"}
@@ -28,6 +30,16 @@ DTYPES = {4: "float32", 2: "float16"}
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _write_reference(source: str, target: Path) -> None:
+    """The unmodified model, self-contained: weights kept in an external data file (read
+    beside the source) are embedded, so the deployment runs from any working directory."""
+    head = onnx.load(source, load_external_data=False)
+    if any(uses_external_data(t) for t in head.graph.initializer):
+        onnx.save(onnx.load(source), str(target))
+    else:
+        shutil.copyfile(source, target)
 
 
 def _edge_copies(plan_edges: dict, cnn: str, src: str, dst: str) -> list[str]:
@@ -44,24 +56,6 @@ def _layout(shape, phases_src: int, phases_dst: int) -> str:
     return "hncw" if shape[2] > 1 and (phases_src > 1 or phases_dst > 1) else "nchw"
 
 
-def _variant(cnn: CNN, layer_name: str, src: str, p: int) -> tuple[list[int], Variant | None]:
-    """Rows of `src` phase p reads and, for window ops, the border padding around them."""
-    layer = cnn.layer(layer_name)
-    in_h = cnn.edge_shape(src, layer_name)[2]
-    win = window(cnn, layer, src)
-    taps = list(win.taps(p, in_h))
-    if layer.op not in WINDOW_OPS or win.stride == 0:
-        if not taps:
-            raise InputError(f"layer {layer_name}: phase {p} reads no row of {src}; "
-                             f"{layer.op} by parts with padding rows cannot be deployed")
-        return taps, None
-    first = p * win.stride - win.pad_top
-    rows = [first + i * win.dilation for i in range(win.kernel)]
-    top = sum(1 for r in rows if r < 0)
-    bottom = sum(1 for r in rows if r >= in_h)
-    return taps, Variant(top, bottom)
-
-
 def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
            backend: str = "onnxruntime", with_profile: bool = False) -> dict[str, Any]:
     """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest."""
@@ -73,6 +67,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
                          f"got {plan.get('data_bytes')!r}")
     data_bytes = int(plan["data_bytes"])
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan["phases"].items()}
+    _check_row_parts(phases, cnns)
     plan_edges = plan["edges"]
     sizes = [int(b["bytes"]) for b in plan["buffers"]]
     if plan["buffers"] and all("offset" in b for b in plan["buffers"]):   # offset planners
@@ -119,7 +114,8 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
                 raise InputError(f"plan: firings of {part['name']} name unknown layer {layer_name!r}")
             p = seen.get(layer_name, 0)
             seen[layer_name] = p + 1
-            steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models))
+            steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models,
+                               _primitive(plan, cnn.name, layer_name, ph)))
         for layer_name, count in seen.items():
             if count != ph.get(layer_name, 1):
                 raise InputError(f"plan: {part['name']} fires {layer_name} {count} times, "
@@ -136,7 +132,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         if cnn.source and Path(cnn.source).is_file():
             ref = str(Path("reference") / f"{_safe(name)}.onnx")
             (out / "reference").mkdir(exist_ok=True)
-            shutil.copyfile(cnn.source, out / ref)
+            _write_reference(cnn.source, out / ref)
         cnn_info[name] = {
             "inputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape)} for s in inputs],
             "outputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape),
@@ -148,6 +144,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         "backend": backend, "precision": plan.get("precision", "fp32"), "dtype": dtype,
         "data_bytes": data_bytes, "arena_bytes": host.total, "device_arena_bytes": dev.total,
         "device_align": arena.DEVICE_ALIGN, "plan_buffer_bytes": int(plan.get("buffer_bytes", sum(sizes))),
+        "plan_param_bytes": plan.get("param_bytes"), "plan_memory_bytes": plan.get("memory_bytes"),
         "buffers": [{"index": i, "offset": host.offsets[i], "device_offset": dev.offsets[i],
                      "bytes": sizes[i], "edges": list(b["edges"])} for i, b in enumerate(plan["buffers"])],
         "edges": edges, "cnns": cnn_info, "partitions": partitions,
@@ -164,8 +161,36 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     return result
 
 
+def _primitive(plan: dict, cnn: str, layer: str, ph: dict[str, int]) -> str | None:
+    """The plan's primitive for a layer (key `primitives`, explore primitives), or None."""
+    table = plan.get("primitives") or {}
+    if not table:
+        return None
+    from deploy import primitives
+    name = (table.get(cnn) or {}).get(layer, primitives.DEFAULT)
+    primitives.get(name)                      # InputError for an unknown name
+    if ph.get(layer, 1) > 1 and name != primitives.DEFAULT:
+        raise InputError(f"plan: layer {layer} runs by parts; primitive {name} is for whole layers")
+    return name
+
+
+def _check_row_parts(phases: dict[str, dict[str, int]], cnns: dict[str, CNN]) -> None:
+    """Step models compute one output row per phase or the whole layer: refuse parts of
+    k > 1 rows rather than deploy them wrongly."""
+    for cnn_name, ph in phases.items():
+        cnn = cnns.get(cnn_name)
+        for layer, n in ph.items():
+            if cnn is None or layer not in cnn.graph:
+                continue
+            height = int(cnn.layer(layer).output_shape[2])
+            if n not in (1, height):
+                raise InputError(f"plan: layer {cnn_name}.{layer} runs in {n} phases of "
+                                 f"{-(-height // n)} rows; this deployment runs a layer "
+                                 f"whole or row by row ({height} phases)")
+
+
 def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edges: dict,
-          dtype: str, out: Path, models: dict) -> dict:
+          dtype: str, out: Path, models: dict, primitive: str | None = None) -> dict:
     layer = cnn.layer(name)
     by_parts = ph.get(name, 1) > 1
     succ = [d for d in cnn.order() if cnn.graph.has_edge(name, d)]
@@ -176,30 +201,42 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
             raise InputError(f"layer {name}: an Input by parts cannot be deployed")
         return {"layer": name, "phase": p, "model": None,
                 "bind": [{"kind": "frame", "edges": e} for e in out_edges]}
+    if primitive is not None and layer.op != "Conv" and primitive not in ("ort_nchw", "ort_nchwc"):
+        raise InputError(f"plan: layer {name}: primitive {primitive} is for Conv layers, "
+                         f"not {layer.op}")
+    if primitive is not None and layer.op == "Conv" and ph.get(name, 1) == 1:
+        from deploy.primitives import ConvSpec, get
+        in_shape = cnn.edge_shape(list(dict.fromkeys(layer.inputs))[0], name)
+        why = get(primitive).refuses(ConvSpec.of(layer, in_shape))
+        if why:
+            raise InputError(f"plan: layer {name}: primitive {primitive} refuses it: {why}")
     bind: list[dict] = []
-    in_ports, out_ports, variant, rows_key = [], [], None, []
+    in_ports, out_ports = [], []
     srcs = list(dict.fromkeys(layer.inputs))
     for i, src in enumerate(srcs):
         copies = _edge_copies(plan_edges, cnn.name, src, name)
         e = edges[copies[0]]
         port = f"in{i}"
         if by_parts and not (e["shape"][2] == 1 and e["layout"] == "nchw"):
-            taps, v = _variant(cnn, name, src, p)
+            rows, real = window_rows(cnn, name, src, p)
+            if not any(real):
+                raise InputError(f"layer {name}: phase {p} reads no row of {src}; "
+                                 f"{layer.op} by parts with padding rows cannot be deployed")
             if e["layout"] != "hncw":
                 raise InputError(f"plan: edge {copies[0]} feeds {name} by parts but is not stored by rows")
-            variant = v if v is not None else variant
-            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(taps)))
-            rows_key.append(len(taps))
+            masked = needs_mask(cnn, name, src)
+            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(rows), masked))
             bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
                          "shape": in_ports[-1].stored_shape})
             bind.append({"kind": "const", "name": f"{port}_idx",
-                         "values": [r % e["slots"] for r in taps]})
+                         "values": [r % e["slots"] if ok else 0 for r, ok in zip(rows, real)]})
+            if masked:
+                bind.append({"kind": "const", "name": f"{port}_mask", "values": [int(ok) for ok in real]})
         else:
             if e["slots"] != e["shape"][2]:
                 raise InputError(f"plan: edge {copies[0]} holds {e['slots']} rows but {name} "
                                  f"reads it whole")
             in_ports.append(InPort(port, tuple(e["shape"]), e["layout"], e["slots"], None))
-            rows_key.append(None)
             bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
                          "shape": in_ports[-1].stored_shape})
     shape = tuple(int(v) for v in layer.output_shape)
@@ -215,13 +252,18 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         out_ports.append(port)
         bind.append({"kind": "output", "name": "sink", "layer": name, "slot": p if by_parts else 0,
                      "shape": port.stored_shape})
-    tag = "whole" if not by_parts else (
-        f"part_t{variant.pad_top}_b{variant.pad_bottom}" if variant is not None else "part")
+    tag = "part" if by_parts else "whole"     # one part model serves every phase
     rel = f"models/{_safe(cnn.name)}/{_safe(name)}.{tag}.onnx"
     if rel not in models:
-        model = step_model(layer, in_ports, out_ports, dtype, variant if by_parts else None)
+        model = step_model(layer, in_ports, out_ports, dtype, by_parts,
+                           primitive if layer.op == "Conv" and not by_parts else None)
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         onnx.save(model, str(out / rel))
         models[rel] = {"cnn": cnn.name, "layer": name, "variant": tag,
                        "inputs": [p_.name for p_ in in_ports], "outputs": [p_.name for p_ in out_ports]}
-    return {"layer": name, "phase": p, "model": rel, "bind": bind}
+        if primitive is not None:
+            models[rel]["primitive"] = primitive
+    step = {"layer": name, "phase": p, "model": rel, "bind": bind}
+    if primitive is not None:
+        step["primitive"] = primitive
+    return step

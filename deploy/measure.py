@@ -1,10 +1,10 @@
 """Run a deployment and measure it: fps per CNN, arena and parameter bytes, calls made,
-peak RSS, and the largest difference to the unmodified model. Everything here is measured
-on the run; nothing is read back from the plan."""
+the process's footprint (deploy/footprint.py), and the largest difference to the unmodified
+model. Everything here is measured on the run; the plan's figures are reported beside the
+measured ones, never instead of them. The reference check runs after the footprint is
+read, so the unmodified model's session does not inflate it."""
 from __future__ import annotations
 
-import resource
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ import numpy as np
 from deploy import manifest as mf
 from deploy import reference
 from deploy.executor import Executor
+from deploy.footprint import Footprint, peak_rss_bytes  # noqa: F401  (peak_rss_bytes: callers)
 from sdf3.errors import InputError
 
 
@@ -23,21 +24,6 @@ def make_backend(name: str, dtype: str, threads: int = 0, shared_pool: bool = Fa
         from deploy.backend_ort import OrtBackend
         return OrtBackend(dtype, threads, shared_pool, layout)
     raise InputError(f"--backend: expected onnxruntime or tensorrt, got {name!r}")
-
-
-def peak_rss_bytes() -> int:
-    """This process's peak resident set. Linux: VmHWM, which starts afresh at exec, unlike
-    getrusage's ru_maxrss that keeps the parent's peak across fork+exec (a benchmark that
-    measures in child processes would otherwise report its own peak for every child)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
 def frames_for(manifest: dict[str, Any], count: int, seed: int) -> dict[str, list[np.ndarray]]:
@@ -63,9 +49,17 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
     if backend_name == "tensorrt":   # the standalone runner is the GPU executor
         from deploy import backend_trt
         return backend_trt.measure(deploy_dir, frames, seed, warmup, check)
+    routed = frames_for(manifest, max(frames, len(manifest["cnns"])), seed)
+    if backend_name == "onnxruntime":   # imports belong before the baseline
+        from deploy import backend_ort, ort_blocked  # noqa: F401
+    fp = Footprint()
+    fp.start()
     be = make_backend(backend_name, manifest["dtype"], threads, shared_pool, layout)
     ex = Executor(manifest, deploy_dir, be)
-    routed = frames_for(manifest, max(frames, len(manifest["cnns"])), seed)
+    fp.counted = {"weights_bytes": be.param_bytes(),
+                  "arena_bytes": int(ex.arena.nbytes if manifest["arena_bytes"] else 0),
+                  "scratch_bytes": scratch_bytes(ex)}
+    fp.loaded()
     fps, calls, outputs = {}, {}, {}
     for name, stream in routed.items():
         # warm-up: ORT sessions plan and allocate over their first runs (measured: the
@@ -78,6 +72,7 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
         elapsed = time.perf_counter() - start
         fps[name] = len(stream) / elapsed
         calls[name] = run.calls / len(stream)
+    fp.ran()
     diff: dict[str, float | None] = {}
     magnitude: dict[str, float | None] = {}   # largest |reference output|: the diff's scale
     if check:
@@ -94,11 +89,24 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
                     worst = max(worst, float(np.max(np.abs(g - w.reshape(g.shape)))))
                     size = max(size, float(np.max(np.abs(w))))
             diff[name], magnitude[name] = worst, size
-    return {"fps": fps, "arena_bytes": int(ex.arena.nbytes if manifest["arena_bytes"] else 0),
-            "param_bytes": be.param_bytes(), "max_abs_diff": diff, "max_abs_output": magnitude,
-            "calls_per_frame": {k: int(v) if float(v).is_integer() else v for k, v in calls.items()},
-            "peak_rss_bytes": peak_rss_bytes(), "scratch_bytes": scratch_bytes(ex),
-            "backend": backend_name, "frames": sum(len(s) for s in routed.values())}
+    result = {"fps": fps, "arena_bytes": fp.counted["arena_bytes"],
+              "param_bytes": be.param_bytes(), "max_abs_diff": diff, "max_abs_output": magnitude,
+              "calls_per_frame": {k: int(v) if float(v).is_integer() else v for k, v in calls.items()},
+              "scratch_bytes": fp.counted["scratch_bytes"],
+              "backend": backend_name, "frames": sum(len(s) for s in routed.values())}
+    result.update(fp.report())
+    result.update(plan_figures(manifest))
+    if hasattr(be, "notes"):
+        result["notes"] = be.notes()
+    if getattr(be, "helper_peak_rss_bytes", 0):   # a child process that optimised the models
+        result["load_helper_peak_rss_bytes"] = be.helper_peak_rss_bytes
+    return result
+
+
+def plan_figures(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The plan's own figures, reported beside the measured ones (never as measured)."""
+    return {key: manifest.get(key) for key in
+            ("plan_param_bytes", "plan_buffer_bytes", "plan_memory_bytes")}
 
 
 def scratch_bytes(ex: Executor) -> int:

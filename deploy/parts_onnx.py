@@ -6,8 +6,14 @@ Storage conventions (docs/deploy.md): an edge whose producer or consumer runs by
 stored height-outermost, [S, N, C, W] with S slots (a ring of rows, row r at slot r % S);
 other edges are stored plainly [N, C, H, W]. A part model takes the whole ring of each
 input plus an int32 index vector of the slots it reads, gathers and transposes to NCHW,
-computes one output row and writes it as [1, N, C, W] (one slot). Border phases read fewer
-real rows; their variants carry the missing rows as explicit top/bottom padding.
+computes one output row and writes it as [1, N, C, W] (one slot).
+
+One part model per layer serves every phase: a window op gathers the whole window of input
+rows, and where the window reaches into the layer's top or bottom padding the executor feeds
+a 0/1 int32 row mask with the slot indices (padding rows point at any slot and are masked:
+zero for Conv and AveragePool, the lowest float for MaxPool, and AveragePool without
+count_include_pad rescales by the real rows). So a layer has one model and one copy of its
+weights however its phases meet the borders (no top/middle/bottom variants).
 """
 from __future__ import annotations
 
@@ -17,13 +23,15 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from csdf.model import Layer
+from csdf.model import CNN, OPAQUE, Layer
+from csdf.parts import window
+from deploy import primitives
 from sdf3.errors import InputError
 
 OPSET = 13
 IR_VERSION = 7
 WINDOW_OPS = {"Conv", "MaxPool", "AveragePool"}
-UNARY_OPS = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "Identity"}
+UNARY_OPS = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "LeakyRelu", "Identity"}
 ELEMENTWISE_OPS = {"Add", "Mul", "Sub", "Div", "Max", "Min", "Sum", "BatchNormalization"} | UNARY_OPS
 ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
 
@@ -37,6 +45,7 @@ class InPort:
     layout: str                          # "nchw" | "hncw"
     slots: int                           # rows stored (H unless a ring)
     rows: int | None = None              # rows gathered per phase (by-parts consumer)
+    masked: bool = False                 # also takes `<name>_mask`: 0 marks padding rows
 
     @property
     def stored_shape(self) -> list[int]:
@@ -59,12 +68,7 @@ class OutPort:
         return [n, c, h, w] if self.layout == "nchw" else [h, n, c, w]
 
 
-@dataclass(frozen=True)
-class Variant:
-    """How a phase's window meets the borders: padding rows above and below the real rows
-    it reads (0, 0 inside the tensor). None as a whole variant means the whole layer."""
-    pad_top: int = 0
-    pad_bottom: int = 0
+LOWEST = -3.4e38      # a masked MaxPool row: below every real value
 
 
 @dataclass
@@ -73,6 +77,7 @@ class _Builder:
     nodes: list = field(default_factory=list)
     inits: list = field(default_factory=list)
     count: int = 0
+    names: set = field(default_factory=set)
 
     def tmp(self, hint: str) -> str:
         self.count += 1
@@ -84,8 +89,17 @@ class _Builder:
         return out
 
     def const(self, name: str, value: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        if name not in self.names:
+            self.names.add(name)
+            self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
+
+    def param(self, layer: Layer, key: str) -> str:
+        """A layer's parameter as float32; one taken verbatim from an ONNX tensor is named by
+        that tensor, so a tensor two layers share is one parameter in the measured bytes."""
+        source = layer.param_sources.get(key)
+        name = f"param:onnx:{source}" if source else f"param:{layer.name}:{key}"
+        return self.const(name, layer.params[key].astype(np.float32))
 
 
 def _pair(values, default: int) -> list[int]:
@@ -116,44 +130,71 @@ def _activations(b: _Builder, layer: Layer, x: str) -> str:
             x = b.node("Mul", [x, gate])
         elif act == "Swish":
             x = b.node("Mul", [x, b.node("Sigmoid", [x])])
+        elif act == "LeakyRelu":
+            x = b.node("LeakyRelu", [x], alpha=float(hyper.get("leaky_alpha", 0.01)))
         else:
             raise InputError(f"layer {layer.name}: fused activation {act!r} cannot be deployed")
     return x
 
 
-def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Variant | None,
-          rows: int | None) -> str:
+def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list[str | None],
+          part: bool, primitive: str | None = None) -> str:
     """The layer's computation on NCHW float32 inputs `xs`; returns the NCHW output name.
-    With a variant, computes the single output row of one phase from `rows` real rows
-    (vertical stride becomes 1, the vertical dilation the gathered taps' spacing: 1)."""
+    By parts (`part`), a window op computes its phase's output rows from the gathered window
+    rows: vertical stride and dilation as in the layer, no vertical padding (padding rows
+    are gathered too and masked by `masks`, float [1, 1, rows, 1] or None).
+    `primitive`: a whole Conv written by that primitive of deploy/primitives."""
     op, hyper, params = layer.op, layer.hyper, layer.params
     n, c_out, h_out, w_out = layer.output_shape
-    if op in WINDOW_OPS:
+    if op == OPAQUE:
+        from deploy.opaque_onnx import opaque_core
+        return opaque_core(b, layer, xs, list(dict.fromkeys(layer.inputs)), part)
+    if op == "Conv" and not part and primitive not in (None, *primitives.ORT_FORMS):
+        spec = primitives.ConvSpec.of(layer, in_shapes[0])
+        prim = primitives.get(primitive)
+        why = prim.refuses(spec)
+        if why:
+            raise InputError(f"layer {layer.name}: primitive {primitive} refuses it: {why}")
+        y = prim.build(b, layer, spec, xs[0])
+    elif op in WINDOW_OPS:
         kernel = _pair(hyper.get("kernel_shape"), 1)
         strides = _pair(hyper.get("strides"), 1)
         pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
         dil = _pair(hyper.get("dilations"), 1)
         attrs: dict = {"kernel_shape": kernel}
-        if variant is not None:
-            # The gathered taps are consecutive: vertical dilation and stride become 1.
-            strides, dil = [1, strides[1]], [1, dil[1]]
-            pads = [variant.pad_top, pads[1], variant.pad_bottom, pads[3]]
+        mask = masks[0] if part and masks else None
+        if part:
+            pads = [0, pads[1], 0, pads[3]]
         attrs.update(strides=strides, pads=pads)
+        x = xs[0]
+        if mask is not None:
+            x = b.node("Mul", [x, mask])
+            if op == "MaxPool":    # padding rows never win: x*m + (m-1)*|lowest|
+                low = b.node("Sub", [mask, b.const(b.tmp("one"), np.array(1.0, np.float32))])
+                low = b.node("Mul", [low, b.const(b.tmp("lowest"), np.array(-LOWEST, np.float32))])
+                x = b.node("Add", [x, low])
         if op == "Conv":
             attrs.update(dilations=dil, group=int(hyper.get("group", 1)))
-            w = b.const(f"param:{layer.name}:W", params["W"].astype(np.float32))
-            ins = [xs[0], w]
+            ins = [x, b.param(layer, "W")]
             if "B" in params:
-                ins.append(b.const(f"param:{layer.name}:B", params["B"].astype(np.float32)))
+                ins.append(b.param(layer, "B"))
             y = b.node("Conv", ins, **attrs)
         else:
             if "ceil_mode" in hyper:
                 attrs["ceil_mode"] = int(hyper["ceil_mode"])
             if op == "MaxPool":
                 attrs["dilations"] = dil
+            exclude = op == "AveragePool" and not int(hyper.get("count_include_pad", 0))
             if op == "AveragePool" and "count_include_pad" in hyper:
                 attrs["count_include_pad"] = int(hyper["count_include_pad"])
-            y = b.node(op, [xs[0]], **attrs)
+            y = b.node(op, [x], **attrs)
+            if mask is not None and exclude:   # divide by the real rows, not the window's
+                ones = b.const(b.tmp("ones"), np.ones([1, 1, kernel[0], 1], np.float32))
+                real = b.node("Conv", [mask, ones], kernel_shape=[kernel[0], 1],
+                              strides=[strides[0], 1], pads=[0, 0, 0, 0])
+                scale = b.node("Div", [b.const(b.tmp("k"), np.array(float(kernel[0]), np.float32)),
+                                       real])
+                y = b.node("Mul", [y, scale])
     elif op in ELEMENTWISE_OPS:
         y = _elementwise(b, layer, xs)
     elif op == "Concat":
@@ -161,7 +202,7 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Va
         y = b.node("Concat", xs, axis=axis + 4 if axis < 0 else axis)
     elif op == "Gemm":
         flat = b.node("Reshape", [xs[0], b.const(b.tmp("shape"), np.array([n, -1], np.int64))])
-        ins = [flat, b.const(f"param:{layer.name}:W", params["W"].astype(np.float32))]
+        ins = [flat, b.param(layer, "W")]
         if "B" in params:
             ins.append(b.const(f"param:{layer.name}:B", params["B"].astype(np.float32).reshape(-1)))
         g = b.node("Gemm", ins, transB=1)   # alpha and beta are folded into W and B
@@ -177,7 +218,7 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Va
             y = b.node("Reshape", [s, b.const(b.tmp("shape"), np.array(layer.output_shape, np.int64))])
         else:
             y = b.node("Softmax", [xs[0]], axis=int(hyper.get("axis", 1)))
-    elif op == "Pad" and variant is None:
+    elif op == "Pad" and not part:
         pads = [int(v) for v in hyper.get("pads", [])]
         if len(pads) == 4:
             t, left, bottom, right = pads
@@ -186,7 +227,7 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, variant: Va
         y = b.node("Pad", [xs[0], b.const(b.tmp("pads"), np.array(pads, np.int64)), value],
                    mode=str(hyper.get("mode", "constant")))
     else:
-        mode = "by parts" if variant is not None else "whole"
+        mode = "by parts" if part else "whole"
         raise InputError(f"layer {layer.name}: op {op} cannot be deployed {mode}")
     return _activations(b, layer, y)
 
@@ -196,15 +237,17 @@ def _elementwise(b: _Builder, layer: Layer, xs: list[str]) -> str:
     if op in UNARY_OPS:
         inner = Layer(layer.name, op, {**layer.hyper, "activation": [op]})
         return xs[0] if op == "Identity" else _activations(b, inner, xs[0])
-    if op == "BatchNormalization":
-        names = ["scale", "B", "input_mean", "input_var"]
-        if not all(k in params for k in names):
-            raise InputError(f"layer {layer.name}: BatchNormalization needs params {names}")
-        ins = [xs[0]] + [b.const(f"param:{layer.name}:{k}", params[k].astype(np.float32)) for k in names]
-        return b.node("BatchNormalization", ins, epsilon=float(layer.hyper.get("epsilon", 1e-5)))
+    if op == "BatchNormalization":   # inference form: a per-channel scale and shift
+        if set(params) != {"scale", "B"}:
+            raise InputError(f"layer {layer.name}: BatchNormalization needs params scale and B")
+        c = params["scale"].size
+        scale = b.const(f"param:{layer.name}:scale", params["scale"].astype(np.float32).reshape(1, c, 1, 1))
+        shift = b.const(f"param:{layer.name}:B", params["B"].astype(np.float32).reshape(1, c, 1, 1))
+        return b.node("Add", [b.node("Mul", [xs[0], scale]), shift])
     ins = list(xs)
     for key in sorted(params):   # constant operands (e.g. a Mul by a constant)
-        ins.append(b.const(f"param:{layer.name}:{key}", params[key].astype(np.float32)))
+        ins.insert(int(layer.hyper.get("const_input", len(ins))) if key == "C" else len(ins),
+                   b.param(layer, key))
     if op == "Sum" or len(ins) > 2:
         y = ins[0]
         for other in ins[1:]:
@@ -214,29 +257,37 @@ def _elementwise(b: _Builder, layer: Layer, xs: list[str]) -> str:
 
 
 def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype: str,
-               variant: Variant | None = None) -> onnx.ModelProto:
-    """The ONNX model of one step: layer `layer` whole (variant None) or one phase of it.
+               part: bool = False, primitive: str | None = None) -> onnx.ModelProto:
+    """The ONNX model of one step: layer `layer` whole, or (`part`) any phase of it;
+    `primitive`: how a whole Conv is computed (deploy/primitives).
     Inputs are named by `inputs[i].name` (a gathering input also takes `<name>_idx`,
-    int32 slot indices); every output port gets the same result in its own layout."""
+    int32 slot indices, and when masked `<name>_mask`, int32 0/1 per gathered row); every
+    output port gets the same result in its own layout."""
     b = _Builder(dtype)
     elem = ONNX_TYPE[dtype]
-    graph_inputs, xs, in_shapes = [], [], []
+    graph_inputs, xs, masks, in_shapes = [], [], [], []
     for port in inputs:
         graph_inputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
-        x = port.name
+        x, mask = port.name, None
         if port.rows is not None:
             idx = f"{port.name}_idx"
             graph_inputs.append(helper.make_tensor_value_info(idx, TensorProto.INT32, [port.rows]))
             x = b.node("Gather", [x, idx], axis=0)
             x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
+            if port.masked:
+                name = f"{port.name}_mask"
+                graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.INT32, [port.rows]))
+                mask = b.node("Cast", [name], to=TensorProto.FLOAT)
+                mask = b.node("Reshape", [mask, b.const(b.tmp("shape"),
+                                                        np.array([1, 1, port.rows, 1], np.int64))])
         elif port.layout == "hncw":
             x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
         if dtype != "float32":
             x = b.node("Cast", [x], to=TensorProto.FLOAT)
         xs.append(x)
+        masks.append(mask)
         in_shapes.append(port.shape)
-    rows = inputs[0].rows if inputs else None
-    y = _core(b, layer, xs, in_shapes, variant, rows)
+    y = _core(b, layer, xs, in_shapes, masks, part, primitive)
     if dtype != "float32":
         y = b.node("Cast", [y], to=elem)
     graph_outputs = []
@@ -248,14 +299,41 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
         b.nodes.append(helper.make_node("Identity", [src], [port.name]))
         graph_outputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
     graph = helper.make_graph(b.nodes, f"{layer.name}", graph_inputs, graph_outputs, b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+    opsets = layer.hyper.get("opset") if layer.op == OPAQUE else None   # the source's own
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in
+                                                    (opsets or [("", OPSET)])],
                               producer_name="memtrade.deploy")
-    model.ir_version = IR_VERSION
+    model.ir_version = int(layer.hyper.get("ir_version", IR_VERSION)) if opsets else IR_VERSION
     return model
+
+
+def window_rows(cnn: CNN, layer_name: str, src: str, p: int, rows_out: int = 1
+                ) -> tuple[list[int], list[bool]]:
+    """Input rows of `src` that phase p of `layer_name` (output rows p*rows_out ..) reads,
+    and whether each is a real row (False: top/bottom padding). A window op reads its whole
+    window, padding rows included; other ops read their real rows only."""
+    layer = cnn.layer(layer_name)
+    in_h = int(cnn.edge_shape(src, layer_name)[2])
+    win = window(cnn, layer, src)
+    if layer.op not in WINDOW_OPS or win.stride == 0:
+        rows = [r for q in range(p * rows_out, (p + 1) * rows_out) for r in win.taps(q, in_h)]
+        rows = list(dict.fromkeys(rows))
+        return rows, [True] * len(rows)
+    first = p * rows_out * win.stride - win.pad_top
+    span = (rows_out - 1) * win.stride + win.extent
+    rows = list(range(first, first + span))
+    return rows, [0 <= r < in_h for r in rows]
+
+
+def needs_mask(cnn: CNN, layer_name: str, src: str, rows_out: int = 1) -> bool:
+    """True when some phase's window reaches into padding (its model takes a row mask)."""
+    phases = -(-int(cnn.layer(layer_name).output_shape[2]) // rows_out)
+    return any(not all(window_rows(cnn, layer_name, src, p, rows_out)[1])
+               for p in (0, phases - 1))
 
 
 def param_tensors(model: onnx.ModelProto) -> dict[str, int]:
     """Bytes of each weight a model holds (initializers named `param:layer:key`), for the
-    measured parameter bytes: shared by name across a layer's variants."""
+    measured parameter bytes."""
     return {t.name: numpy_helper.to_array(t).nbytes for t in model.graph.initializer
             if t.name.startswith("param:")}

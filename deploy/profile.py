@@ -3,8 +3,8 @@ session settings a deployment uses, so `explore APP --evaluator <profile>` searc
 this machine's own measurements (the paper measures on the board; see board_runner.py).
 
 A layer by parts is timed on one interior phase (the middle output row): its ring input
-holds the window's rows, and the time of one call is what every phase of it costs apart
-from the border variants, which read fewer rows.
+holds the window's rows, and the time of one call is what every phase of it costs (one part
+model serves every phase; border phases feed a mask, deploy/parts_onnx.py).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import onnx
 from csdf.model import CNN, INPUT
 from csdf.parts import can_split, window
 from deploy.backend_ort import OrtBackend
-from deploy.parts_onnx import InPort, OutPort, Variant, WINDOW_OPS, step_model
+from deploy.parts_onnx import InPort, OutPort, needs_mask, step_model, window_rows
 
 
 def _time(call, repeats: int, warmup: int = 3) -> float:
@@ -33,36 +33,37 @@ def _time(call, repeats: int, warmup: int = 3) -> float:
     return float(np.median(times)) * 1e3
 
 
-def _ports(cnn: CNN, name: str, part: bool) -> tuple[list[InPort], list[OutPort], Variant | None, list]:
+def _ports(cnn: CNN, name: str, part: bool) -> tuple[list[InPort], list[OutPort], list]:
+    """Ports of the step model a deployment uses for `name` (whole, or its one part model)
+    and the constant inputs of the interior phase timed (slot indices, all-real mask)."""
     layer = cnn.layer(name)
     srcs = list(dict.fromkeys(layer.inputs))
-    ins, idx, variant = [], [], None
-    out_h = layer.output_shape[2]
-    p = out_h // 2
+    ins, consts = [], []
+    p = layer.output_shape[2] // 2
     for i, src in enumerate(srcs):
         shape = tuple(int(v) for v in cnn.edge_shape(src, name))
         if part and shape[2] > 1:
-            win = window(cnn, layer, src)
-            taps = list(win.taps(p, shape[2]))
-            ins.append(InPort(f"in{i}", shape, "hncw", win.extent, len(taps)))
-            idx.append(np.arange(len(taps), dtype=np.int32))
-            if layer.op in WINDOW_OPS:
-                first = p * win.stride - win.pad_top
-                rows = [first + k * win.dilation for k in range(win.kernel)]
-                variant = Variant(sum(r < 0 for r in rows), sum(r >= shape[2] for r in rows))
+            rows, real = window_rows(cnn, name, src, p)
+            masked = needs_mask(cnn, name, src)
+            ins.append(InPort(f"in{i}", shape, "hncw", max(window(cnn, layer, src).extent, len(rows)),
+                              len(rows), masked))
+            const = {f"in{i}_idx": np.arange(len(rows), dtype=np.int32)}
+            if masked:
+                const[f"in{i}_mask"] = np.asarray(real, np.int32)
+            consts.append(const)
         else:
             ins.append(InPort(f"in{i}", shape, "nchw", shape[2], None))
-            idx.append(None)
+            consts.append({})
     shape = tuple(int(v) for v in layer.output_shape)
     outs = [OutPort("out0", shape, "hncw" if part else "nchw", part)]
-    return ins, outs, variant, idx
+    return ins, outs, consts
 
 
 def layer_model(cnn: CNN, name: str, dtype: str, part: bool):
     """The step model timed for layer `name` (whole, or one interior phase) and its ports."""
-    ins, outs, variant, idx = _ports(cnn, name, part)
-    model = step_model(cnn.layer(name), ins, outs, dtype, variant if part else None)
-    return model, ins, outs, idx
+    ins, outs, consts = _ports(cnn, name, part)
+    model = step_model(cnn.layer(name), ins, outs, dtype, part)
+    return model, ins, outs, consts
 
 
 def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: int,
@@ -75,10 +76,9 @@ def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: 
     session = backend.load(path)
     rng = np.random.default_rng(0)
     feeds, fetches = {}, {}
-    for port, ix in zip(ins, idx):
+    for port, const in zip(ins, idx):
         feeds[port.name] = rng.standard_normal(port.stored_shape).astype(backend.dtype)
-        if ix is not None:
-            feeds[f"{port.name}_idx"] = ix
+        feeds.update(const)
     for port in outs:
         fetches[port.name] = np.zeros(port.stored_shape, backend.dtype)
     return _time(backend.bind(session, feeds, fetches), repeats)
@@ -101,10 +101,9 @@ def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path) -> lis
                 (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
                 onnx.save(model, str(out_dir / rel))
                 ports = []
-                for port, ix in zip(ins, idx):
+                for port, const in zip(ins, idx):
                     ports.append({"name": port.name, "shape": port.stored_shape, "dtype": dtype})
-                    if ix is not None:
-                        ports.append({"name": f"{port.name}_idx", "values": ix.tolist()})
+                    ports += [{"name": k, "values": v.tolist()} for k, v in const.items()]
                 ports += [{"name": p.name, "shape": p.stored_shape, "dtype": dtype} for p in outs]
                 entries.append({"cnn": cnn.name, "layer": name, "kind": kind, "model": rel,
                                 "phases": int(layer.output_shape[2]) if part else 1, "ports": ports})

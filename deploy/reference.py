@@ -26,7 +26,11 @@ def session(path: str | Path, threads: int = 0) -> ort.InferenceSession:
 def run(sess: ort.InferenceSession, frame: np.ndarray) -> list[np.ndarray]:
     """Outputs for one NCHW frame, each padded to 4-D like the CNN model's shapes."""
     inp = sess.get_inputs()[0]
-    feed = frame.reshape([d if isinstance(d, int) else frame.shape[i]
-                          for i, d in enumerate(inp.shape)]) if len(inp.shape) == 4 else frame
-    outs = sess.run(None, {inp.name: feed.astype(np.float32)})
+    dims = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
+    feed = frame.reshape(dims) if np.prod(dims) == frame.size else frame
+    outs = sess.run(None, {inp.name: feed.astype(_NP.get(inp.type, np.float32))})
+    outs = [np.asarray(o).astype(np.float32) for o in outs]
     return [o.reshape(o.shape + (1,) * (4 - o.ndim)) if o.ndim < 4 else o for o in outs]
+
+
+_NP = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}

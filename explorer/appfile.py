@@ -9,13 +9,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from csdf.model import CNN
 from csdf.onnx_import import load_onnx
 from csdf.synthetic import build_synthetic
 from explorer.app import PRECISIONS, Application, Partition, SearchSettings
+from explorer.genes import GRANULARITIES
 from explorer.units import parse_memory
+from explorer.yamlload import load_yaml
 from sdf3.errors import InputError
 
 TOP_KEYS = ("name", "description", "platform", "precision", "memory", "cnns", "pipelines",
@@ -60,7 +60,7 @@ def load_app(path: str | Path, mem: str | None = None, fps: str | None = None,
     pipelines = _pipelines(doc.get("pipelines"), partitions, where)
     schedules = _schedules(doc.get("schedules"), partitions, cnns, where)
     prec = precision if precision is not None else doc.get("precision", "fp32")
-    if prec not in PRECISIONS:
+    if not isinstance(prec, str) or prec not in PRECISIONS:
         raise InputError(f"{where}: precision: expected one of {', '.join(PRECISIONS)}, got {prec!r}")
     memory = mem if mem is not None else doc.get("memory")
     memory_bytes = None if memory is None else parse_memory(
@@ -76,12 +76,7 @@ def load_app(path: str | Path, mem: str | None = None, fps: str | None = None,
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError(f"{path}: application file not found")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{path}: not valid YAML{at}: {getattr(err, 'problem', None) or err}") from None
+    doc = load_yaml(path)
     if not isinstance(doc, dict):
         raise InputError(f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}")
     return doc
@@ -262,8 +257,8 @@ def _fps_value(value: Any, where: str) -> float:
             value = float(str(value).strip())
         except ValueError:
             raise InputError(f"{where}: expected a throughput in frames per second (0 = none), got {value!r}") from None
-    if value < 0 or value != value:
-        raise InputError(f"{where}: throughput must be a number >= 0, got {value!r}")
+    if not 0 <= value < float("inf"):       # also refuses nan
+        raise InputError(f"{where}: throughput must be a number >= 0 and finite, got {value!r}")
     return float(value)
 
 
@@ -279,6 +274,8 @@ def _fps_override(text: str, cnns: dict[str, CNN]) -> dict[str, float]:
         name = name.strip()
         if name not in cnns:
             raise InputError(f"--fps: unknown CNN {name!r}; expected one of {', '.join(cnns)}")
+        if name in out:
+            raise InputError(f"--fps: CNN {name!r} is given twice")
         out[name] = _fps_value(value, f"--fps {name}")
     return out
 
@@ -287,11 +284,18 @@ def _search(raw: Any, where: str) -> SearchSettings:
     if raw is None:
         return SearchSettings()
     fields = {"population": int, "generations": int, "crossover": float, "mutation": float, "seed": int}
-    _check_keys(raw, tuple(fields), where, "search")
+    _check_keys(raw, tuple(fields) + ("granularity",), where, "search")
     values = {}
     for k, v in raw.items():
+        if k == "granularity":
+            if v not in GRANULARITIES:
+                raise InputError(f"{where}: search.granularity: expected one of "
+                                 f"{', '.join(GRANULARITIES)}, got {v!r}")
+            values[k] = v
+            continue
         kind = fields[k]
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (kind is float or isinstance(v, int))
+        ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+              and (kind is float or isinstance(v, int)))
         if not ok or v < 0 or (kind is float and v > 1) or (k in ("population", "generations") and v < 1):
             expected = "a probability in [0, 1]" if kind is float else "a positive integer"
             raise InputError(f"{where}: search.{k}: expected {expected}, got {v!r}")

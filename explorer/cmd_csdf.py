@@ -1,5 +1,6 @@
-"""`explore csdf APP.yaml [--parts L,...|--all-parts] --out DIR [--json]`: the CSDF model of
-every partition for a choice of layers by parts, as SDF3 XML, with buffers and schedules."""
+"""`explore csdf APP.yaml [--parts L[:K],...|--all-parts] [--rows K] --out DIR [--json]`: the
+CSDF model of every partition for a choice of layers by parts (K output rows per phase,
+default 1 = row by row), as SDF3 XML, with buffers and schedules."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,7 @@ import sys
 from pathlib import Path
 
 from csdf.partition_analysis import PartitionAnalysis, analyse_partition
-from csdf.parts import all_parts, can_split, phases_for
+from csdf.parts import can_split, phases_for_rows
 from csdf.to_csdf import to_csdf
 from explorer.outputs import fresh_dir
 from sdf3.errors import InputError
@@ -19,21 +20,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("app", help="application file (YAML)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--parts", default="",
-                       help="comma-separated layers to process by parts (LAYER or CNN.LAYER); "
-                            "default: none")
+                       help="comma-separated layers to process by parts (LAYER or CNN.LAYER, "
+                            "optionally :K output rows per phase); default: none")
     which.add_argument("--all-parts", action="store_true",
                        help="every layer that can, by parts (the paper's [17])")
+    parser.add_argument("--rows", type=int, default=1, metavar="K",
+                        help="output rows per phase of the layers by parts without their own "
+                             ":K (default 1, row by row)")
     parser.add_argument("--out", required=True, help="directory for the SDF3 XML files")
     parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
-def chosen_phases(app, parts: str, every: bool) -> dict[str, dict[str, int]]:
-    """Phases per CNN and layer; a bare LAYER applies to every CNN that has it."""
+def chosen_phases(app, parts: str, every: bool, rows: int = 1) -> dict[str, dict[str, int]]:
+    """Phases per CNN and layer; a bare LAYER applies to every CNN that has it, LAYER:K
+    gives it K output rows per phase (else `rows`)."""
+    if rows < 1:
+        raise InputError(f"--rows: expected an integer >= 1, got {rows}")
     if every:
-        return {name: all_parts(cnn) for name, cnn in app.cnns.items()}
-    genes: dict[str, dict[str, int]] = {name: {} for name in app.cnns}
+        return {name: phases_for_rows(cnn, {x: rows for x in cnn.graph.nodes})
+                for name, cnn in app.cnns.items()}
+    chosen: dict[str, dict[str, int]] = {name: {} for name in app.cnns}
     for item in filter(None, (s.strip() for s in parts.split(","))):
+        item, _, k_text = item.partition(":")
+        if k_text and not (k_text.isdigit() and int(k_text) >= 1):
+            raise InputError(f"--parts: {item}:{k_text}: expected LAYER:K with K an integer >= 1")
         cnn_name, _, layer = item.rpartition(".")
         if cnn_name in app.cnns and layer in app.cnns[cnn_name].graph:
             owners = [cnn_name]
@@ -47,8 +58,8 @@ def chosen_phases(app, parts: str, every: bool) -> dict[str, dict[str, int]]:
             if not can_split(app.cnns[owner].layer(layer)):
                 print(f"explore csdf: note: {owner}.{layer} ({app.cnns[owner].layer(layer).op}) "
                       "cannot go by parts; it keeps 1 phase", file=sys.stderr)
-            genes[owner][layer] = 1
-    return {name: phases_for(cnn, genes[name]) for name, cnn in app.cnns.items()}
+            chosen[owner][layer] = int(k_text) if k_text else rows
+    return {name: phases_for_rows(cnn, chosen[name]) for name, cnn in app.cnns.items()}
 
 
 def _summary(a: PartitionAnalysis) -> dict:
@@ -72,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     app = load_app(args.app)
     out = fresh_dir(args.out, args.force)
-    phases = chosen_phases(app, args.parts, args.all_parts)
+    phases = chosen_phases(app, args.parts, args.all_parts, args.rows)
     out.mkdir(parents=True, exist_ok=True)
     report = {}
     for part in app.partitions:

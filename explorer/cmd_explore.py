@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="random seed (default: the app's search.seed)")
     parser.add_argument("--population", type=int, help="NSGA-II population (app's default)")
     parser.add_argument("--generations", type=int, help="NSGA-II generations (app's default)")
+    parser.add_argument("--granularity", choices=["ladder", "binary"],
+                        help="genes: rows per phase from a ladder, or the paper's binary "
+                             "whole/row-by-row (default: the app's search.granularity, binary)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     from explorer.cmd_baselines import add_placement
     add_placement(parser)
@@ -51,6 +54,8 @@ def out_dir(args: argparse.Namespace, app_name: str) -> Path:
 
 def settings_of(app, args: argparse.Namespace):
     s = app.search
+    if getattr(args, "granularity", None):
+        s = replace(s, granularity=args.granularity)
     for key in ("seed", "population", "generations"):
         value = getattr(args, key, None)
         if value is not None:
@@ -137,7 +142,9 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
         tail = f"  T^c {need:g}: {'met' if v >= need else 'NOT met'}" if need else ""
         lines.append(f"fps     {cnn}: {v:.2f}{tail}")
     for cnn, ph in plan.phases.items():
-        split = [layer for layer, n in ph.items() if n > 1]
+        rows = plan.rows.get(cnn, {})
+        split = [layer + (f":{rows[layer]}" if rows.get(layer, 1) > 1 else "")
+                 for layer, n in ph.items() if n > 1]
         shown = ", ".join(split[:SHOW]) + (f", ... ({len(split) - SHOW} more)"
                                            if len(split) > SHOW else "")
         lines.append(f"by parts {cnn}: {len(split)} of {len(ph)} layers"
@@ -149,7 +156,8 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from explorer.appfile import load_app
-    from explorer.derive import Evaluation, derive, phases_of, plan_for
+    from explorer.derive import Evaluation, derive, plan_for
+    from explorer.genes import gene_space
     from explorer.plan import to_json
     from explorer.report import write_pareto_csv, write_pareto_json, write_report_html
     from explorer.search import algorithm2, stderr_progress
@@ -160,10 +168,10 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_of(app, args)
     out = out_dir(args, app.name)
     evaluator = make_evaluator(app, args.evaluator)
-    evaluation = Evaluation(app, evaluator)
+    evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
     outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
     chosen = outcome.chosen
-    derived = derive(app, phases_of(app, chosen.genes), evaluation.cache)
+    derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache)
     plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
 
     out.mkdir(parents=True, exist_ok=True)
@@ -172,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
     write_pareto_json(outcome.front, cnns, outcome.genes, out / "pareto.json", extra={
         "app": plan.app, "name": app.name, "early_exit": r.early_exit, "seed": settings.seed,
         "population": settings.population, "generations": settings.generations,
+        "granularity": settings.granularity,
         "evaluations": r.evaluations, "unique": r.unique, "seconds": round(r.seconds, 3),
         "constraints": plan.constraints, "chosen": list(chosen.genes),
         "constraints_met": plan.constraints_met})

@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=20, help="timed calls per layer (median)")
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
     parser.add_argument("--precision", default=None, help="override the app's precision")
+    parser.add_argument("--primitives", action="store_true",
+                        help="also time every whole layer with every primitive that computes it, "
+                        "its measured workspace and the layout transitions (docs/primitives.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,17 +43,21 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.app}: precision {app.precision.name} cannot run on ONNX Runtime "
                          "CPU here (fp32 or fp16 data only)")
     dtype = "float32" if app.precision.data_bytes == 4 else "float16"
-    models = {}
+    models, prims = {}, {}
     for name, cnn in app.cnns.items():
         print(f"profiling {name}: {len(cnn.graph)} layers", file=sys.stderr)
         table = profile_cnn(cnn, dtype, args.repeats, args.threads)
         models[name] = {layer: LayerTimes(t["whole_ms"], t.get("part_ms"), t.get("phases"))
                         for layer, t in table.items()}
+        if args.primitives:
+            from deploy.primitive_profile import profile_primitives
+            prims[name] = profile_primitives(cnn, dtype, args.repeats, args.threads)
     profile = DeviceProfile(
         name=f"{platform.node()}-onnxruntime", models=models, precision=app.precision.name,
         meta={"backend": "onnxruntime", "device": platform.processor() or platform.machine(),
               "threads": args.threads, "repeats": args.repeats,
-              "how": "median ms of one call; part_ms is one interior phase (explore profile)"})
+              "how": "median ms of one call; part_ms is one interior phase (explore profile)"},
+        primitives=prims)
     save_profile(profile, out)
     total = {n: sum(t.whole_ms for t in table.values()) for n, table in models.items()}
     print(f"wrote {out}: " + ", ".join(f"{n} {ms:.2f} ms whole" for n, ms in total.items()))

@@ -1,5 +1,6 @@
 """`explore run DIR [--frames N] [--json]`: run a deployment on seeded random frames and
-report what was measured: fps per CNN, arena and parameter bytes, calls per frame, peak RSS
+report what was measured: fps per CNN, arena and parameter bytes, calls per frame, peak RSS,
+the footprint (peak - the RSS before loading) with its breakdown beside the plan's memory,
 and the largest difference to a plain ONNX Runtime session on the original model."""
 from __future__ import annotations
 
@@ -42,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"backend {result['backend']}, {result['frames']} frames")
     print(f"arena bytes {result['arena_bytes']}, parameter bytes {result['param_bytes']}, "
           f"scratch bytes {result['scratch_bytes']}, peak RSS {result['peak_rss_bytes'] / 2**20:.1f} MiB")
+    if "footprint_bytes" in result:
+        from deploy.footprint import describe
+        for line in describe(result):
+            print(line)
     for cnn, fps in result["fps"].items():
         diff = result["max_abs_diff"].get(cnn)
         diff_s = "n/a (no reference model)" if diff is None else f"{diff:.3g}"

@@ -10,7 +10,8 @@ Conventions (stated, so tests can recompute them independently):
   activation. Pools: one FLOP per window element (MaxPool compares, AveragePool adds);
   GlobalAveragePool one per input element. Element-wise Add/Mul/Sum: (inputs - 1) per output
   element. Softmax 3 per element; unfused BatchNormalization 2; unfused activations 1.
-  Concat, Pad and Synthetic layers compute nothing, they only move data.
+  Concat, Pad and Synthetic layers compute nothing, they only move data. Opaque layers: the
+  MACs and FLOPs csdf.onnx_opaque.estimate_work counts over their ONNX nodes.
 - Elements moved: every input edge read once, the output written once, parameters read once.
   Views (Input, Flatten, Reshape) move nothing: inference engines alias them.
 - Halo: processed by parts in Φ phases, a kxk sliding window with stride s re-reads k - s rows
@@ -135,6 +136,8 @@ def layer_cost(cnn: CNN, name: str) -> LayerCost:
         flops = out
     elif op in MOVE_OPS:
         flops = 0
+    elif op == "Opaque":   # ONNX nodes run verbatim: work estimated at import (csdf/onnx_opaque.py)
+        macs, flops = int(layer.hyper.get("macs", 0)), int(layer.hyper.get("flops", out))
     else:
         raise InputError(f"layer {name} of {cnn.name}: operator {op} has no cost model")
     flops += (out if has_bias else 0) + acts * out

@@ -3,9 +3,10 @@
 A chromosome has one gene per layer that Table 2 lets go by parts, CNN by CNN in the app's
 order and each CNN's topological order (a gene for a layer that must stay whole would be
 neutral: Equation 6 gives it one phase either way, so it is left out and the search space
-is the same). For a chromosome:
+is the same). What a gene means is explorer.genes' business (granularity ladder, or the
+paper's binary gene). For a chromosome:
 
-  genes -> phases (Eq. 6, csdf.parts.phases_for) -> per partition: CSDF graph, schedule and
+  genes -> phases (explorer.genes.GeneSpace.decode, or Eq. 6 csdf.parts.phases_for) -> per partition: CSDF graph, schedule and
   minimal row buffers (csdf.partition_analysis.analyse_partition, cached by partition and
   its phases) -> edge lifetimes (explorer.lifetimes) -> Algorithm 1 (explorer.reuse) ->
   memory (Eq. 1-4, explorer.memory).
@@ -25,9 +26,10 @@ from typing import Any
 
 from csdf.model import CNN, edge_name
 from csdf.partition_analysis import PartitionAnalysis, analyse_partition, row_buffers
-from csdf.parts import can_split, phases_for
+from csdf.parts import can_split, phases_for, rows_per_phase
 from csdf.to_csdf import edge_windows
 from explorer.app import Application
+from explorer.genes import GeneSpace
 from explorer.plan import Plan
 from sdf3.analysis import AnalysisError
 from sdf3.errors import InputError
@@ -68,10 +70,19 @@ def gene_labels(app: Application) -> list[str]:
     return [f"{c}.{l}" for c, l in gene_layers(app)]
 
 
+def whole_phases(app: Application) -> Phases:
+    """Every layer of every CNN in one phase."""
+    return {name: {layer: 1 for layer in cnn.order()} for name, cnn in app.cnns.items()}
+
+
 def phases_of(app: Application, genes: tuple[int, ...] | list[int],
-              where: list[tuple[str, str]] | None = None) -> Phases:
-    """Equation 6 for a chromosome: {cnn: {layer: phases}} for every layer. `where` is
+              where: list[tuple[str, str]] | None = None,
+              space: GeneSpace | None = None) -> Phases:
+    """{cnn: {layer: phases}} for every layer of a chromosome: decoded by `space`
+    (explorer.genes), or without one Equation 6 of binary genes. `where` is
     gene_layers(app), passed in by callers that ask often."""
+    if space is not None:
+        return space.decode(genes, whole_phases(app))
     where = gene_layers(app) if where is None else where
     if len(genes) != len(where):
         raise ValueError(f"expected {len(where)} genes, got {len(genes)}")
@@ -160,14 +171,21 @@ class Evaluation:
     """The injected `evaluate(genes) -> (memory_bytes, {cnn: fps})` of explorer.search."""
     app: Application
     evaluator: Any                             # explorer.throughput.Evaluator (.fps)
+    space: GeneSpace | None = None             # None: binary genes of Equation 6
     where: list[tuple[str, str]] = field(default_factory=list)
     cache: ViewCache = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.where = gene_layers(self.app)
+        self._whole = whole_phases(self.app)
+
+    def phases(self, genes) -> Phases:
+        if self.space is not None:
+            return self.space.decode(genes, self._whole)
+        return phases_of(self.app, genes, self.where)
 
     def __call__(self, genes: tuple[int, ...]) -> tuple[int, dict[str, float]]:
-        phases = phases_of(self.app, genes, self.where)
+        phases = self.phases(genes)
         return derive(self.app, phases, self.cache).memory_bytes, self.evaluator.fps(phases)
 
 
@@ -210,6 +228,8 @@ def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
         constraints={"memory_bytes": app.memory, "fps": dict(app.fps)},
         constraints_met=bool(met),
         phases={c: dict(ph) for c, ph in d.phases.items()},
+        rows={c: {layer: rows_per_phase(app.cnns[c].layer(layer).output_shape[2], n)
+                  for layer, n in ph.items()} for c, ph in d.phases.items()},
         partitions=[{"name": p.name, "cnn": p.cnn, "layers": list(p.layers),
                      "processor": p.processor} for p in app.partitions],
         pipelines=[list(g) for g in app.pipelines],

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from explorer.yamlload import StrictLoader
 from sdf3.errors import InputError
 
 FORMAT = "memtrade-profile"
@@ -78,6 +79,9 @@ class DeviceProfile:
     speedup: dict[str, float] = field(default_factory=dict)  # measured: precision -> factor
     default_phase_us: float = 0.0    # measured layers without part_ms: cost per extra phase
     meta: dict[str, Any] = field(default_factory=dict)  # device, backend, fit, notes
+    # measured primitive table per CNN (explore profile --primitives; read by
+    # explorer/taso_costs.py, which checks it)
+    primitives: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
     @property
@@ -167,7 +171,7 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
 
 
 TOP_KEYS = {"format", "version", "name", "processors", "models", "precision", "speedup",
-            "default_phase_us", "meta"}
+            "default_phase_us", "meta", "primitives"}
 
 
 def profile_from_dict(data: Any, where: str = "<profile>") -> DeviceProfile:
@@ -198,6 +202,7 @@ def profile_from_dict(data: Any, where: str = "<profile>") -> DeviceProfile:
         speedup=_speedups(where, data.get("speedup", {})),
         default_phase_us=_num(where, "default_phase_us", data.get("default_phase_us", 0.0)),
         meta=dict(_mapping(where, "meta", data.get("meta", {}))),
+        primitives=dict(_mapping(where, "primitives", data.get("primitives", {}))),
     )
 
 
@@ -208,8 +213,9 @@ def load_profile(path: str | Path) -> DeviceProfile:
         raise InputError(f"{path}: device profile file not found")
     try:
         text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        data = (json.loads(text) if path.suffix == ".json"
+                else yaml.load(text, Loader=StrictLoader))  # noqa: S506 (SafeLoader, strict)
+    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         line = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise InputError(f"{path}: not a valid YAML/JSON profile ({line})") from None
     profile = profile_from_dict(data, str(path))
@@ -261,6 +267,8 @@ def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:
             data["default_phase_us"] = profile.default_phase_us
         data["models"] = {m: {layer: _clean(asdict(t)) for layer, t in table.items()}
                           for m, table in profile.models.items()}
+    if profile.primitives:
+        data["primitives"] = profile.primitives
     return data
 
 

@@ -36,9 +36,17 @@ class Plan:
     # explorer.placement planner; with offsets every buffer has "offset" (bytes) in the
     # arena and buffer_bytes is the arena's extent (extra key; absent = shared objects)
     placement: str = "shared-objects"
+    # output rows per phase {cnn: {layer: k}}, k = ceil(H / phases); absent from plans
+    # written before granularity genes: there it follows from phases (1 or H)
+    rows: dict[str, dict[str, int]] = field(default_factory=dict)
+    # {cnn: {layer: primitive}} of deploy/primitives (explore primitives); empty: ORT's own
+    primitives: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+OPTIONAL = ("genes", "rows", "primitives", "placement")
 
 
 def to_json(plan: Plan, path: str | Path) -> None:
@@ -47,7 +55,7 @@ def to_json(plan: Plan, path: str | Path) -> None:
 
 def from_dict(data: dict[str, Any], where: str = "plan.json") -> Plan:
     names = [f.name for f in fields(Plan)]
-    required = [f.name for f in fields(Plan) if f.name not in ("genes", "placement")]
+    required = [f.name for f in fields(Plan) if f.name not in OPTIONAL]
     missing = [k for k in required if k not in data]
     if missing:
         raise InputError(f"{where}: missing key {missing[0]!r}")

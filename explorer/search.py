@@ -1,10 +1,14 @@
-"""Algorithm 2 on DEAP: NSGA-II over one binary gene per layer (1 = by parts).
+"""Algorithm 2 on DEAP: NSGA-II over one integer gene per layer (explorer.genes: an index
+into the layer's ladder of rows per phase, 0 = whole; the paper's binary gene is the
+two-rung ladder).
 
 Fitness is (M, T_1, ..., T_N) with weights (-1, +1, ..., +1): memory minimised, every CNN's
 fps maximised, as the paper's (M, -T_1, ..., -T_N) minimised. The loop follows DEAP's own
 NSGA-II example: binary tournament on dominance and crowding (selTournamentDCD), two-point
-crossover, single-gene flip mutation, then selNSGA2 over parents + offspring. The initial
-population holds the all-zeros (reuse only) and all-ones (everything by parts) chromosomes.
+crossover (tools.cxTwoPoint), one-gene mutation to another value of its range
+(`mutate_one_gene`: a flip for binary genes), then selNSGA2 over parents + offspring. The
+initial population holds the all-whole (reuse only) and all-row-by-row (everything by parts,
+one row per phase) chromosomes; the others are uniform over each gene's range.
 
 `evaluate(genes) -> (memory_bytes, {cnn: fps})` is injected (explorer.derive builds it for an
 application), and cached here by chromosome, since NSGA-II re-evaluates the same genes often.
@@ -84,6 +88,25 @@ def flip_one_gene(individual: list[int]) -> tuple[list[int]]:
     return (individual,)
 
 
+def mutate_one_gene(individual: list[int], upper: list[int]) -> tuple[list[int]]:
+    """Single-gene mutation over integer ranges 0..upper[i]: one gene chosen at random takes
+    another value of its range, uniformly (a flip for a binary gene, with the same draws as
+    `flip_one_gene`)."""
+    i = random.randrange(len(individual))
+    top = upper[i]
+    if top == 1:
+        individual[i] = 1 - individual[i]
+    elif top > 1:
+        value = random.randrange(top)
+        individual[i] = value + (value >= individual[i])
+    return (individual,)
+
+
+def random_genes(upper: list[int]) -> list[int]:
+    """One value per gene, uniform over 0..upper[i]."""
+    return [random.randint(0, top) for top in upper]
+
+
 def two_point(ind1: list[int], ind2: list[int]) -> tuple[list[int], list[int]]:
     """tools.cxTwoPoint, which needs at least two genes."""
     return tools.cxTwoPoint(ind1, ind2) if len(ind1) > 1 else (ind1, ind2)
@@ -101,9 +124,12 @@ def _points(individuals, cnns: list[str]) -> list[Point]:
     return sorted(best.values(), key=lambda p: (p.memory_bytes, -sum(p.fps.values()), p.genes))
 
 
-def nsga2(n_genes: int, cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
+def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
           progress: Progress | None = None) -> SearchResult:
-    """Run NSGA-II; returns every non-dominated point met during the run (DEAP ParetoFront)."""
+    """Run NSGA-II over `genes` binary genes, or genes with values 0..genes[i]; returns every
+    non-dominated point met during the run (DEAP ParetoFront)."""
+    upper = [1] * genes if isinstance(genes, int) else [int(u) for u in genes]
+    n_genes = len(upper)
     chromosome = _fitness_class(len(cnns))
     cache: dict[tuple[int, ...], tuple[float, ...]] = {}
     counts = {"requests": 0}
@@ -117,11 +143,16 @@ def nsga2(n_genes: int, cnns: list[str], evaluate: Evaluate, settings: SearchSet
         return cache[key]
 
     toolbox = base.Toolbox()
-    toolbox.register("gene", random.randint, 0, 1)
-    toolbox.register("individual", tools.initRepeat, chromosome, toolbox.gene, n_genes)
+    if all(u == 1 for u in upper):          # the paper's binary chromosome
+        toolbox.register("gene", random.randint, 0, 1)
+        toolbox.register("individual", tools.initRepeat, chromosome, toolbox.gene, n_genes)
+        toolbox.register("mutate", flip_one_gene)
+    else:
+        toolbox.register("individual", tools.initIterate, chromosome,
+                         lambda: random_genes(upper))
+        toolbox.register("mutate", mutate_one_gene, upper=upper)
     toolbox.register("evaluate", fitness)
     toolbox.register("mate", two_point)
-    toolbox.register("mutate", flip_one_gene)
     toolbox.register("select", tools.selNSGA2)
 
     mu = max(4, -(-settings.population // 4) * 4)     # selTournamentDCD wants a multiple of 4
@@ -131,7 +162,7 @@ def nsga2(n_genes: int, cnns: list[str], evaluate: Evaluate, settings: SearchSet
     history: list[GenerationStats] = []
     hall = tools.ParetoFront()
     try:
-        pop = [chromosome([0] * n_genes), chromosome([1] * n_genes)]
+        pop = [chromosome([0] * n_genes), chromosome(list(upper))]
         pop += [toolbox.individual() for _ in range(mu - len(pop))]
         for ind in pop:
             ind.fitness.values = toolbox.evaluate(ind)
@@ -184,12 +215,15 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
                progress: Progress | None = None) -> Outcome:
     """Algorithm 2 as published: early exit when reuse alone (every layer one phase) meets
     M^c; otherwise NSGA-II over one gene per layer that may go by parts; then the pick.
-    `evaluate` is explorer.derive.Evaluation (memory by Algorithm 1, fps by an evaluator)."""
+    `evaluate` is explorer.derive.Evaluation (memory by Algorithm 1, fps by an evaluator);
+    its `space` (explorer.genes) gives the genes' ranges, binary without one."""
     from explorer.derive import gene_labels
     from explorer.pick import pick
 
     settings = settings or app.search
-    labels = gene_labels(app)
+    space = getattr(evaluate, "space", None)
+    labels = space.labels if space is not None else gene_labels(app)
+    upper = space.upper if space is not None else [1] * len(labels)
     cnns = list(app.cnns)
     start = time.perf_counter()
     zeros = (0,) * len(labels)
@@ -199,6 +233,6 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
         result = SearchResult([reuse], evaluations=1, unique=1,
                               seconds=time.perf_counter() - start, early_exit=True)
     else:
-        result = nsga2(len(labels), cnns, evaluate, settings, progress)
+        result = nsga2(upper, cnns, evaluate, settings, progress)
     chosen, met = pick(result.front, app.memory, app.fps)
     return Outcome(result.front, chosen, met, result, labels)

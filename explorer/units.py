@@ -12,18 +12,19 @@ import re
 from sdf3.errors import InputError
 
 UNITS = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+MAX_BYTES = 2**60            # 1 EB (2^60 B): a bound no device's memory reaches
+MAX_EXPONENT = 30           # decimal exponents beyond this are typing errors, not figures
 _FIGURE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?\s*([A-Za-z]*)\s*$")
 
 
 def parse_memory(text: str | int | float, where: str = "memory") -> int:
     """Bytes in a memory figure such as "8MB", "0.02 MB", "512KiB", "20000" or 20000.
-    Fractions round to the nearest byte. Raises InputError naming `where` otherwise."""
+    Fractions round to the nearest byte. Raises InputError naming `where` otherwise, also
+    for figures that are not finite (.inf, .nan, 1e400MB) or beyond MAX_BYTES."""
     if isinstance(text, bool):
         raise InputError(f"{where}: expected a memory figure such as 8MB, got {text!r}")
     if isinstance(text, (int, float)):
-        if text < 0:
-            raise InputError(f"{where}: memory must not be negative, got {text!r}")
-        return round(text)
+        return _bytes(float(text) if isinstance(text, float) else text, text, where)
     match = _FIGURE.match(str(text))
     if not match:
         if str(text).strip().startswith("-"):
@@ -33,8 +34,24 @@ def parse_memory(text: str | int | float, where: str = "memory") -> int:
     if unit not in UNITS and unit != "":
         raise InputError(f"{where}: unknown memory unit {unit!r} in {text!r}; expected one of "
                          f"{', '.join(UNITS)} (KB, MB, GB are powers of 1024; kB is not accepted)")
-    value = float(number) * (10 ** int(exponent) if exponent else 1)
-    return round(value * UNITS.get(unit, 1))
+    # an exponent is checked before any arithmetic: 10 ** 999999999 would run for hours
+    if exponent and (len(exponent) > 4 or abs(int(exponent)) > MAX_EXPONENT):
+        raise InputError(f"{where}: exponent out of range in {text!r} (at most "
+                         f"e{MAX_EXPONENT} either way)")
+    value = float(number) * (10.0 ** int(exponent) if exponent else 1.0)
+    return _bytes(value * UNITS.get(unit, 1), text, where)
+
+
+def _bytes(value: int | float, text, where: str) -> int:
+    """A byte count from a number already in bytes: finite, >= 0, <= MAX_BYTES."""
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InputError(f"{where}: expected a finite memory figure, got {text!r}")
+    if value < 0:
+        raise InputError(f"{where}: memory must not be negative, got {text!r}")
+    if value > MAX_BYTES:
+        raise InputError(f"{where}: {text!r} is more than 2^60 bytes, larger than any "
+                         "device's memory")
+    return round(value)
 
 
 def format_bytes(n: int | float) -> str:

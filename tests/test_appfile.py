@@ -150,18 +150,27 @@ def test_bad_overrides_and_files(tmp_path, tiny_onnx):
         load_app(tmp_path / "broken.yaml")
 
 
-def test_unmodelable_operator_named(tmp_path):
+def test_unrunnable_model_named(tmp_path):
+    """A model that cannot run as layers (here a rank-5 output) is refused with the app key,
+    the file and the tensor; an unknown operator (Tanh is not modelled) is an opaque layer."""
+    import numpy as np
     import onnx
     from onnx import TensorProto as T
     from onnx import helper as h
-    graph = h.make_graph([h.make_node("Tanh", ["input"], ["out"], name="squash")], "g",
+    graph = h.make_graph([h.make_node("Tanh", ["input"], ["t"], name="squash"),
+                          h.make_node("Unsqueeze", ["t", "ax"], ["out"], name="five")], "g",
                          [h.make_tensor_value_info("input", T.FLOAT, [1, 3, 4, 4])],
-                         [h.make_tensor_value_info("out", T.FLOAT, [1, 3, 4, 4])])
+                         [h.make_tensor_value_info("out", T.FLOAT, [1, 3, 4, 4, 1])],
+                         [onnx.numpy_helper.from_array(np.array([4], np.int64), "ax")])
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
     onnx.save(model, str(tmp_path / "m.onnx"))
     path = _write(tmp_path, {"cnns": [{"name": "m", "model": "m.onnx"}]})
-    with pytest.raises(InputError, match=r"cnns\[0\].model: .*node 'squash' \(Tanh\): operator Tanh"):
+    with pytest.raises(InputError, match=r"cnns\[0\].model: .*m.onnx: tensor 'out' .*rank 5 > 4"):
         load_app(path)
+    model.graph.node.pop()
+    model.graph.output[0].CopyFrom(h.make_tensor_value_info("t", T.FLOAT, [1, 3, 4, 4]))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    assert load_app(path).cnns["m"].layer("squash").op == "Opaque"
 
 
 def test_synthetic_errors(tmp_path):

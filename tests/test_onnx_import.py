@@ -108,9 +108,10 @@ def _rebuild(cnn) -> onnx.ModelProto:
         elif layer.op in ("MaxPool", "AveragePool"):
             nodes.append(h.make_node(layer.op, ins, [out], kernel_shape=hy["kernel_shape"],
                                      strides=hy["strides"], pads=hy["pads"]))
-        elif layer.op == "BatchNormalization":
-            nodes.append(h.make_node(layer.op, ins + [f"{name}_{k}" for k in ("scale", "B", "input_mean", "input_var")],
-                                     [out], epsilon=hy["epsilon"]))
+        elif layer.op == "BatchNormalization":   # inference form: x * scale + B per channel
+            inits[-2:] = [nh.from_array(layer.params[k].reshape(1, -1, 1, 1), f"{name}_{k}") for k in ("scale", "B")]
+            nodes += [h.make_node("Mul", ins + [f"{name}_scale"], [out + "_s"]),
+                      h.make_node("Add", [out + "_s", f"{name}_B"], [out])]
         elif layer.op in ("Concat", "Flatten", "Softmax"):
             nodes.append(h.make_node(layer.op, ins, [out], axis=hy["axis"]))
         else:
@@ -181,7 +182,8 @@ def test_unfused_keeps_every_onnx_node(tmp_path):
     kept = [n.name for n in model.graph.node if n.op_type != "Dropout"]
     assert cnn.order()[1:] == kept
     bn = cnn.layer("bn1")
-    assert bn.op == "BatchNormalization" and bn.hyper["epsilon"] == pytest.approx(1e-3)
+    assert bn.op == "BatchNormalization" and bn.params.keys() == {"scale", "B"}   # 2 per channel
+    assert bn.param_count == 2 * 8
     assert cnn.layer("c1").params.keys() == {"W"}
     assert cnn.layer("clip").hyper["clip_max"] == 6.0
     x = np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)
@@ -229,7 +231,7 @@ def test_gemm_forms_normalised(tmp_path):
     np.testing.assert_allclose(y, _run(path, x), rtol=1e-5, atol=1e-5)
     unfused = load_onnx(path, "g", fused=False)
     assert unfused.order() == ["input", "g", "mm", "bias"]
-    assert unfused.layer("bias").params["C"].shape == (4,)
+    assert unfused.layer("bias").params["C"].shape == (1, 4, 1, 1)   # [N, C] aligned, padded to 4-D
 
 
 def test_auto_pad_pad_reshape_and_names(tmp_path):
@@ -255,11 +257,32 @@ def test_auto_pad_pad_reshape_and_names(tmp_path):
     assert cnn.layer("reshape").output_shape == (1, 50, 1, 1)
 
 
-def test_unknown_operator_names_op_and_node(tmp_path):
+def test_unknown_operator_is_an_opaque_layer(tmp_path):
+    """LRN is not modelled: it becomes one opaque layer holding the node verbatim, run whole
+    (LRN mixes neighbouring channels only, but it is not a recognised per-pixel pattern)."""
     path = _save(tmp_path / "u.onnx", [h.make_node("LRN", ["input"], ["out"], name="norm1", size=3)],
                  [], [1, 3, 4, 4], out_shape=[1, 3, 4, 4])
-    with pytest.raises(InputError, match=r"node 'norm1' \(LRN\): operator LRN cannot be modelled"):
-        load_onnx(path, "u")
+    cnn = load_onnx(path, "u")
+    layer = cnn.layer("norm1")
+    assert layer.op == "Opaque" and layer.hyper["onnx_ops"] == ["LRN"] and not layer.hyper["per_pixel"]
+    assert layer.output_shape == (1, 3, 4, 4) and cnn.outputs == ["norm1"]
+
+
+def test_refusals_name_the_node(tmp_path):
+    """What cannot run at all is refused with one line: a rank-5 tensor leaving the model's
+    layers, an unresolved dynamic shape."""
+    path = _save(tmp_path / "r.onnx", [h.make_node("Reshape", ["input", "s"], ["out"], name="to5d")],
+                 [nh.from_array(np.array([1, 3, 2, 2, 4], np.int64), "s")], [1, 3, 4, 4], out_shape=[1, 3, 2, 2, 4])
+    with pytest.raises(InputError, match=r"tensor 'out' .*rank 5 > 4, expected at most 4-D") as err:
+        load_onnx(path, "r")
+    assert "\n" not in str(err.value)
+    dyn = _save(tmp_path / "d.onnx", [h.make_node("Reshape", ["input", "s"], ["out"], name="dyn")],
+                [], [1, 3, 4, 4], out_shape=None)
+    g = onnx.load(str(dyn))
+    g.graph.input.append(h.make_tensor_value_info("s", T.INT64, [2]))
+    onnx.save(g, str(dyn))
+    with pytest.raises(InputError, match="graph input 's': expected one graph input"):
+        load_onnx(dyn, "d")
 
 
 def test_missing_and_non_onnx_files(tmp_path):

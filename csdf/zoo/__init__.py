@@ -30,11 +30,14 @@ NAMES: tuple[str, ...] = (
     "inception_v2",
     "densenet121",
 )
+# Feature-extractor trunks (no classifier): the early layers a paper studies on their own.
+TRUNKS: tuple[str, ...] = ("yolov2_16",)
+ALL_NAMES: tuple[str, ...] = NAMES + TRUNKS
 
 
 def _builders() -> dict[str, Callable[[int], onnx.ModelProto]]:
     """Name -> builder(seed); imported lazily so `import csdf.zoo` stays cheap."""
-    from csdf.zoo import densenet, efficientnet, inception, mobilenet, resnet
+    from csdf.zoo import densenet, efficientnet, inception, mobilenet, resnet, yolo
 
     return {
         "mobilenet_v2": mobilenet.mobilenet_v2,
@@ -44,12 +47,13 @@ def _builders() -> dict[str, Callable[[int], onnx.ModelProto]]:
         "efficientnet_b0": efficientnet.efficientnet_b0,
         "inception_v2": inception.inception_v2,
         "densenet121": densenet.densenet121,
+        "yolov2_16": yolo.yolov2_16,
     }
 
 
 def _check_name(name: str) -> None:
-    if name not in NAMES:
-        raise InputError(f"zoo:{name}: unknown zoo model; known: {', '.join(NAMES)}")
+    if name not in ALL_NAMES:
+        raise InputError(f"zoo:{name}: unknown zoo model; known: {', '.join(ALL_NAMES)}")
 
 
 def build(name: str, seed: int = DEFAULT_SEED) -> onnx.ModelProto:
@@ -88,4 +92,4 @@ def model_path(name: str, cache_dir: Path | None = None, seed: int = DEFAULT_SEE
     return path
 
 
-__all__ = ["NAMES", "VERSION", "build", "model_path", "default_cache_dir"]
+__all__ = ["NAMES", "TRUNKS", "ALL_NAMES", "VERSION", "build", "model_path", "default_cache_dir"]

@@ -119,6 +119,11 @@ def relu6(net: Net, x: str, name: str) -> str:
     return _node(net, "Clip", [x, lo, hi], name, net.shapes[x])
 
 
+def leaky_relu(net: Net, x: str, name: str, alpha: float = 0.1) -> str:
+    """LeakyRelu (Darknet's "leaky" activation has slope 0.1)."""
+    return _node(net, "LeakyRelu", [x], name, net.shapes[x], alpha=alpha)
+
+
 def sigmoid(net: Net, x: str, name: str) -> str:
     return _node(net, "Sigmoid", [x], name, net.shapes[x])
 

@@ -1,0 +1,127 @@
+"""The process's real memory around a deployment: what it held before anything of the
+deployment was loaded (the baseline), after loading, and at its peaks while loading and
+running, read from the kernel (Linux /proc/self/status VmRSS and VmHWM).
+
+The peak is reset to the current RSS (writing 5 to /proc/self/clear_refs) when the
+baseline is taken and again after loading, so import-time peaks do not count and the load
+peak and the run peak are seen apart. The footprint is peak - baseline; its breakdown
+names what can be counted (weights as the backend holds them, the arena, the executor's
+index vectors and output arrays) and what can only be measured as a difference (ONNX
+Runtime's workspace while running: running peak - RSS after loading; session and graph
+state: the rest of what loading kept; and how far the load peak rose above the run's).
+"""
+from __future__ import annotations
+
+import resource
+import sys
+from dataclasses import asdict, dataclass, field
+
+MiB = 2 ** 20
+
+
+def _status(key: str) -> int | None:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def rss_bytes() -> int:
+    """This process's resident set now."""
+    value = _status("VmRSS:")
+    if value is None:    # not Linux: the peak is the best figure there is
+        return peak_rss_bytes()
+    return value
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set since exec or the last `reset_peak`. Linux: VmHWM,
+    which starts afresh at exec, unlike getrusage's ru_maxrss that keeps the parent's peak
+    across fork+exec (a benchmark that measures in child processes would otherwise report
+    its own peak for every child)."""
+    value = _status("VmHWM:")
+    if value is not None:
+        return value
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def reset_peak() -> bool:
+    """Set the peak back to the current RSS (Linux >= 4.0); False where it cannot be."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+@dataclass
+class Footprint:
+    """Bytes measured at the stages of one deployment's life in this process."""
+    baseline_rss_bytes: int = 0      # after imports, before the deployment is loaded
+    loaded_rss_bytes: int = 0        # after every session is built and bound
+    load_peak_rss_bytes: int = 0     # highest RSS while loading
+    run_peak_rss_bytes: int = 0      # highest RSS while running frames
+    peak_reset: bool = False         # False: peaks include what came before the baseline
+    counted: dict[str, int] = field(default_factory=dict)   # bytes the deployment holds, by part
+
+    def start(self) -> None:
+        self.peak_reset = reset_peak()
+        self.baseline_rss_bytes = rss_bytes()
+
+    def loaded(self) -> None:
+        self.load_peak_rss_bytes = peak_rss_bytes()
+        self.loaded_rss_bytes = rss_bytes()
+        reset_peak()
+
+    def ran(self) -> None:
+        self.run_peak_rss_bytes = peak_rss_bytes()
+
+    @property
+    def peak_rss_bytes(self) -> int:
+        return max(self.load_peak_rss_bytes, self.run_peak_rss_bytes)
+
+    @property
+    def footprint_bytes(self) -> int:
+        return self.peak_rss_bytes - self.baseline_rss_bytes
+
+    def breakdown(self) -> dict[str, int]:
+        """footprint = counted parts + workspace + sessions_other + load_excess."""
+        load = self.loaded_rss_bytes - self.baseline_rss_bytes
+        parts = dict(self.counted)
+        parts["workspace_bytes"] = max(0, self.run_peak_rss_bytes - self.loaded_rss_bytes)
+        parts["sessions_other_bytes"] = load - sum(self.counted.values())
+        parts["load_excess_bytes"] = max(0, self.load_peak_rss_bytes
+                                         - max(self.run_peak_rss_bytes, self.loaded_rss_bytes))
+        return parts
+
+    def report(self) -> dict:
+        out = {k: v for k, v in asdict(self).items() if k != "counted"}
+        out.update(peak_rss_bytes=self.peak_rss_bytes, footprint_bytes=self.footprint_bytes,
+                   breakdown=self.breakdown())
+        return out
+
+
+def describe(result: dict) -> list[str]:
+    """Report lines for a measured result: footprint, breakdown, plan figures, notes."""
+    mib = lambda v: f"{v / MiB:.1f} MiB"   # noqa: E731
+    lines = [f"footprint {mib(result['footprint_bytes'])} (peak RSS - RSS before loading, "
+             f"baseline {mib(result['baseline_rss_bytes'])})"]
+    lines.append("  " + ", ".join(f"{k.removesuffix('_bytes')} {mib(v)}"
+                                  for k, v in result["breakdown"].items()))
+    plan = result.get("plan_memory_bytes")
+    if plan:
+        lines.append(f"  plan (not measured): memory {mib(plan)} = parameters "
+                     f"{mib(result.get('plan_param_bytes') or 0)} + buffers "
+                     f"{mib(result.get('plan_buffer_bytes') or 0)}; footprint / plan "
+                     f"{result['footprint_bytes'] / plan:.2f}")
+    if result.get("load_helper_peak_rss_bytes"):
+        lines.append(f"  models optimised in a child process (its peak RSS "
+                     f"{mib(result['load_helper_peak_rss_bytes'])}, before the run)")
+    lines += [f"  note: {n}" for n in result.get("notes", [])]
+    return lines

@@ -1,0 +1,69 @@
+"""The computation of an opaque layer (csdf/onnx_opaque.py) in a step model: its ONNX nodes
+verbatim, between the step's NCHW float32 tensors and the group's own boundary tensors.
+
+Inputs are reshaped from their 4-D padded form to the tensor's ONNX shape and cast to its
+ONNX type; the group's tensors are renamed with a "g:" prefix so they cannot clash with the
+step's own names; its constants become initializers (floating ones named `param:onnx:NAME`,
+so a tensor shared between layers is one parameter in the measured bytes). By parts (a
+per-pixel group, one output row per phase), every input is one row [N, C, 1, W] and each
+Reshape in the group gets its static output shape with the H axis set to 1. The model runs
+at the source model's opsets (docs/deploy.md), so every node keeps its meaning.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from csdf.model import Layer
+
+PREFIX = "g:"
+
+
+def param_name(tensor: str) -> str:
+    return f"param:onnx:{tensor}"
+
+
+def opaque_core(b, layer: Layer, xs: list[str], srcs: list[str], by_parts: bool) -> str:
+    """Append the group to builder `b`; `xs[k]` is the NCHW float32 tensor of input layer
+    `srcs[k]`. Returns the name of the NCHW float32 output."""
+    hyper = layer.hyper
+    port = {src: x for src, x in zip(srcs, xs)}
+    for t, src, shape, kind in zip(hyper["tensor_inputs"], layer.inputs, hyper["in_shapes"], hyper["in_types"]):
+        x = port[src]
+        if by_parts:
+            shape = [shape[0], shape[1], 1, shape[3]]
+        if len(shape) != 4:
+            x = b.node("Reshape", [x, b.const(b.tmp("shape"), np.array(shape, np.int64))])
+        b.nodes.append(helper.make_node("Cast", [x], [PREFIX + t], to=int(kind or TensorProto.FLOAT)))
+    rename = {name: param_name(name) for name in layer.params}
+    values = {**{PREFIX + k: v for k, v in hyper["consts"].items()},
+              **{param_name(k): v for k, v in layer.params.items()}}
+    h_axis = hyper.get("h_axis", {}) if by_parts else {}
+    for raw in hyper["nodes"]:
+        node = onnx.NodeProto()
+        node.ParseFromString(raw)
+        ins = [rename.get(t, PREFIX + t) if t else "" for t in node.input]
+        if node.op_type == "Reshape" and node.output[0] in h_axis:
+            shape = list(layer_shape(layer, node.output[0]))
+            shape[h_axis[node.output[0]]] = 1
+            ins[1] = b.const(b.tmp("rows_shape"), np.array(shape, np.int64))
+        for t in ins:
+            if t in values:
+                b.const(t, values[t])   # only the constants the nodes read
+        del node.input[:]
+        node.input.extend(ins)
+        outs = [PREFIX + t if t else "" for t in node.output]
+        del node.output[:]
+        node.output.extend(outs)
+        b.nodes.append(node)
+    y = b.node("Cast", [PREFIX + hyper["output"]], to=TensorProto.FLOAT)
+    n, c, h, w = layer.output_shape
+    if len(hyper["out_shape"]) != 4:
+        y = b.node("Reshape", [y, b.const(b.tmp("shape"), np.array([n, c, h, w], np.int64))])
+    return y
+
+
+def layer_shape(layer: Layer, tensor: str) -> list[int]:
+    """Static shape of a Reshape output inside the group (kept at import for by-parts)."""
+    return layer.hyper["shapes"][tensor]

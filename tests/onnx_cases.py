@@ -1,0 +1,176 @@
+"""ONNX models written with onnx.helper in the node order real exporters use, for the import
+and deployment tests of real-CNN patterns (issue 12) and valid models once mis-handled
+(issue 18). Weights are scaled so outputs are of order 1 (checked by `deploy_diff`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+
+class Net:
+    """A graph under construction: nodes in the order they are added, seeded weights."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list = []
+        self.inits: list = []
+        self.k = 0
+
+    def name(self, hint: str) -> str:
+        self.k += 1
+        return f"/{hint}_{self.k}/out"
+
+    def init(self, name: str, value, dtype=np.float32) -> str:
+        self.inits.append(nh.from_array(np.asarray(value, dtype), name))
+        return name
+
+    def weight(self, name: str, shape, fan_in: int) -> str:
+        return self.init(name, self.rng.standard_normal(shape) / np.sqrt(fan_in))
+
+    def const(self, value, dtype=np.float32) -> str:
+        """A Constant node (as PyTorch writes scalars and shapes), appended where called."""
+        out = self.name("Constant")
+        self.nodes.append(h.make_node("Constant", [], [out], value=nh.from_array(np.asarray(value, dtype)),
+                                      name=out.rsplit("/", 1)[0]))
+        return out
+
+    def op(self, op: str, ins: list[str], name: str | None = None, **attrs) -> str:
+        out = self.name(op)
+        self.nodes.append(h.make_node(op, ins, [out], name=name or out.rsplit("/", 1)[0], **attrs))
+        return out
+
+    def conv(self, x: str, cin: int, cout: int, k: int = 3, group: int = 1, name=None, **attrs) -> str:
+        w = self.weight(f"{name or 'conv'}{self.k}.weight", (cout, cin // group, k, k), cin // group * k * k)
+        b = self.init(f"{name or 'conv'}{self.k}.bias", self.rng.standard_normal(cout) * 0.1)
+        return self.op("Conv", [x, w, b], name=name, kernel_shape=[k, k], pads=[k // 2] * 4,
+                       group=group, **attrs)
+
+    def bn(self, x: str, c: int) -> str:
+        p = f"bn{self.k}"
+        ins = [self.init(f"{p}.g", self.rng.uniform(0.8, 1.2, c)), self.init(f"{p}.b", self.rng.standard_normal(c) * 0.1),
+               self.init(f"{p}.m", self.rng.standard_normal(c) * 0.1), self.init(f"{p}.v", self.rng.uniform(0.8, 1.2, c))]
+        return self.op("BatchNormalization", [x, *ins])
+
+    def save(self, path: Path, inputs: list[tuple[str, list]], outputs: list[tuple[str, list | None]],
+             opset: int = 13, elem=T.FLOAT, **save_kw) -> Path:
+        graph = h.make_graph(self.nodes, "net", [h.make_tensor_value_info(n, elem, s) for n, s in inputs],
+                             [h.make_tensor_value_info(n, elem, s) for n, s in outputs], self.inits)
+        model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+        model.ir_version = 8
+        onnx.checker.check_model(model)
+        onnx.save(model, str(path), **save_kw)
+        return path
+
+
+def mobilenet_block(path: Path) -> Path:
+    """Conv+BN+Clip(0, 6) as torch.onnx writes Relu6: the Clip's bounds are Constant nodes
+    placed after the Conv, then a depthwise conv + Clip, a pointwise conv, a residual Add."""
+    n = Net(1)
+    x = n.op("Relu", [n.bn(n.conv("input", 3, 8), 8)])
+    c = n.conv(x, 8, 8, group=8)
+    lo, hi = n.const(0.0), n.const(6.0)          # after the Conv that feeds the Clip
+    y = n.op("Clip", [n.bn(c, 8), lo, hi])
+    z = n.conv(y, 8, 8, k=1)
+    out = n.op("Add", [x, z])
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", [1, 3, 12, 10])], [("output", [1, 8, 12, 10])])
+
+
+def hardswish_block(path: Path, opset: int) -> Path:
+    """Conv + HardSwish as exported: x * HardSigmoid(x, 1/6, 1/2) at opset 13, a HardSwish
+    node at opset 17; then a HardSigmoid gate of an SE block."""
+    n = Net(2)
+    c = n.conv("input", 3, 8)
+    if opset >= 14:
+        a = n.op("HardSwish", [c])
+    else:
+        a = n.op("Mul", [c, n.op("HardSigmoid", [c], alpha=1.0 / 6, beta=0.5)])
+    g = n.op("GlobalAveragePool", [a])
+    s = n.op("HardSigmoid", [n.conv(g, 8, 8, k=1)], alpha=1.0 / 6, beta=0.5)
+    n.op("Mul", [a, s])
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", [1, 3, 8, 8])], [("output", [1, 8, 8, 8])], opset=opset)
+
+
+def mnasnet_head(path: Path, keepdims: int) -> Path:
+    """x.mean([2, 3]) (ReduceMean keepdims=0, a global pool and a flatten) + Linear."""
+    n = Net(3)
+    c = n.op("Relu", [n.conv("input", 3, 8)])
+    m = n.op("ReduceMean", [c], axes=[2, 3], keepdims=keepdims)
+    flat = m if not keepdims else n.op("Flatten", [m])
+    w = n.weight("fc.weight", (5, 8), 8)
+    b = n.init("fc.bias", n.rng.standard_normal(5) * 0.1)
+    n.op("Gemm", [flat, w, b], transB=1)
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", [1, 3, 8, 8])], [("output", [1, 5])])
+
+
+def shuffle_block(path: Path) -> Path:
+    """ShuffleNet's channel shuffle as torch exports x.view(b, g, c/g, h, w).transpose(1, 2)
+    .view(b, c, h, w): shapes from Shape/Gather/Unsqueeze/Concat of static dims (Constant
+    nodes after their consumers' producers), a 5-D Reshape, Transpose, Reshape back."""
+    n = Net(4)
+    c = n.op("Relu", [n.conv("input", 3, 8)])
+    shp = n.op("Shape", [c])
+    batch = n.op("Gather", [shp, n.const(0, np.int64)], axis=0)
+    h_ = n.op("Gather", [shp, n.const(2, np.int64)], axis=0)
+    w_ = n.op("Gather", [shp, n.const(3, np.int64)], axis=0)
+    dims = [n.op("Unsqueeze", [d, n.const([0], np.int64)]) for d in (batch, h_, w_)]
+    five = n.op("Concat", [dims[0], n.const([2], np.int64), n.const([4], np.int64), dims[1], dims[2]], axis=0)
+    r = n.op("Reshape", [c, five], name="/shuffle/Reshape")
+    t = n.op("Transpose", [r], perm=[0, 2, 1, 3, 4], name="/shuffle/Transpose")
+    back = n.op("Reshape", [t, n.const([1, 8, 8, 6], np.int64)], name="/shuffle/Reshape_1")
+    n.op("Conv", [back, n.weight("pw.weight", (8, 8, 1, 1), 8)], kernel_shape=[1, 1])
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", [1, 3, 8, 6])], [("output", [1, 8, 8, 6])])
+
+
+def convnext_block(path: Path, opset: int = 13) -> Path:
+    """ConvNeXt's block: depthwise 7x7 conv, permute to channels-last, LayerNorm (decomposed
+    at opset 13 as exported), Linear 4x, GELU (Erf form), Linear, layer scale, permute back,
+    residual Add."""
+    n = Net(5)
+    c = 8
+    x = n.conv("input", 3, c, k=3)
+    d = n.conv(x, c, c, k=7, group=c)
+    t = n.op("Transpose", [d], perm=[0, 2, 3, 1])
+    if opset >= 17:
+        ln = n.op("LayerNormalization", [t, n.init("ln.weight", n.rng.uniform(0.8, 1.2, c)),
+                                         n.init("ln.bias", n.rng.standard_normal(c) * 0.1)], axis=-1, epsilon=1e-6)
+    else:
+        mean = n.op("ReduceMean", [t], axes=[-1])
+        diff = n.op("Sub", [t, mean])
+        var = n.op("ReduceMean", [n.op("Pow", [diff, n.const(2.0)])], axes=[-1])
+        std = n.op("Sqrt", [n.op("Add", [var, n.const(1e-6)])])
+        ln = n.op("Add", [n.op("Mul", [n.op("Div", [diff, std]), n.init("ln.weight", n.rng.uniform(0.8, 1.2, c))]),
+                          n.init("ln.bias", n.rng.standard_normal(c) * 0.1)])
+    m1 = n.op("Add", [n.init("fc1.bias", n.rng.standard_normal(4 * c) * 0.1),
+                      n.op("MatMul", [ln, n.weight("fc1.weight", (c, 4 * c), c)])])
+    gelu = n.op("Mul", [n.op("Mul", [m1, n.op("Add", [n.op("Erf", [n.op("Div", [m1, n.const(1.4142135)])]),
+                                                       n.const(1.0)])]), n.const(0.5)])
+    m2 = n.op("Add", [n.init("fc2.bias", n.rng.standard_normal(c) * 0.1),
+                      n.op("MatMul", [gelu, n.weight("fc2.weight", (4 * c, c), 4 * c)])])
+    back = n.op("Transpose", [m2], perm=[0, 3, 1, 2])
+    scaled = n.op("Mul", [n.init("layer_scale", np.full((c, 1, 1), 0.5)), back])
+    n.op("Add", [scaled, x])
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", [1, 3, 6, 5])], [("output", [1, c, 6, 5])], opset=opset)
+
+
+def shared_weights(path: Path) -> Path:
+    """Two convs reading one initializer (a weight-tied export), then a standalone BN after
+    a Concat (DenseNet's pre-activation): 2 parameters per channel."""
+    n = Net(6)
+    c0 = n.op("Relu", [n.conv("input", 3, 4)])
+    w = n.weight("tied.weight", (4, 4, 3, 3), 36)
+    a = n.op("Conv", [c0, w], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    b = n.op("Conv", [n.op("Relu", [a]), w], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    cat = n.op("Concat", [a, b], axis=1)
+    n.op("Relu", [n.bn(cat, 8)])
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", [1, 3, 6, 6])], [("output", [1, 8, 6, 6])])

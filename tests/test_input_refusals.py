@@ -1,0 +1,123 @@
+"""Bad application files and flags, run as a user runs them (`explore ...`): one line on
+stderr naming the file or flag, exit 2, no traceback, nothing silently accepted (issue 18)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from explorer.appfile import load_app
+from explorer.cli import main
+from explorer.units import parse_memory
+from explorer.yamlload import MAX_DEPTH
+from sdf3.errors import InputError
+
+GOOD = """name: t
+precision: fp32
+memory: 1MB
+cnns:
+  - name: tiny
+    model: tiny.onnx
+    fps: 30
+"""
+
+
+def _app(tmp_path: Path, tiny_onnx: Path, text: str | bytes) -> Path:
+    if tiny_onnx != tmp_path / "tiny.onnx":
+        shutil.copy(tiny_onnx, tmp_path / "tiny.onnx")
+    path = tmp_path / "app.yaml"
+    (path.write_bytes if isinstance(text, bytes) else path.write_text)(text)
+    return path
+
+
+def _refused(capsys, argv: list[str], *words: str) -> str:
+    """Run `explore argv`; it must exit 2 with one line naming `words`."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("explore: error: ") and "\n" not in err, err
+    assert "Traceback" not in err
+    for w in words:
+        assert w in err, (w, err)
+    return err
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+
+BAD_FILES = {
+    # what the file says: (its text, words the one line must hold)
+    "alias bomb": (GOOD.replace("name: t\n", "name: t\n") + "description: &d [1, 2]\n"
+                   "search: *d\n", ("app.yaml", "aliases")),
+    "billion laughs": (BOMB + GOOD, ("app.yaml", "aliases")),
+    "deep nesting": (GOOD + "description: " + "[" * 100_000 + "]" * 100_000 + "\n",
+                     ("app.yaml", f"deeper than {MAX_DEPTH}")),
+    "duplicate key": (GOOD + "memory: 2MB\n", ("app.yaml", "duplicate key 'memory'", "line 3")),
+    "duplicate nested key": (GOOD.replace("fps: 30", "fps: 30\n    fps: 40"),
+                             ("duplicate key 'fps'",)),
+    "precision list": (GOOD.replace("precision: fp32", "precision: [fp32, fp16]"),
+                       ("precision", "expected one of")),
+    "memory inf": (GOOD.replace("memory: 1MB", "memory: .inf"), ("memory", "finite")),
+    "memory nan": (GOOD.replace("memory: 1MB", "memory: .nan"), ("memory", "finite")),
+    "memory 1e400MB": (GOOD.replace("memory: 1MB", "memory: 1e400MB"), ("memory", "exponent")),
+    "memory huge exponent": (GOOD.replace("memory: 1MB", "memory: 1e999999999"),
+                             ("memory", "exponent")),
+    "memory float overflow": (GOOD.replace("memory: 1MB", "memory: 1.0e+308"),
+                              ("memory", "2^60 bytes")),
+    "fps inf": (GOOD.replace("fps: 30", "fps: .inf"), ("cnns[0].fps", "and finite")),
+    "fps nan": (GOOD.replace("fps: 30", "fps: .nan"), ("cnns[0].fps", "and finite")),
+    "search nan": (GOOD + "search: {crossover: .nan}\n", ("search.crossover",)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_app_file_is_one_line(tmp_path, tiny_onnx, capsys, case):
+    text, words = BAD_FILES[case]
+    app = _app(tmp_path, tiny_onnx, text)
+    _refused(capsys, ["info", str(app)], *words)
+
+
+def test_non_utf8_bytes_are_refused_with_their_offset(tmp_path, tiny_onnx, capsys):
+    app = _app(tmp_path, tiny_onnx, GOOD.encode() + b"description: caf\xe9\n")
+    _refused(capsys, ["info", str(app)], "app.yaml", "not UTF-8", "0xe9",
+             f"offset {len(GOOD) + len('description: caf')}")
+
+
+BAD_FLAGS = {
+    "--mem inf": (["--mem", "inf"], "--mem"),
+    "--mem 1e400MB": (["--mem", "1e400MB"], "exponent"),
+    "--mem 1e999999999": (["--mem", "1e999999999"], "exponent"),
+    "--fps twice": (["--fps", "tiny=5,tiny=7"], "'tiny' is given twice"),
+    "--fps inf": (["--fps", "inf"], "finite"),
+    "--fps 1e999": (["--fps", "tiny=1e999"], "finite"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FLAGS))
+def test_bad_flags_are_refused_before_the_search(tmp_path, tiny_onnx, capsys, case):
+    flags, words = BAD_FLAGS[case]
+    app = _app(tmp_path, tiny_onnx, GOOD)
+    _refused(capsys, [str(app), "--out", str(tmp_path / "out"), *flags], words)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_good_file_still_loads(tmp_path, tiny_onnx):
+    app = load_app(_app(tmp_path, tiny_onnx, GOOD), fps="tiny=5")
+    assert app.memory == 2**20 and app.fps == {"tiny": 5.0}
+    # anchors without aliases and merge-free mappings are plain YAML, still accepted
+    app = load_app(_app(tmp_path, tiny_onnx, GOOD.replace("memory: 1MB", "memory: &m 1MB")))
+    assert app.memory == 2**20
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("8MB", 8 * 2**20), ("0.5KB", 512), ("1e3", 1000), ("2.5e-3MB", round(2.5e-3 * 2**20)),
+    (1e3, 1000), (2**60, 2**60)])
+def test_memory_figures_in_range_still_parse(text, expected):
+    assert parse_memory(text) == expected
+
+
+@pytest.mark.parametrize("text", [float("inf"), float("-inf"), float("nan"), 2**60 + 1,
+                                  "1e31", "1e-31", "9" * 30 + "GB", "1e" + "9" * 5000])
+def test_memory_figures_out_of_range_are_input_errors(text):
+    with pytest.raises(InputError):
+        parse_memory(text)
