@@ -44,13 +44,15 @@ class OrtBackend:
     name = "onnxruntime"
 
     def __init__(self, dtype: str = "float32", threads: int = 0, shared_pool: bool = False,
-                 layout: str = "nchwc", optimize_in_child: bool | None = None):
+                 layout: str = "nchwc", optimize_in_child: bool | None = None,
+                 arena: bool = True):
         if layout not in LAYOUTS:
             raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
         self.dtype = np.dtype(NP_DTYPE[dtype])
         self.threads = threads
         self.shared_pool = shared_pool
         self.layout = layout
+        self.arena = arena      # False: no ORT memory arena (profile measures workspace)
         self.chosen: dict[str, str] = {}     # model path -> layout kept ("auto")
         self._sessions: dict[str, ort.InferenceSession] = {}
         self._weights: dict[str, dict[str, np.ndarray]] = {}   # session key -> its weights
@@ -133,7 +135,9 @@ class OrtBackend:
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        if _shared_arena():
+        if not self.arena:
+            opts.enable_cpu_mem_arena = False
+        elif _shared_arena():
             opts.add_session_config_entry("session.use_env_allocators", "1")
         if self.shared_pool and _shared_pool(self.threads):
             opts.use_per_session_threads = False

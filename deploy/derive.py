@@ -76,6 +76,8 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     else:
         host, dev = arena.place(sizes), arena.place(sizes, arena.DEVICE_ALIGN)
 
+    groups = _tiled_groups(plan, cnns)
+    inner = {(c, a, b_) for c, gs in groups.items() for g in gs for a, b_ in g.internal_edges()}
     edges: dict[str, dict] = {}
     for name, e in plan_edges.items():
         cnn_name, rest = name.split(".", 1)
@@ -88,6 +90,13 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         shape = [int(v) for v in cnn.edge_shape(src, dst)]
         n, c, h, w = shape
         ph = phases.get(cnn_name, {})
+        if (cnn_name, src, dst) in inner:     # a per-tile buffer of a tiled group
+            nbytes = int(e["elements"]) * data_bytes
+            edges[name] = {"buffer": int(e["buffer"]), "offset": host.offsets[int(e["buffer"])],
+                           "device_offset": dev.offsets[int(e["buffer"])], "shape": shape,
+                           "slots": int(e.get("rows", h)), "layout": "tile", "bytes": nbytes,
+                           "row_bytes": n * c * w * data_bytes}
+            continue
         layout = _layout(shape, ph.get(src, 1), ph.get(dst, 1))
         slots = int(e.get("rows", h))
         if layout == "nchw" and slots != h:
@@ -109,11 +118,19 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         firings = plan["firings"][part["name"]]
         seen: dict[str, int] = {}
         steps = []
+        member = {l: g for g in groups.get(cnn.name, []) for l in g.layers}
         for layer_name in firings:
             if layer_name not in cnn.graph:
                 raise InputError(f"plan: firings of {part['name']} name unknown layer {layer_name!r}")
             p = seen.get(layer_name, 0)
             seen[layer_name] = p + 1
+            if layer_name in member:              # a tiled group is one step at its first layer
+                if layer_name == member[layer_name].layers[0]:
+                    from deploy.tiles_onnx import group_step
+                    steps.append(group_step(cnn, member[layer_name],
+                                            lambda a, b_, c=cnn.name: _edge_copies(plan_edges, c, a, b_),
+                                            dtype, out, models, _safe))
+                continue
             steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models,
                                _primitive(plan, cnn.name, layer_name, ph)))
         for layer_name, count in seen.items():
@@ -145,6 +162,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         "data_bytes": data_bytes, "arena_bytes": host.total, "device_arena_bytes": dev.total,
         "device_align": arena.DEVICE_ALIGN, "plan_buffer_bytes": int(plan.get("buffer_bytes", sum(sizes))),
         "plan_param_bytes": plan.get("param_bytes"), "plan_memory_bytes": plan.get("memory_bytes"),
+        "plan_workspace_bytes": plan.get("workspace_bytes", 0),
         "buffers": [{"index": i, "offset": host.offsets[i], "device_offset": dev.offsets[i],
                      "bytes": sizes[i], "edges": list(b["edges"])} for i, b in enumerate(plan["buffers"])],
         "edges": edges, "cnns": cnn_info, "partitions": partitions,
@@ -159,6 +177,23 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         copy_runner(out)
     mf.save(result, out)
     return result
+
+
+def _tiled_groups(plan: dict[str, Any], cnns: dict[str, CNN]) -> dict[str, list]:
+    """The plan's fused-tiled groups (key `tilings`), checked against the CNNs."""
+    from csdf.tiling import Group, check_group
+    out: dict[str, list] = {}
+    for cnn_name, groups in (plan.get("tilings") or {}).items():
+        if cnn_name not in cnns:
+            raise InputError(f"plan: key 'tilings' names unknown CNN {cnn_name!r}")
+        for g in groups:
+            try:
+                group = Group(tuple(g["layers"]), int(g["grid"][0]), int(g["grid"][1]))
+            except (KeyError, TypeError, ValueError, IndexError):
+                raise InputError(f"plan: tilings.{cnn_name}: expected {{layers: [...], grid: [n, m]}}") from None
+            check_group(cnns[cnn_name], list(group.layers))
+            out.setdefault(cnn_name, []).append(group)
+    return out
 
 
 def _primitive(plan: dict, cnn: str, layer: str, ph: dict[str, int]) -> str | None:

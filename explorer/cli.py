@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"explore: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:   # one line, no traceback; outputs say what they undid
+        print(f"explore: interrupted{': ' + str(err) if str(err) else ''}", file=sys.stderr)
         return 130
 
 

@@ -24,14 +24,21 @@ def load_plan(path: str | Path) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from explorer.outputs import claim_dir
+
+    # --out is checked and claimed before any work; the deployment is written to a temporary
+    # sibling that replaces it at the end, so a failed deploy leaves nothing behind
+    with claim_dir(args.out, args.force) as out:
+        return _deploy(args, out)
+
+
+def _deploy(args: argparse.Namespace, out: Path) -> int:
     from deploy.derive import derive
     from explorer.appfile import load_app
-    from explorer.outputs import fresh_dir
 
-    fresh_dir(args.out, args.force)
     plan = load_plan(args.plan)
     app = load_app(plan["app"])
-    manifest = derive(plan, app.cnns, args.out, args.backend, args.with_profile)
+    manifest = derive(plan, app.cnns, out, args.backend, args.with_profile)
     steps = sum(len(p["steps"]) for p in manifest["partitions"])
     print(f"deployed {manifest['name'] or Path(args.plan).stem}: {len(manifest['models'])} step models, "
           f"{steps} steps, arena {manifest['arena_bytes']} B "
@@ -39,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backend == "tensorrt":
         from deploy import backend_trt
         if backend_trt.available():
-            built = backend_trt.build_engines(args.out, manifest)
+            built = backend_trt.build_engines(out, manifest)
             print(f"built {built} TensorRT engines")
         else:
             print("tensorrt is not installed here: engines will be built on the target by "
