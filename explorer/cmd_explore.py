@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--generations", type=int, help="NSGA-II generations (app's default)")
     parser.add_argument("--granularity", choices=["ladder", "binary"],
                         help="genes: rows per phase from a ladder, or the paper's binary "
-                             "whole/row-by-row (default: the app's search.granularity, binary)")
+                             "whole/row-by-row (default: the app's search.granularity, ladder)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     from explorer.cmd_baselines import add_placement
     add_placement(parser)
