@@ -178,6 +178,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
         evaluation = TiledEvaluation(app, evaluator, args.tiling, settings.granularity)
         outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
         chosen = outcome.chosen
+        derived, _ = evaluation.derive(chosen.genes)
         plan = plan_tiled(app, evaluation, chosen.genes, chosen.fps, outcome.met)
     else:
         evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
