@@ -169,3 +169,18 @@ def test_explore_tiling_flag_writes_a_deployable_plan(app, tmp_path):
     assert main(["deploy", str(tmp_path / "x" / "plan.json"), "--out", str(tmp_path / "d")]) == 0
     res = measure(tmp_path / "d", frames=1, warmup=1)
     assert res["max_abs_diff"]["small"] < 1e-5 and res["arena_bytes"] == plan["buffer_bytes"]
+
+
+@pytest.mark.parametrize("genes", [
+    [1, 1, 0, 0, 0, 0] + [0, 2, 2],      # c0, p1 by rows feed a 2x2 group (input stored rows first)
+    [0, 0, 1, 1, 1, 1] + [2, 0, 0],      # a 2x2 group feeds c2 .. c5 by rows (output rows first)
+])
+def test_groups_beside_row_parts(app, tmp_path, genes):
+    ev = TiledEvaluation(app, make_evaluator(app), "both", "binary")
+    mem, fps = ev(genes)
+    plan = plan_tiled(app, ev, genes, fps, True)
+    assert plan.tilings and any(n > 1 for n in plan.phases["small"].values())
+    to_json(plan, tmp_path / "plan.json")
+    assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d")]) == 0
+    res = measure(tmp_path / "d", frames=1, warmup=1)
+    assert res["max_abs_diff"]["small"] < 1e-5 and res["arena_bytes"] == plan.buffer_bytes
