@@ -4,8 +4,9 @@ primitive selection (explorer/taso_ilp.py) on this machine's measured primitives
 Writes DIR/primitives.json and primitives.csv (the exact fronts of both memory strategies,
 the time-only, memory-only and greedy points, the GA-vs-ILP hypervolume ratio, solver
 times), report.html (the front, drawn by explorer/report.py) and plan.json (every layer
-whole, buffers by Algorithm 1, key `primitives`: the chosen primitive per layer) for
-`explore deploy`. With --mem: the fastest plan within it (Eq. 13); with --fps: the least
+whole, buffers by Algorithm 1, key `primitives`: the chosen primitive per layer; its
+`workspace_bytes` and `memory_bytes` by explorer/memory.py's workspace term, fed with the
+chosen steps' measured workspaces) for `explore deploy`. With --mem: the fastest plan within it (Eq. 13); with --fps: the least
 memory at that speed (Eq. 14, or Eq. 15 with --strategy workspace); neither: time-only.
 Exit 3 when no plan meets the constraints (the least-memory plan is written).
 """
@@ -79,7 +80,11 @@ def run(args: argparse.Namespace) -> int:
         result = study(costs, args.strategy, app.memory, cnn_ms, args.max_points, args.seed,
                        ga_generations=args.ga_generations)
         chosen = result["chosen"]
-        plan = plan_for(app, derived, {c: 1000.0 / ms for c, ms in chosen["ms"].items()},
+        # the plan's memory by memtrade's model, the chosen steps' measured workspaces as
+        # its per-layer workspace term (explorer/memory.workspace_bytes: the largest step)
+        with_ws = derive(app, uniform_phases(app, False), None,
+                         costs.workspace_tables(chosen["choice"]))
+        plan = plan_for(app, with_ws, {c: 1000.0 / ms for c, ms in chosen["ms"].items()},
                         result["met"])
         plan.primitives = costs.names(chosen["choice"])
     except BaseException:
