@@ -21,8 +21,8 @@ import onnx
 from onnx.external_data_helper import uses_external_data
 
 from csdf.model import CNN, INPUT, edge_name
-from deploy import arena, manifest as mf
-from deploy.parts_onnx import InPort, OutPort, needs_mask, step_model, window_rows
+from deploy import arena, manifest as mf, plan_check
+from deploy.parts_onnx import InPort, OutPort, counted_rows, needs_mask, step_model, window_rows
 from sdf3.errors import InputError
 
 DTYPES = {4: "float32", 2: "float16"}
@@ -57,14 +57,18 @@ def _layout(shape, phases_src: int, phases_dst: int) -> str:
 
 
 def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
-           backend: str = "onnxruntime", with_profile: bool = False) -> dict[str, Any]:
-    """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest."""
+           backend: str = "onnxruntime", with_profile: bool = False,
+           where: str = "plan") -> dict[str, Any]:
+    """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest.
+    The plan is checked first (deploy/plan_check.py; `where` names it in the one-line
+    refusal), so nothing is written for a plan the explorer could not have made."""
+    dtype = DTYPES.get(plan.get("data_bytes", 4)) if isinstance(plan.get("data_bytes", 4), int) else None
+    if dtype is None:
+        raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
+                         f"got {plan.get('data_bytes')!r}")
+    plan_check.check(plan, cnns, where)
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)
-    dtype = DTYPES.get(int(plan.get("data_bytes", 4)))
-    if dtype is None:
-        raise InputError(f"plan: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
-                         f"got {plan.get('data_bytes')!r}")
     data_bytes = int(plan["data_bytes"])
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan["phases"].items()}
     _check_row_parts(phases, cnns)
@@ -242,7 +246,7 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         if why:
             raise InputError(f"plan: layer {name}: primitive {primitive} refuses it: {why}")
     bind: list[dict] = []
-    in_ports, out_ports = [], []
+    in_ports, out_ports, fill = [], [], False
     srcs = list(dict.fromkeys(layer.inputs))
     for i, src in enumerate(srcs):
         copies = _edge_copies(plan_edges, cnn.name, src, name)
@@ -250,19 +254,26 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         port = f"in{i}"
         if by_parts and not (e["shape"][2] == 1 and e["layout"] == "nchw"):
             rows, real = window_rows(cnn, name, src, p)
+            if not any(real) and layer.op == "Pad":   # a row of its vertical padding: no input
+                fill = True
+                continue
             if not any(real):
                 raise InputError(f"layer {name}: phase {p} reads no row of {src}; "
                                  f"{layer.op} by parts with padding rows cannot be deployed")
             if e["layout"] != "hncw":
                 raise InputError(f"plan: edge {copies[0]} feeds {name} by parts but is not stored by rows")
             masked = needs_mask(cnn, name, src)
-            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(rows), masked))
+            counted = counted_rows(cnn, name, src, p)
+            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(rows), masked,
+                                   counted is not None))
             bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
                          "shape": in_ports[-1].stored_shape})
             bind.append({"kind": "const", "name": f"{port}_idx",
                          "values": [r % e["slots"] if ok else 0 for r, ok in zip(rows, real)]})
             if masked:
                 bind.append({"kind": "const", "name": f"{port}_mask", "values": [int(ok) for ok in real]})
+            if counted is not None:
+                bind.append({"kind": "const", "name": f"{port}_count", "values": counted})
         else:
             if e["slots"] != e["shape"][2]:
                 raise InputError(f"plan: edge {copies[0]} holds {e['slots']} rows but {name} "
@@ -283,7 +294,8 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         out_ports.append(port)
         bind.append({"kind": "output", "name": "sink", "layer": name, "slot": p if by_parts else 0,
                      "shape": port.stored_shape})
-    tag = "part" if by_parts else "whole"     # one part model serves every phase
+    # one part model serves every phase (a Pad's phases in its vertical padding: another)
+    tag = "whole" if not by_parts else "part_fill" if fill else "part"
     rel = f"models/{_safe(cnn.name)}/{_safe(name)}.{tag}.onnx"
     if rel not in models:
         model = step_model(layer, in_ports, out_ports, dtype, by_parts,
