@@ -6,9 +6,12 @@ Storage conventions (docs/deploy.md): an edge whose producer or consumer runs by
 stored height-outermost, [S, N, C, W] with S slots (a ring of rows, row r at slot r % S);
 other edges are stored plainly [N, C, H, W]. A part model takes the whole ring of each
 input plus an int32 index vector of the slots it reads, gathers and transposes to NCHW,
-computes one output row and writes it as [1, N, C, W] (one slot).
+computes the part's output rows and writes them as [k, N, C, W] (k consecutive slots: a
+ring holds whole parts of its producer, csdf.partition_analysis.ring_rows).
 
-One part model per layer serves every phase: a window op gathers the whole window of input
+One part model per layer and part size serves every phase of that size (a layer of H rows
+in parts of k has one model for k rows and, when k does not divide H, one for the last
+part's H mod k): a window op gathers the whole window of input
 rows, and where the window reaches into the layer's top or bottom padding the executor feeds
 a 0/1 int32 row mask with the slot indices (padding rows point at any slot and are masked:
 zero for Conv and AveragePool, the lowest float for MaxPool, and AveragePool without
@@ -60,13 +63,14 @@ class OutPort:
     name: str
     shape: tuple[int, int, int, int]     # full output tensor [N, C, H, W]
     layout: str                          # "nchw" | "hncw"
-    part: bool = False                   # one row ([1, N, C, W]) instead of the whole tensor
+    part: bool = False                   # a part of `rows` rows ([rows, N, C, W]), not the whole
+    rows: int = 1                        # output rows of the part
 
     @property
     def stored_shape(self) -> list[int]:
         n, c, h, w = self.shape
         if self.part:
-            return [1, n, c, w]
+            return [self.rows, n, c, w]
         return [n, c, h, w] if self.layout == "nchw" else [h, n, c, w]
 
 
@@ -242,7 +246,8 @@ def _pad(b: _Builder, layer: Layer, xs: list[str], part: bool) -> str:
     value = float(layer.hyper.get("value", 0.0))
     if part and not xs:
         n, c, _, w = layer.output_shape
-        return b.node("ConstantOfShape", [b.const(b.tmp("shape"), np.array([n, c, 1, w], np.int64))],
+        rows = int(layer.hyper.get("fill_rows", 1))     # a part of k > 1 padding rows
+        return b.node("ConstantOfShape", [b.const(b.tmp("shape"), np.array([n, c, rows, w], np.int64))],
                       value=helper.make_tensor("value", TensorProto.FLOAT, [1], [value]))
     if part:
         pads[2] = pads[6] = 0
@@ -331,28 +336,32 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
     return model
 
 
-def window_rows(cnn: CNN, layer_name: str, src: str, p: int, rows_out: int = 1
-                ) -> tuple[list[int], list[bool]]:
-    """Input rows of `src` that phase p of `layer_name` (output rows p*rows_out ..) reads,
-    and whether each is a real row (False: top/bottom padding). A window op reads its whole
-    window, padding rows included; other ops read their real rows only."""
+def window_rows(cnn: CNN, layer_name: str, src: str, p: int, rows_out: int = 1,
+                count: int | None = None) -> tuple[list[int], list[bool]]:
+    """Input rows of `src` that phase p of `layer_name` (output rows p*rows_out .., `count`
+    of them, default rows_out: the last part may be shorter) reads, and whether each is a
+    real row (False: top/bottom padding). A window op reads its whole window, padding rows
+    included; other ops read their real rows only."""
     layer = cnn.layer(layer_name)
     in_h = int(cnn.edge_shape(src, layer_name)[2])
     win = window(cnn, layer, src)
+    count = rows_out if count is None else count
     if layer.op not in WINDOW_OPS or win.stride == 0:
-        rows = [r for q in range(p * rows_out, (p + 1) * rows_out) for r in win.taps(q, in_h)]
+        rows = [r for q in range(p * rows_out, p * rows_out + count) for r in win.taps(q, in_h)]
         rows = list(dict.fromkeys(rows))
         return rows, [True] * len(rows)
     first = p * rows_out * win.stride - win.pad_top
-    span = (rows_out - 1) * win.stride + win.extent
+    span = (count - 1) * win.stride + win.extent
     rows = list(range(first, first + span))
     return rows, [0 <= r < in_h for r in rows]
 
 
-def counted_rows(cnn: CNN, layer_name: str, src: str, p: int) -> list[int] | None:
+def counted_rows(cnn: CNN, layer_name: str, src: str, p: int, rows_out: int = 1,
+                 count: int | None = None) -> list[int] | None:
     """For an AveragePool with count_include_pad whose last window runs past its bottom
-    padding (ceil_mode), 1 for each gathered row of phase p inside the padded input (ONNX's
-    divisor), else 0; None for every other layer (no such input)."""
+    padding (ceil_mode), 1 for each gathered row of phase p (of `rows_out` output rows,
+    `count` in this phase) inside the padded input (ONNX's divisor), else 0; None for
+    every other layer (no such input)."""
     layer = cnn.layer(layer_name)
     if layer.op != "AveragePool" or not int(layer.hyper.get("count_include_pad", 0)):
         return None
@@ -361,7 +370,8 @@ def counted_rows(cnn: CNN, layer_name: str, src: str, p: int) -> list[int] | Non
     last = int(layer.output_shape[2]) - 1
     if max(window_rows(cnn, layer_name, src, last)[0]) < in_h + bottom:
         return None
-    return [int(-top <= r < in_h + bottom) for r in window_rows(cnn, layer_name, src, p)[0]]
+    return [int(-top <= r < in_h + bottom)
+            for r in window_rows(cnn, layer_name, src, p, rows_out, count)[0]]
 
 
 def needs_mask(cnn: CNN, layer_name: str, src: str, rows_out: int = 1) -> bool:

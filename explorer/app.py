@@ -41,7 +41,7 @@ class SearchSettings:
     crossover: float = 0.7
     mutation: float = 0.2
     seed: int = 1
-    granularity: str = "binary"      # explorer.genes: "ladder" (rows per phase) or "binary"
+    granularity: str = "ladder"      # explorer.genes: "ladder" (rows per phase) or "binary"
 
 
 @dataclass
@@ -57,6 +57,9 @@ class Application:
     schedules: dict[str, list[str]] = field(default_factory=dict)  # explicit, per partition
     search: SearchSettings = field(default_factory=SearchSettings)
     path: Path | None = None
+    # buffer placement (explorer.placement): "offsets" (default) also reorders layers and
+    # picks phase schedules for total memory; "shared-objects" is the paper's methodology
+    placement: str = "offsets"
 
     def partition(self, name: str) -> Partition:
         for p in self.partitions:

@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
             print(line)
     for cnn, fps in result["fps"].items():
         diff = result["max_abs_diff"].get(cnn)
-        diff_s = "n/a (no reference model)" if diff is None else f"{diff:.3g}"
+        diff_s = ("not checked (--no-check)" if args.no_check else
+                  "n/a (no reference model)" if diff is None else f"{diff:.3g}")
         print(f"  {cnn}: {fps:.1f} fps, {result['calls_per_frame'][cnn]} calls/frame, "
               f"max |diff| {diff_s}")
     return 0

@@ -33,12 +33,14 @@ NAMES: tuple[str, ...] = (
 )
 # Feature-extractor trunks (no classifier): the early layers a paper studies on their own.
 TRUNKS: tuple[str, ...] = ("yolov2_16",)
-ALL_NAMES: tuple[str, ...] = NAMES + TRUNKS
+# Small networks in the styles of TASO's evaluation (csdf/zoo/small.py), for primitive profiling.
+SMALL: tuple[str, ...] = ("vgg_small", "resnet_small", "googlenet_small", "squeezenet_small")
+ALL_NAMES: tuple[str, ...] = NAMES + TRUNKS + SMALL
 
 
 def _builders() -> dict[str, Callable[[int], onnx.ModelProto]]:
     """Name -> builder(seed); imported lazily so `import csdf.zoo` stays cheap."""
-    from csdf.zoo import densenet, efficientnet, inception, mobilenet, resnet, yolo
+    from csdf.zoo import densenet, efficientnet, inception, mobilenet, resnet, small, yolo
 
     return {
         "mobilenet_v2": mobilenet.mobilenet_v2,
@@ -49,6 +51,10 @@ def _builders() -> dict[str, Callable[[int], onnx.ModelProto]]:
         "inception_v2": inception.inception_v2,
         "densenet121": densenet.densenet121,
         "yolov2_16": yolo.yolov2_16,
+        "vgg_small": small.vgg_small,
+        "resnet_small": small.resnet_small,
+        "googlenet_small": small.googlenet_small,
+        "squeezenet_small": small.squeezenet_small,
     }
 
 
