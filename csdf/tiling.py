@@ -199,3 +199,68 @@ def distinct_shapes(tiles: list[Tile]) -> dict[tuple, list[Tile]]:
     for t in tiles:
         groups.setdefault(t.shape_key(), []).append(t)
     return groups
+
+
+@dataclass(frozen=True)
+class Group:
+    """A fused group: its layers (a chain, first to last) and its N x M grid."""
+
+    layers: tuple[str, ...]
+    n: int
+    m: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.layers[0]}__{self.layers[-1]}"
+
+    def internal_edges(self) -> list[tuple[str, str]]:
+        """(layer k, layer k + 1): the tensors that exist per tile only."""
+        return list(zip(self.layers[:-1], self.layers[1:]))
+
+
+def tileable(cnn: CNN, name: str) -> bool:
+    layer = cnn.layer(name)
+    if layer.op not in TILEABLE_OPS or len(layer.inputs) != 1:
+        return False
+    if layer.op in ("Add", "Mul") and "C" not in layer.params:
+        return False
+    return not (layer.op in WINDOW_OPS and layer.hyper.get("ceil_mode", 0))
+
+
+def segments(cnn: CNN, layers: list[str] | None = None) -> list[list[str]]:
+    """Maximal chains of tileable layers (in `layers`, default all) that could be one group:
+    each layer but the last feeds only the next one."""
+    order = [n for n in (layers if layers is not None else cnn.order()) if tileable(cnn, n)]
+    allowed = set(order)
+    out: list[list[str]] = []
+    for name in order:
+        prev = cnn.layer(name).inputs[0]
+        if out and out[-1][-1] == prev and prev in allowed and list(cnn.graph.successors(prev)) == [name] \
+                and prev not in cnn.outputs:
+            out[-1].append(name)
+        else:
+            out.append([name])
+    return [s for s in out if len(s) >= 1]
+
+
+def blocks(cnn: CNN, segment: list[str]) -> list[list[str]]:
+    """A segment split after every layer that shrinks the map (pools, strided convs): MAFAT's
+    cut candidates ("directly after max-pool layers", where the tensors are smallest)."""
+    out: list[list[str]] = [[]]
+    for name in segment:
+        out[-1].append(name)
+        ah, aw = axes(cnn.layer(name))
+        if (ah.stride > 1 or aw.stride > 1) and name != segment[-1]:
+            out.append([])
+    return [b for b in out if b]
+
+
+def tile_buffer_elements(cnn: CNN, group: Group) -> dict[tuple[str, str], int]:
+    """Elements of each internal edge's per-tile buffer: the largest region of that tensor
+    any tile computes (channels x rows x columns, batch included)."""
+    tiles = tile_group(cnn, list(group.layers), group.n, group.m)
+    out: dict[tuple[str, str], int] = {}
+    for k, edge in enumerate(group.internal_edges()):
+        n, c = (int(v) for v in cnn.layer(edge[0]).output_shape[:2])
+        out[edge] = max(n * c * t.layers[k].out_h.size * t.layers[k].out_w.size for t in tiles)
+    return out

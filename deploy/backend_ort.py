@@ -44,18 +44,21 @@ class OrtBackend:
     name = "onnxruntime"
 
     def __init__(self, dtype: str = "float32", threads: int = 0, shared_pool: bool = False,
-                 layout: str = "nchwc", optimize_in_child: bool | None = None):
+                 layout: str = "nchwc", optimize_in_child: bool | None = None,
+                 arena: bool = True):
         if layout not in LAYOUTS:
             raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
         self.dtype = np.dtype(NP_DTYPE[dtype])
         self.threads = threads
         self.shared_pool = shared_pool
         self.layout = layout
+        self.arena = arena      # False: no ORT memory arena (profile measures workspace)
         self.chosen: dict[str, str] = {}     # model path -> layout kept ("auto")
         self._sessions: dict[str, ort.InferenceSession] = {}
         self._weights: dict[str, dict[str, np.ndarray]] = {}   # session key -> its weights
         self._values: dict[str, dict[str, ort.OrtValue]] = {}  # the same, as ORT sees them
         self._blocked: dict[str, frozenset[str]] = {}   # model path -> ports stored blocked
+        self._transforms: dict[str, Callable] = {}      # model path -> its blocked form (plan)
         self.blocked_edges: set[str] = set()
         self._work = tempfile.mkdtemp(prefix="memtrade-ort-")   # optimised models, briefly
         weakref.finalize(self, shutil.rmtree, self._work, True)
@@ -72,6 +75,10 @@ class OrtBackend:
         edges held in ONNX Runtime's NCHWc layout (deploy/ort_blocked.py); the other steps
         then run as with "auto"."""
         root = Path(root)
+        if any(s.get("primitive") for part in manifest["partitions"] for s in part["steps"]):
+            from deploy.primitive_forms import prepare_plan_forms   # the plan fixes the forms
+            self.blocked_edges = prepare_plan_forms(self, manifest, root)
+            return
         models = sorted({str(root / s["model"]) for part in manifest["partitions"]
                          for s in part["steps"] if s["model"]})
         first = {"nchw": ["nchw"], "nchwc": ["nchwc"]}.get(self.layout, ["nchwc"])
@@ -128,7 +135,9 @@ class OrtBackend:
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        if _shared_arena():
+        if not self.arena:
+            opts.enable_cpu_mem_arena = False
+        elif _shared_arena():
             opts.add_session_config_entry("session.use_env_allocators", "1")
         if self.shared_pool and _shared_pool(self.threads):
             opts.use_per_session_threads = False
@@ -143,6 +152,8 @@ class OrtBackend:
         key = str(path)
         if key in self._blocked:
             return self._session(key, "blocked")
+        if key in self.chosen and self.layout not in ("auto", "blocked"):
+            return self._session(key, self.chosen[key])
         if self.layout in ("auto", "blocked"):
             return _Pending(key) if key not in self.chosen else self._session(key, self.chosen[key])
         return self._session(key, self.layout)
@@ -169,7 +180,8 @@ class OrtBackend:
             model = onnx.load(str(path), load_external_data=False)
             if layout == "blocked":
                 from deploy import ort_blocked as ob
-                model = ob.strip(model, self._blocked[key])
+                model = (self._transforms[key](model) if key in self._transforms
+                         else ob.strip(model, self._blocked[key]))
             opts = self._options()
             opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, os.environ.get("XLEVEL", "ORT_DISABLE_ALL"))
             opts.add_session_config_entry("session.disable_prepacking", os.environ.get("XPACK", "1"))
@@ -198,6 +210,20 @@ class OrtBackend:
         self._sessions.pop(skey, None)
         self._weights.pop(skey, None)
         self._values.pop(skey, None)
+
+    def fix_form(self, path: str | Path, layout: str, ports: frozenset[str] = frozenset(),
+                 transform: Callable | None = None) -> None:
+        """Run step model `path` with `layout` kernels ("nchw": ONNX Runtime's NCHWc rewrite
+        off; "nchwc": on) or, with `ports`, its NCHWc form reading/writing those ports
+        blocked, `transform(optimised graph)` making that form (a primitive plan,
+        deploy/primitive_forms.py)."""
+        key = str(path)
+        if ports:
+            self._blocked[key] = frozenset(ports)
+            if transform is not None:
+                self._transforms[key] = transform
+        else:
+            self.chosen[key] = layout
 
     def _tune(self, key: str, inputs, outputs) -> ort.InferenceSession:
         """Build the step both ways on its own views, keep the faster (best of 5 calls

@@ -72,6 +72,8 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     sizes = [int(b["bytes"]) for b in plan["buffers"]]
     host, dev = arena.place(sizes), arena.place(sizes, arena.DEVICE_ALIGN)
 
+    groups = _tiled_groups(plan, cnns)
+    inner = {(c, a, b_) for c, gs in groups.items() for g in gs for a, b_ in g.internal_edges()}
     edges: dict[str, dict] = {}
     for name, e in plan_edges.items():
         cnn_name, rest = name.split(".", 1)
@@ -84,6 +86,13 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         shape = [int(v) for v in cnn.edge_shape(src, dst)]
         n, c, h, w = shape
         ph = phases.get(cnn_name, {})
+        if (cnn_name, src, dst) in inner:     # a per-tile buffer of a tiled group
+            nbytes = int(e["elements"]) * data_bytes
+            edges[name] = {"buffer": int(e["buffer"]), "offset": host.offsets[int(e["buffer"])],
+                           "device_offset": dev.offsets[int(e["buffer"])], "shape": shape,
+                           "slots": int(e.get("rows", h)), "layout": "tile", "bytes": nbytes,
+                           "row_bytes": n * c * w * data_bytes}
+            continue
         layout = _layout(shape, ph.get(src, 1), ph.get(dst, 1))
         slots = int(e.get("rows", h))
         if layout == "nchw" and slots != h:
@@ -105,12 +114,21 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         firings = plan["firings"][part["name"]]
         seen: dict[str, int] = {}
         steps = []
+        member = {l: g for g in groups.get(cnn.name, []) for l in g.layers}
         for layer_name in firings:
             if layer_name not in cnn.graph:
                 raise InputError(f"plan: firings of {part['name']} name unknown layer {layer_name!r}")
             p = seen.get(layer_name, 0)
             seen[layer_name] = p + 1
-            steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models))
+            if layer_name in member:              # a tiled group is one step at its first layer
+                if layer_name == member[layer_name].layers[0]:
+                    from deploy.tiles_onnx import group_step
+                    steps.append(group_step(cnn, member[layer_name],
+                                            lambda a, b_, c=cnn.name: _edge_copies(plan_edges, c, a, b_),
+                                            dtype, out, models, _safe))
+                continue
+            steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models,
+                               _primitive(plan, cnn.name, layer_name, ph)))
         for layer_name, count in seen.items():
             if count != ph.get(layer_name, 1):
                 raise InputError(f"plan: {part['name']} fires {layer_name} {count} times, "
@@ -140,6 +158,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         "data_bytes": data_bytes, "arena_bytes": host.total, "device_arena_bytes": dev.total,
         "device_align": arena.DEVICE_ALIGN, "plan_buffer_bytes": int(plan.get("buffer_bytes", sum(sizes))),
         "plan_param_bytes": plan.get("param_bytes"), "plan_memory_bytes": plan.get("memory_bytes"),
+        "plan_workspace_bytes": plan.get("workspace_bytes", 0),
         "buffers": [{"index": i, "offset": host.offsets[i], "device_offset": dev.offsets[i],
                      "bytes": sizes[i], "edges": list(b["edges"])} for i, b in enumerate(plan["buffers"])],
         "edges": edges, "cnns": cnn_info, "partitions": partitions,
@@ -154,6 +173,36 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         copy_runner(out)
     mf.save(result, out)
     return result
+
+
+def _tiled_groups(plan: dict[str, Any], cnns: dict[str, CNN]) -> dict[str, list]:
+    """The plan's fused-tiled groups (key `tilings`), checked against the CNNs."""
+    from csdf.tiling import Group, check_group
+    out: dict[str, list] = {}
+    for cnn_name, groups in (plan.get("tilings") or {}).items():
+        if cnn_name not in cnns:
+            raise InputError(f"plan: key 'tilings' names unknown CNN {cnn_name!r}")
+        for g in groups:
+            try:
+                group = Group(tuple(g["layers"]), int(g["grid"][0]), int(g["grid"][1]))
+            except (KeyError, TypeError, ValueError, IndexError):
+                raise InputError(f"plan: tilings.{cnn_name}: expected {{layers: [...], grid: [n, m]}}") from None
+            check_group(cnns[cnn_name], list(group.layers))
+            out.setdefault(cnn_name, []).append(group)
+    return out
+
+
+def _primitive(plan: dict, cnn: str, layer: str, ph: dict[str, int]) -> str | None:
+    """The plan's primitive for a layer (key `primitives`, explore primitives), or None."""
+    table = plan.get("primitives") or {}
+    if not table:
+        return None
+    from deploy import primitives
+    name = (table.get(cnn) or {}).get(layer, primitives.DEFAULT)
+    primitives.get(name)                      # InputError for an unknown name
+    if ph.get(layer, 1) > 1 and name != primitives.DEFAULT:
+        raise InputError(f"plan: layer {layer} runs by parts; primitive {name} is for whole layers")
+    return name
 
 
 def _check_row_parts(phases: dict[str, dict[str, int]], cnns: dict[str, CNN]) -> None:
@@ -172,7 +221,7 @@ def _check_row_parts(phases: dict[str, dict[str, int]], cnns: dict[str, CNN]) ->
 
 
 def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edges: dict,
-          dtype: str, out: Path, models: dict) -> dict:
+          dtype: str, out: Path, models: dict, primitive: str | None = None) -> dict:
     layer = cnn.layer(name)
     by_parts = ph.get(name, 1) > 1
     succ = [d for d in cnn.order() if cnn.graph.has_edge(name, d)]
@@ -183,6 +232,15 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
             raise InputError(f"layer {name}: an Input by parts cannot be deployed")
         return {"layer": name, "phase": p, "model": None,
                 "bind": [{"kind": "frame", "edges": e} for e in out_edges]}
+    if primitive is not None and layer.op != "Conv" and primitive not in ("ort_nchw", "ort_nchwc"):
+        raise InputError(f"plan: layer {name}: primitive {primitive} is for Conv layers, "
+                         f"not {layer.op}")
+    if primitive is not None and layer.op == "Conv" and ph.get(name, 1) == 1:
+        from deploy.primitives import ConvSpec, get
+        in_shape = cnn.edge_shape(list(dict.fromkeys(layer.inputs))[0], name)
+        why = get(primitive).refuses(ConvSpec.of(layer, in_shape))
+        if why:
+            raise InputError(f"plan: layer {name}: primitive {primitive} refuses it: {why}")
     bind: list[dict] = []
     in_ports, out_ports = [], []
     srcs = list(dict.fromkeys(layer.inputs))
@@ -228,9 +286,15 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
     tag = "part" if by_parts else "whole"     # one part model serves every phase
     rel = f"models/{_safe(cnn.name)}/{_safe(name)}.{tag}.onnx"
     if rel not in models:
-        model = step_model(layer, in_ports, out_ports, dtype, by_parts)
+        model = step_model(layer, in_ports, out_ports, dtype, by_parts,
+                           primitive if layer.op == "Conv" and not by_parts else None)
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         onnx.save(model, str(out / rel))
         models[rel] = {"cnn": cnn.name, "layer": name, "variant": tag,
                        "inputs": [p_.name for p_ in in_ports], "outputs": [p_.name for p_ in out_ports]}
-    return {"layer": name, "phase": p, "model": rel, "bind": bind}
+        if primitive is not None:
+            models[rel]["primitive"] = primitive
+    step = {"layer": name, "phase": p, "model": rel, "bind": bind}
+    if primitive is not None:
+        step["primitive"] = primitive
+    return step

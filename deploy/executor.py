@@ -59,6 +59,11 @@ class Executor:
             run = self.cnns[part["cnn"]]
             calls: list[list[Callable]] = [[], []]
             for step in part["steps"]:
+                if step.get("tiles"):             # a fused-tiled group: one call per tile
+                    from deploy.tiles_onnx import tile_calls
+                    for parity in (0, 1):
+                        calls[parity].extend(tile_calls(self, backend, root, step, parity, run, sink_index))
+                    continue
                 session = backend.load(root / step["model"]) if step["model"] else None
                 for parity in (0, 1):
                     ins, outs, frame_targets = {}, {}, []

@@ -67,8 +67,9 @@ def layer_model(cnn: CNN, name: str, dtype: str, part: bool):
 
 
 def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: int,
-               part: bool) -> float:
-    """Milliseconds of one call of layer `name` whole, or of one interior phase."""
+               part: bool, workspace: dict | None = None) -> float:
+    """Milliseconds of one call of layer `name` whole, or of one interior phase. With
+    `workspace` (a dict), also measures the step's workspace into workspace["bytes"]."""
     model, ins, outs, idx = layer_model(cnn, name, backend.dtype.name, part)
     path = folder / cnn.name / f"{len(list(folder.rglob('*.onnx')))}.onnx"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,7 +82,35 @@ def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: 
         feeds.update(const)
     for port in outs:
         fetches[port.name] = np.zeros(port.stored_shape, backend.dtype)
-    return _time(backend.bind(session, feeds, fetches), repeats)
+    ms = _time(backend.bind(session, feeds, fetches), repeats)
+    if workspace is not None:
+        layout = backend.chosen.get(str(path), backend.layout)
+        workspace["bytes"] = step_workspace(path, backend, layout, feeds, fetches)
+    return ms
+
+
+def step_workspace(path: Path, backend: OrtBackend, layout: str, feeds: dict, fetches: dict
+                   ) -> int | None:
+    """Bytes ONNX Runtime allocates while running one step beyond its bound inputs and
+    outputs (kernel scratch such as im2col buffers, NCHWc reorders, gathered windows):
+    the step run once in a session of its own without a memory arena, after the C heap
+    is trimmed, as the rise of this process's peak RSS (deploy/footprint.py). In a
+    deployment these bytes come from the one arena all steps share, so the plan counts
+    the largest step's (explorer/memory.py). None where the peak cannot be reset."""
+    import ctypes
+    from deploy.footprint import peak_rss_bytes, reset_peak, rss_bytes
+    probe = OrtBackend(backend.dtype.name, backend.threads,
+                       layout=layout if layout in ("nchw", "nchwc") else "nchwc", arena=False)
+    call = probe.bind(probe.load(path), feeds, fetches)
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:   # not glibc: freed heap may hide some of the rise
+        pass
+    if not reset_peak():
+        return None
+    before = rss_bytes()
+    call()
+    return max(0, peak_rss_bytes() - before)
 
 
 def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path) -> list[dict]:
@@ -116,7 +145,8 @@ def _safe(name: str) -> str:
 
 def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: int = 0,
                 progress=None, layout: str = "auto") -> dict[str, dict]:
-    """{layer: {whole_ms, part_ms, phases}} (part entries only for layers that can split).
+    """{layer: {whole_ms, part_ms, phases, whole_ws_bytes, part_ws_bytes}} (part entries
+    only for layers that can split; workspace entries where Linux lets the peak be reset).
     layout "auto" as `explore run` uses it: each step with the faster ORT kernel layout."""
     backend = OrtBackend(dtype, threads, layout=layout)
     table: dict[str, dict] = {}
@@ -129,10 +159,15 @@ def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: in
                 arena = np.zeros(layer.output_shape, backend.dtype)
                 table[name] = {"whole_ms": _time(lambda: np.copyto(arena, frame, casting="same_kind"), repeats)}
                 continue
-            entry = {"whole_ms": time_layer(cnn, name, backend, folder, repeats, False)}
+            ws: dict = {}
+            entry = {"whole_ms": time_layer(cnn, name, backend, folder, repeats, False, ws)}
+            if ws.get("bytes") is not None:
+                entry["whole_ws_bytes"] = ws["bytes"]
             if can_split(layer) and layer.output_shape[2] > 1:
-                entry["part_ms"] = time_layer(cnn, name, backend, folder, repeats, True)
+                entry["part_ms"] = time_layer(cnn, name, backend, folder, repeats, True, ws)
                 entry["phases"] = int(layer.output_shape[2])
+                if ws.get("bytes") is not None:
+                    entry["part_ws_bytes"] = ws["bytes"]
             table[name] = entry
             if progress:
                 progress(name, entry)

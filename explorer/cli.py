@@ -15,6 +15,8 @@ SUBCOMMANDS = {
     "deploy": ("explorer.cmd_deploy", "build the final application from a plan.json"),
     "run": ("explorer.cmd_run", "run a deployed application and measure it"),
     "profile": ("explorer.cmd_profile", "measure per-layer times and write a device profile"),
+    "primitives": ("explorer.cmd_primitives", "pick a primitive per layer by ILP (TASO): exact "
+                   "time/memory front and a plan"),
 }
 MAIN = "explorer.cmd_explore"   # `explore APP.yaml ...`: the methodology itself
 
@@ -40,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"explore: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:   # one line, no traceback; outputs say what they undid
+        print(f"explore: interrupted{': ' + str(err) if str(err) else ''}", file=sys.stderr)
         return 130
 
 

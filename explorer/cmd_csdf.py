@@ -11,7 +11,7 @@ from pathlib import Path
 from csdf.partition_analysis import PartitionAnalysis, analyse_partition
 from csdf.parts import can_split, phases_for_rows
 from csdf.to_csdf import to_csdf
-from explorer.outputs import fresh_dir
+from explorer.outputs import claim_dir
 from sdf3.errors import InputError
 from sdf3.xml import write_xml
 
@@ -79,12 +79,17 @@ def _print_text(name: str, a: PartitionAnalysis, path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # --out is checked and claimed before any work; files go to a temporary sibling that
+    # replaces it at the end (explorer/outputs.py)
+    with claim_dir(args.out, args.force) as out:
+        return _run(args, out)
+
+
+def _run(args: argparse.Namespace, out: Path) -> int:
     from explorer.appfile import load_app
 
     app = load_app(args.app)
-    out = fresh_dir(args.out, args.force)
     phases = chosen_phases(app, args.parts, args.all_parts, args.rows)
-    out.mkdir(parents=True, exist_ok=True)
     report = {}
     for part in app.partitions:
         cnn = app.cnns[part.cnn]
@@ -94,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                           self_loops=True), path)
         report[part.name] = _summary(analysis)
         if not args.json:
-            _print_text(part.name, analysis, path)
+            _print_text(part.name, analysis, Path(args.out) / path.name)
     if args.json:
         print(json.dumps({"partitions": report}, indent=2))
     return 0

@@ -41,18 +41,25 @@ def unmet_constraints(plan: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from explorer.outputs import claim_dir
+
+    # --out is checked and claimed before any work; the deployment is written to a temporary
+    # sibling that replaces it at the end, so a failed deploy leaves nothing behind
+    with claim_dir(args.out, args.force) as out:
+        return _deploy(args, out)
+
+
+def _deploy(args: argparse.Namespace, out: Path) -> int:
     from deploy.derive import derive
     from explorer.appfile import load_app
-    from explorer.outputs import fresh_dir
 
-    fresh_dir(args.out, args.force)
     plan = load_plan(args.plan)
     unmet = unmet_constraints(plan)
     if unmet:
         print(f"explore deploy: warning: plan {args.plan} does not meet its constraints ({unmet}); "
               f"deploying it anyway", file=sys.stderr)
     app = load_app(plan["app"])
-    manifest = derive(plan, app.cnns, args.out, args.backend, args.with_profile)
+    manifest = derive(plan, app.cnns, out, args.backend, args.with_profile)
     steps = sum(len(p["steps"]) for p in manifest["partitions"])
     print(f"deployed {manifest['name'] or Path(args.plan).stem}: {len(manifest['models'])} step models, "
           f"{steps} steps, arena {manifest['arena_bytes']} B "
@@ -60,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backend == "tensorrt":
         from deploy import backend_trt
         if backend_trt.available():
-            built = backend_trt.build_engines(args.out, manifest)
+            built = backend_trt.build_engines(out, manifest)
             print(f"built {built} TensorRT engines")
         else:
             print("tensorrt is not installed here: engines will be built on the target by "

@@ -5,8 +5,10 @@ Algorithm 2 (explorer.search.algorithm2) over DeriveApplicationWithReducedBufs
 point), report.html (the front, the constraints, the baselines) and the SDF3 XML of every
 partition of the chosen plan (`<cnn>.<partition>.xml`, channel buffer sizes in rows).
 Exit 0 when the chosen plan meets M^c and every T^c, 3 when no point of the front does
-(the least-memory plan is still written). Without --out, DIR is runs/<app name>-<n> under
-the current directory, n the first number not taken.
+(the least-memory plan is still written). Without --out, DIR is runs/<name>-<n> under the
+current directory: <name> the app's name made a safe directory name (explorer.outputs.
+safe_name), n the first number not taken. DIR is claimed before the search and written
+through a temporary sibling (explorer.outputs), so a failed or interrupted run leaves none.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from explorer.outputs import fresh_dir
+from explorer.outputs import Staged, claim_dir, claim_new_dir, safe_name
 from explorer.units import format_bytes
 from sdf3.errors import InputError
 
@@ -40,14 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
-def out_dir(args: argparse.Namespace, app_name: str) -> Path:
-    """The directory to write, checked before the search runs."""
+def out_dir(args: argparse.Namespace, app_name: str) -> Staged:
+    """The directory to write, claimed before the search runs."""
     if args.out:
-        return fresh_dir(args.out, args.force)
-    n = 1
-    while (Path("runs") / f"{app_name}-{n}").exists():
-        n += 1
-    return Path("runs") / f"{app_name}-{n}"
+        return claim_dir(args.out, args.force)
+    return claim_new_dir("runs", safe_name(app_name))
 
 
 def settings_of(app, args: argparse.Namespace):
@@ -122,7 +121,9 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
     mem_c = app.memory
     mem_ok = mem_c is None or plan.memory_bytes <= mem_c
     lines.append(f"memory  {format_bytes(plan.memory_bytes)} ({plan.memory_bytes} B: params "
-                 f"{format_bytes(plan.param_bytes)} + buffers {format_bytes(plan.buffer_bytes)})"
+                 f"{format_bytes(plan.param_bytes)} + buffers {format_bytes(plan.buffer_bytes)}"
+                 + (f" + workspace {format_bytes(plan.workspace_bytes)}" if plan.workspace_bytes else "")
+                 + ")"
                  + ("" if mem_c is None else
                     f"  M^c {format_bytes(mem_c)}: {'met' if mem_ok else 'NOT met'}"))
     for cnn, v in plan.fps.items():
@@ -144,6 +145,27 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from explorer.appfile import load_app
+
+    staged = claim_dir(args.out, args.force) if args.out else None   # before any work
+    try:
+        app = load_app(args.app, mem=args.mem, fps=args.fps, precision=args.precision)
+        settings = settings_of(app, args)
+        staged = staged or out_dir(args, app.name)
+    except BaseException:
+        if staged is not None:
+            staged.discard()
+        raise
+    with staged as out:
+        notes, xml, met = _explore(app, settings, args, out)
+    for line in notes:
+        print(line)
+    print(f"wrote {staged.final}/: plan.json, pareto.json, pareto.csv, report.html, "
+          + ", ".join(p.name for p in xml))
+    return 0 if met else 3
+
+
+def _explore(app, settings, args: argparse.Namespace, out: Path):
+    """The search and the files of DIR, written into `out`; (summary lines, XML paths, met)."""
     from explorer.derive import Evaluation, derive, plan_for
     from explorer.genes import gene_space
     from explorer.plan import to_json
@@ -151,17 +173,13 @@ def run(args: argparse.Namespace) -> int:
     from explorer.search import algorithm2, stderr_progress
     from explorer.throughput import make_evaluator
 
-    app = load_app(args.app, mem=args.mem, fps=args.fps, precision=args.precision)
-    settings = settings_of(app, args)
-    out = out_dir(args, app.name)
     evaluator = make_evaluator(app, args.evaluator)
     evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
     outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
     chosen = outcome.chosen
-    derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache)
+    derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache, evaluation.workspace)
     plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
 
-    out.mkdir(parents=True, exist_ok=True)
     cnns = list(app.cnns)
     r = outcome.result
     write_pareto_json(outcome.front, cnns, outcome.genes, out / "pareto.json", extra={
@@ -178,9 +196,4 @@ def run(args: argparse.Namespace) -> int:
     write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
                       outcome.genes, app.memory, app.fps, baselines_for(app, evaluator), chosen,
                       outcome.met, notes)
-    for line in notes:
-        print(line)
-    print(f"wrote {out}/: plan.json, pareto.json, pareto.csv, report.html, "
-          + ", ".join(p.name for p in xml))
-    return 0 if outcome.met else 3
-
+    return notes, xml, outcome.met

@@ -19,39 +19,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=20, help="timed calls per layer (median)")
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
     parser.add_argument("--precision", default=None, help="override the app's precision")
+    parser.add_argument("--primitives", action="store_true",
+                        help="also time every whole layer with every primitive that computes it, "
+                        "its measured workspace and the layout transitions (docs/primitives.md)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from deploy.profile import profile_cnn
-    from explorer.appfile import load_app
-    from explorer.device_profile import DeviceProfile, LayerTimes, save_profile
-    from explorer.outputs import fresh_file
+    from explorer.outputs import claim_file
     from sdf3.errors import InputError
 
     if args.backend == "tensorrt":
         raise InputError("--backend tensorrt: TensorRT layer times are measured on the target; "
                          "deploy with `explore deploy PLAN --backend tensorrt --with-profile` and "
                          "run `python3 board_runner.py profile DIR` there (docs/deploy.md)")
-    out = fresh_file(args.out or f"profile-{Path(args.app).stem}-onnxruntime.yaml", args.force)
     if args.repeats < 1:
         raise InputError(f"--repeats: expected a positive number, got {args.repeats}")
+    # checked and claimed before any work; written to a temporary sibling, renamed at the end
+    staged = claim_file(args.out or f"profile-{Path(args.app).stem}-onnxruntime.yaml", args.force)
+    with staged as tmp:
+        return _profile(args, tmp, staged.final)
+
+
+def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
+    from deploy.profile import profile_cnn
+    from explorer.appfile import load_app
+    from explorer.device_profile import DeviceProfile, LayerTimes, save_profile
+    from sdf3.errors import InputError
+
     app = load_app(args.app, precision=args.precision)
     if app.precision.data_bytes not in (2, 4):
         raise InputError(f"{args.app}: precision {app.precision.name} cannot run on ONNX Runtime "
                          "CPU here (fp32 or fp16 data only)")
     dtype = "float32" if app.precision.data_bytes == 4 else "float16"
-    models = {}
+    models, prims = {}, {}
     for name, cnn in app.cnns.items():
         print(f"profiling {name}: {len(cnn.graph)} layers", file=sys.stderr)
         table = profile_cnn(cnn, dtype, args.repeats, args.threads)
-        models[name] = {layer: LayerTimes(t["whole_ms"], t.get("part_ms"), t.get("phases"))
+        models[name] = {layer: LayerTimes(t["whole_ms"], t.get("part_ms"), t.get("phases"),
+                                      t.get("whole_ws_bytes"), t.get("part_ws_bytes"))
                         for layer, t in table.items()}
+        if args.primitives:
+            from deploy.primitive_profile import profile_primitives
+            prims[name] = profile_primitives(cnn, dtype, args.repeats, args.threads)
     profile = DeviceProfile(
         name=f"{platform.node()}-onnxruntime", models=models, precision=app.precision.name,
         meta={"backend": "onnxruntime", "device": platform.processor() or platform.machine(),
               "threads": args.threads, "repeats": args.repeats,
-              "how": "median ms of one call; part_ms is one interior phase (explore profile)"})
-    save_profile(profile, out)
+              "how": "median ms of one call; part_ms is one interior phase (explore profile)"},
+        primitives=prims)
+    save_profile(profile, tmp)
     total = {n: sum(t.whole_ms for t in table.values()) for n, table in models.items()}
     print(f"wrote {out}: " + ", ".join(f"{n} {ms:.2f} ms whole" for n, ms in total.items()))
     return 0

@@ -58,6 +58,7 @@ class Derived:
     buffer_bytes: int
     memory_bytes: int
     sizes: dict[str, int] = field(default_factory=dict)   # internal edge name -> elements
+    workspace_bytes: int = 0                   # measured backend scratch (in memory_bytes)
 
 
 def gene_layers(app: Application) -> list[tuple[str, str]]:
@@ -143,11 +144,14 @@ def _cached_view(app: Application, part, phases: Phases, cache: ViewCache | None
     return view
 
 
-def derive(app: Application, phases: Phases, cache: ViewCache | None = None) -> Derived:
+def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
+           workspace: dict | None = None) -> Derived:
     """DeriveApplicationWithReducedBufs: buffers and memory of the app under `phases`.
-    `cache` (a dict the caller keeps across calls) reuses partitions already analysed."""
+    `cache` (a dict the caller keeps across calls) reuses partitions already analysed.
+    `workspace`: measured per-layer tables ({cnn: {layer: LayerTimes}}) whose workspace
+    enters the memory (explorer/memory.workspace_bytes)."""
     from explorer.lifetimes import edge_uses
-    from explorer.memory import memory_bytes
+    from explorer.memory import memory_bytes, workspace_bytes
     from explorer.reuse import algorithm1
 
     parts = {p.name: _cached_view(app, p, phases, cache) for p in app.partitions}
@@ -158,7 +162,8 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None) -> 
     uses = edge_uses(app, {n: v.firings for n, v in parts.items()}, sizes)
     buffers = algorithm1(uses, app.pipelines)
     param, buf, total = memory_bytes(app, buffers)
-    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total), sizes)
+    ws = workspace_bytes(app, phases, workspace)
+    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws), sizes, ws)
 
 
 @dataclass
@@ -173,6 +178,8 @@ class Evaluation:
     def __post_init__(self) -> None:
         self.where = gene_layers(self.app)
         self._whole = whole_phases(self.app)
+        # measured per-layer tables: their workspace counts in the memory (explorer/memory.py)
+        self.workspace = getattr(self.evaluator, "_tables", None) or None
 
     def phases(self, genes) -> Phases:
         if self.space is not None:
@@ -181,7 +188,8 @@ class Evaluation:
 
     def __call__(self, genes: tuple[int, ...]) -> tuple[int, dict[str, float]]:
         phases = self.phases(genes)
-        return derive(self.app, phases, self.cache).memory_bytes, self.evaluator.fps(phases)
+        return (derive(self.app, phases, self.cache, self.workspace).memory_bytes,
+                self.evaluator.fps(phases))
 
 
 def _edge_parts(name: str) -> tuple[str, str, str]:
@@ -218,6 +226,7 @@ def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
         app=str(app.path or ""), name=app.name, precision=app.precision.name,
         data_bytes=data, par_bytes=app.precision.par_bytes,
         memory_bytes=d.memory_bytes, param_bytes=d.param_bytes, buffer_bytes=d.buffer_bytes,
+        workspace_bytes=d.workspace_bytes,
         fps={c: float(v) for c, v in fps.items()},
         constraints={"memory_bytes": app.memory, "fps": dict(app.fps)},
         constraints_met=bool(met),

@@ -11,7 +11,9 @@ Two kinds of entries, which may be mixed in one file (docs/throughput.md shows b
   precision's data/parameter widths by themselves.
 - `models`: measured per-layer tables {model key: {layer: {whole_ms, part_ms, phases}}} as
   `explore profile` writes them: whole_ms is the layer run whole, part_ms the time of one
-  phase when run in `phases` phases. Model keys are CNN names of the app or model names
+  phase when run in `phases` phases; optional whole_ws_bytes / part_ws_bytes are the
+  backend's measured workspace (scratch) of the layer whole / one phase, which the memory
+  model counts (explorer/memory.py). Model keys are CNN names of the app or model names
   (zoo name or ONNX file stem). Measured entries win; layers missing from the tables fall
   back to the roofline of their processor when the file has one.
 
@@ -58,6 +60,8 @@ class LayerTimes:
     whole_ms: float
     part_ms: float | None = None     # one phase, when run in `phases` phases
     phases: int | None = None
+    whole_ws_bytes: int | None = None   # backend workspace of the layer run whole
+    part_ws_bytes: int | None = None    # ... of one phase (explorer/memory.py counts them)
 
     def ms(self, phases: int, default_phase_ms: float = 0.0) -> float:
         """Time in `phases` phases: linear between whole (Φ=1) and the measured parts
@@ -79,6 +83,9 @@ class DeviceProfile:
     speedup: dict[str, float] = field(default_factory=dict)  # measured: precision -> factor
     default_phase_us: float = 0.0    # measured layers without part_ms: cost per extra phase
     meta: dict[str, Any] = field(default_factory=dict)  # device, backend, fit, notes
+    # measured primitive table per CNN (explore profile --primitives; read by
+    # explorer/taso_costs.py, which checks it)
+    primitives: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
     @property
@@ -152,7 +159,8 @@ def _roofline(where: str, name: str, data: Any) -> Roofline:
 
 def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     data = _mapping(where, key, data)
-    _check_keys(f"{where}: {key}", data, {"whole_ms", "part_ms", "phases"})
+    _check_keys(f"{where}: {key}", data, {"whole_ms", "part_ms", "phases",
+                                          "whole_ws_bytes", "part_ws_bytes"})
     if "whole_ms" not in data:
         raise InputError(f"{where}: {key} needs key 'whole_ms'")
     part = data.get("part_ms")
@@ -162,13 +170,15 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     if phases is not None and (isinstance(phases, bool) or not isinstance(phases, int)
                                or phases < 1):
         raise InputError(f"{where}: {key}.phases must be an integer >= 1, got {phases!r}")
+    ws = {k: int(_num(where, f"{key}.{k}", data[k])) for k in ("whole_ws_bytes", "part_ws_bytes")
+          if data.get(k) is not None}
     return LayerTimes(_num(where, f"{key}.whole_ms", data["whole_ms"]),
                       None if part is None else _num(where, f"{key}.part_ms", part),
-                      phases)
+                      phases, **ws)
 
 
 TOP_KEYS = {"format", "version", "name", "processors", "models", "precision", "speedup",
-            "default_phase_us", "meta"}
+            "default_phase_us", "meta", "primitives"}
 
 
 def profile_from_dict(data: Any, where: str = "<profile>") -> DeviceProfile:
@@ -199,6 +209,7 @@ def profile_from_dict(data: Any, where: str = "<profile>") -> DeviceProfile:
         speedup=_speedups(where, data.get("speedup", {})),
         default_phase_us=_num(where, "default_phase_us", data.get("default_phase_us", 0.0)),
         meta=dict(_mapping(where, "meta", data.get("meta", {}))),
+        primitives=dict(_mapping(where, "primitives", data.get("primitives", {}))),
     )
 
 
@@ -263,6 +274,8 @@ def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:
             data["default_phase_us"] = profile.default_phase_us
         data["models"] = {m: {layer: _clean(asdict(t)) for layer, t in table.items()}
                           for m, table in profile.models.items()}
+    if profile.primitives:
+        data["primitives"] = profile.primitives
     return data
 
 

@@ -5,6 +5,12 @@ CNNs. M_buf = sum over buffers of size x data_bytes (Eq. 3), where a buffer's si
 largest edge it ever holds (Eq. 4). Sizes are kept in elements until the last moment so the
 paper's element figures (Tables 1, 8, 9) can be checked exactly.
 
+Workspace (an addition to the paper's model, `workspace_bytes`): the scratch a backend needs
+while it runs a layer (im2col buffers, layout reorders, a gathered window), measured per layer
+by `explore profile`. A deployment serves every step from one shared arena, so the bytes are
+the largest step's, summed over partitions that run at the same time (one pipeline set) and
+the largest over sets, which never overlap. With no measured workspace it is 0.
+
 Parameters are the ones actually stored after BatchNorm folding (`CNN.param_count`): that is
 what a TensorRT engine keeps and what reproduces the paper's MobileNetV2 figures (see
 docs/memory.md).
@@ -43,6 +49,26 @@ def memory_bytes(app, buffers: Iterable[Buffer]) -> tuple[int, int, int]:
     params = sum(param_elements(cnn) for cnn in app.cnns.values()) * app.precision.par_bytes
     bufs = buffer_elements(buffers) * app.precision.data_bytes
     return params, bufs, params + bufs
+
+
+def workspace_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -> int:
+    """Backend workspace of `app` under `phases`: per partition the largest measured
+    workspace of its layers (whole_ws_bytes, or part_ws_bytes for a layer by parts), summed
+    over the partitions of a pipeline set, the largest over sets. `tables`: {cnn: {layer:
+    explorer.device_profile.LayerTimes}}, None or empty when nothing was measured."""
+    if not tables:
+        return 0
+    per_part: dict[str, int] = {}
+    for part in app.partitions:
+        table, ph = tables.get(part.cnn, {}), phases.get(part.cnn, {})
+        best = 0
+        for layer in part.layers:
+            t = table.get(layer)
+            if t is not None:
+                ws = t.part_ws_bytes if ph.get(layer, 1) > 1 else t.whole_ws_bytes
+                best = max(best, int(ws or 0))
+        per_part[part.name] = best
+    return max((sum(per_part.get(p, 0) for p in group) for group in app.pipelines), default=0)
 
 
 def naive(uses) -> list[Buffer]:

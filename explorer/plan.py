@@ -36,12 +36,17 @@ class Plan:
     # output rows per phase {cnn: {layer: k}}, k = ceil(H / phases); absent from plans
     # written before granularity genes: there it follows from phases (1 or H)
     rows: dict[str, dict[str, int]] = field(default_factory=dict)
+    # {cnn: {layer: primitive}} of deploy/primitives (explore primitives); empty: ORT's own
+    primitives: dict[str, dict[str, str]] = field(default_factory=dict)
+    # fused-tiled groups (explorer/fused.py): {cnn: [{layers, grid: [n, m]}]} (extra key)
+    tilings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    workspace_bytes: int = 0                   # measured backend scratch, part of memory_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-OPTIONAL = ("genes", "rows")
+OPTIONAL = ("genes", "rows", "primitives", "tilings", "workspace_bytes")
 
 
 def to_json(plan: Plan, path: str | Path) -> None:

@@ -50,6 +50,11 @@ def test_profile_file_feeds_the_evaluator(app_file, tmp_path):
                  "--quiet"]) == 0
     plan = json.loads((runs / "plan.json").read_text())
     assert plan["fps"]["tiny"] == pytest.approx(whole, rel=1e-6)
+    # the workspace profile measured enters the plan's memory: every layer whole, one
+    # partition, so it is the largest whole-layer workspace, on top of params + buffers
+    ws = max(t.whole_ws_bytes or 0 for t in table.values())
+    assert plan["workspace_bytes"] == ws
+    assert plan["memory_bytes"] == plan["param_bytes"] + plan["buffer_bytes"] + ws
     # the profile written is not overwritten unless asked
     before = out.read_bytes()
     assert main(["profile", str(app_file), "--out", str(out), "--repeats", "1"]) == 2
@@ -59,3 +64,32 @@ def test_profile_file_feeds_the_evaluator(app_file, tmp_path):
 def test_profile_tensorrt_is_measured_on_the_board(app_file, tmp_path, capsys):
     assert main(["profile", str(app_file), "--backend", "tensorrt", "--out", str(tmp_path / "p.yaml")]) == 2
     assert "board_runner.py" in capsys.readouterr().err
+
+
+def test_profile_measures_conv_workspace():
+    """A 3x3 conv on a 64-channel 56x56 map in plain NCHW: ONNX Runtime expands the input
+    (im2col) into scratch while it runs; profile sees it as workspace (Linux only)."""
+    import sys
+    import numpy as np
+    from csdf.model import Layer
+    from deploy.backend_ort import OrtBackend
+    from deploy.parts_onnx import InPort, OutPort, step_model
+    from deploy.profile import step_workspace
+    import onnx
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the peak RSS can be reset only on Linux")
+    rng = np.random.default_rng(0)
+    layer = Layer("c", "Conv", {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1],
+                                "dilations": [1, 1], "group": 1},
+                  {"W": rng.standard_normal((64, 64, 3, 3)).astype(np.float32)}, ["x"], (1, 64, 56, 56))
+    model = step_model(layer, [InPort("in0", (1, 64, 56, 56), "nchw", 56)],
+                       [OutPort("out0", (1, 64, 56, 56), "nchw")], "float32")
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.onnx"
+        onnx.save(model, str(path))
+        feeds = {"in0": rng.standard_normal((1, 64, 56, 56)).astype(np.float32)}
+        fetches = {"out0": np.zeros((1, 64, 56, 56), np.float32)}
+        ws = step_workspace(path, OrtBackend("float32", 1, layout="nchw"), "nchw", feeds, fetches)
+    assert ws is not None and ws > 0

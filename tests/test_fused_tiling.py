@@ -1,0 +1,136 @@
+"""Fused tiling as a mode of memtrade (explorer/fused.py, explorer/tiling_genes.py,
+deploy/tiles_onnx.py) on a small network with two tiled groups: per-tile buffers in the plan
+against a hand count, the group's time against tile coverage counted independently, and the
+deployment: outputs equal to the unmodified model, arena = plan, N x M calls per group."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from csdf.tiling import Group, tile_group
+from deploy.measure import measure
+from explorer.appfile import load_app
+from explorer.cli import main
+from explorer.fused import group_ms
+from explorer.plan import to_json
+from explorer.throughput import make_evaluator
+from explorer.tiling_genes import TiledEvaluation, decode, plan_tiled
+
+
+def small_net(path) -> None:
+    """48 x 40 input: c0 3x3 (8) + LeakyRelu, p1 max 2x2, c2 3x3 (16), c3 1x1 (8), p4 max 2x2,
+    c5 3x3 stride 2 (16), global average pool."""
+    rng = np.random.default_rng(0)
+    nodes, inits, state = [], [], {"x": "input", "c": 3}
+
+    def conv(name, cout, k, s=1):
+        w = rng.standard_normal((cout, state["c"], k, k)).astype(np.float32) * np.float32(np.sqrt(2 / (state["c"] * k * k)))
+        inits.extend([numpy_helper.from_array(w, name + ".w"),
+                      numpy_helper.from_array((rng.standard_normal(cout) * 0.1).astype(np.float32), name + ".b")])
+        nodes.append(helper.make_node("Conv", [state["x"], name + ".w", name + ".b"], [name], name=name,
+                                      kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4))
+        nodes.append(helper.make_node("LeakyRelu", [name], [name + ".act"], name=name + ".act", alpha=0.1))
+        state.update(x=name + ".act", c=cout)
+
+    def pool(name):
+        nodes.append(helper.make_node("MaxPool", [state["x"]], [name], name=name, kernel_shape=[2, 2], strides=[2, 2]))
+        state["x"] = name
+
+    conv("c0", 8, 3), pool("p1"), conv("c2", 16, 3), conv("c3", 8, 1), pool("p4"), conv("c5", 16, 3, 2)
+    nodes.append(helper.make_node("GlobalAveragePool", [state["x"]], ["output"], name="gap"))
+    g = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 48, 40])],
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 16, 1, 1])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=7), str(path))
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fused")
+    small_net(root / "small.onnx")
+    (root / "app.yaml").write_text("name: small\nplatform: jetson-tx2\nprecision: fp32\nmemory: 1GB\n"
+                                   "cnns:\n  - name: small\n    fps: 0\n    model: small.onnx\n")
+    return load_app(str(root / "app.yaml"), mem="1GB")
+
+
+TWO_GROUPS = [4, 2, 2]   # blocks [c0 p1] [c2 c3 p4] [c5]: 4x4, then one 2x2 group
+
+
+def test_genes_decode_to_groups(app):
+    ev = TiledEvaluation(app, make_evaluator(app), "tiles")
+    assert [s.layers for s in ev.slots] == [("c0", "p1"), ("c2", "c3", "p4"), ("c5",)]
+    assert ev.tilings(TWO_GROUPS) == {
+        "small": [Group(("c0", "p1"), 4, 4), Group(("c2", "c3", "p4", "c5"), 2, 2)]}
+    assert decode(app, [0, 4, 0], ev.slots) == {"small": [Group(("c2", "c3", "p4"), 4, 4)]}
+    # 7 x 7 on c5's 6 x 5 output: 6 rows in 5 or 4 tiles of ceil(6 / n) = 2 leave the last
+    # empty (DeepThings' grid); 3 x 3 is the largest grid that fits
+    assert decode(app, [0, 0, 7], ev.slots) == {"small": [Group(("c5",), 3, 3)]}
+
+
+def test_plan_holds_per_tile_buffers_hand_count(app):
+    ev = TiledEvaluation(app, make_evaluator(app), "tiles")
+    genes = TWO_GROUPS
+    mem, fps = ev(genes)
+    plan = plan_tiled(app, ev, genes, fps, True)
+    e = plan.edges
+    # group 1, 4x4 on p1's 24 x 20 (tiles of 6 x 5): c0 computes 12 x 10 for each
+    assert e["small.c0->p1"]["elements"] == 8 * 12 * 10
+    # group 2, 2x2 on c5's 6 x 5 (3 rows; 3, 2 columns). Bottom-left tile: c5 rows 3..5 read
+    # p4 rows 5..11 (7), columns 0..2 read 0..5 (6); p4 reads c3 rows 10..23, columns 0..11;
+    # c3 (1x1) reads the same of c2
+    assert e["small.p4->c5"]["elements"] == 8 * 7 * 6
+    assert e["small.c3->p4"]["elements"] == 8 * 14 * 12
+    assert e["small.c2->c3"]["elements"] == 16 * 14 * 12
+    # the group's input and output stay whole tensors
+    assert e["small.input->c0"]["elements"] == 3 * 48 * 40
+    assert e["small.p1->c2"]["elements"] == 8 * 24 * 20
+    assert plan.tilings == {"small": [{"layers": ["c0", "p1"], "grid": [4, 4]},
+                                      {"layers": ["c2", "c3", "p4", "c5"], "grid": [2, 2]}]}
+    assert plan.memory_bytes == mem == plan.param_bytes + plan.buffer_bytes
+    # the per-tile buffers are smaller than whole layers, so tiling saves memory here
+    assert mem < ev([0] * len(genes))[0]
+
+
+def test_group_time_counts_recomputed_halo(app):
+    ev = make_evaluator(app)
+    cnn = app.cnns["small"]
+    group = Group(("c2", "c3", "p4", "c5"), 2, 2)
+    whole = {l: ev.layer_ms("small", l, 1, "gpu") for l in group.layers}
+    assert group_ms(ev, "small", Group(group.layers, 1, 1), "gpu") == pytest.approx(sum(whole.values()))
+    # how often each output pixel of each layer is computed by the 4 tiles, counted pixel by pixel
+    tiles = tile_group(cnn, list(group.layers), 2, 2)
+    expect = 3 * ev.profile.processors["gpu"].layer_overhead_us * 1e-3
+    for k, name in enumerate(group.layers):
+        h, w = cnn.layer(name).output_shape[2:]
+        cover = np.zeros((h, w), int)
+        for t in tiles:
+            lt = t.layers[k]
+            cover[lt.out_h.start:lt.out_h.stop, lt.out_w.start:lt.out_w.stop] += 1
+        assert cover.min() == 1
+        expect += whole[name] * cover.sum() / cover.size
+        if name != "c5":
+            assert cover.max() > 1        # c5's 3x3/2 window overlaps: halo recomputed below it
+    assert group_ms(ev, "small", group, "gpu") == pytest.approx(expect)
+    assert expect > sum(whole.values())
+
+
+def test_deployed_two_groups_equal_outputs_arena_is_plan(app, tmp_path):
+    ev = TiledEvaluation(app, make_evaluator(app), "tiles")
+    genes = TWO_GROUPS
+    mem, fps = ev(genes)
+    plan = plan_tiled(app, ev, genes, fps, True)
+    to_json(plan, tmp_path / "plan.json")
+    assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d")]) == 0
+    manifest = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    tiled = [s for p in manifest["partitions"] for s in p["steps"] if s.get("tiles")]
+    assert [len(s["tiles"]) for s in tiled] == [16, 4]
+    # one model per distinct tile shape: corners, edges and the 4 inner tiles share 9 models
+    assert len({t["model"] for t in tiled[0]["tiles"]}) == 9
+    res = measure(tmp_path / "d", frames=2, warmup=1)
+    assert res["max_abs_diff"]["small"] < 1e-5
+    assert res["arena_bytes"] == plan.buffer_bytes
+    # input copy + 16 + 4 tile calls + the global average pool
+    assert res["calls_per_frame"]["small"] == 1 + 16 + 4 + 1

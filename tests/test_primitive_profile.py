@@ -1,0 +1,91 @@
+"""`explore profile --primitives` measurements (deploy/primitive_profile.py) on one 3x3 conv
+layer large enough for page-granular workspace figures, the profile file round trip, and
+deployments built with every primitive matching the unmodified model."""
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from csdf.model import CNN, Layer
+from csdf.onnx_import import load_onnx
+from deploy.derive import derive
+from deploy.measure import measure
+from deploy.primitive_profile import profile_primitives
+from explorer.device_profile import DeviceProfile, load_profile, save_profile
+from test_deploy_blocked import blocky_onnx
+from test_deploy_fixtures import make_plan
+from test_deploy_ort import _check
+from test_primitives import conv_layer
+
+CASE = (1, 64, 28, 28, 64, 3, 1, [1, 1, 1, 1], 1, 1, True)
+
+
+@pytest.fixture(scope="module")
+def table():
+    layer, shape, _ = conv_layer(CASE, 0)
+    g = nx.DiGraph()
+    g.add_node("x", layer=Layer("x", "Input", output_shape=shape))
+    g.add_node("conv", layer=layer)
+    g.add_node("relu", layer=Layer("relu", "Relu", inputs=["conv"], output_shape=layer.output_shape))
+    g.add_edge("x", "conv", shape=shape)
+    g.add_edge("conv", "relu", shape=layer.output_shape)
+    return profile_primitives(CNN("c", g), repeats=3, threads=1)
+
+
+def test_every_primitive_is_measured(table):
+    conv = table["layers"]["conv"]
+    assert set(conv) == {"ort_nchw", "ort_nchwc", "im2col", "kn2row", "winograd"}
+    assert all(v["ms"] > 0 for v in conv.values())
+    assert conv["ort_nchwc"]["layout"] == "nchwc" and conv["im2col"]["layout"] == "nchw"
+    # Relu has no NCHWc kernel of its own but is layout-neutral; it is the sink: NCHW only
+    assert set(table["layers"]["relu"]) == {"ort_nchw"}
+
+
+def test_workspace_is_measured_not_assumed(table):
+    """im2col's patch matrix alone is C*k*k*Ho*Wo floats (1.8 MB); the measured peak must
+    hold it. Winograd's is the transformed tiles, 16 * C * 14 * 14 floats (0.8 MB) twice
+    (V before and after the transform), far below im2col's; ORT's NCHWc kernel needs none
+    of that size. Resolution of the measurement: ~128 KiB (docs/primitives.md)."""
+    conv = table["layers"]["conv"]
+    patch = 64 * 9 * 28 * 28 * 4
+    assert patch <= conv["im2col"]["workspace_bytes"] <= 3 * patch
+    assert conv["winograd"]["workspace_bytes"] >= 16 * 64 * 14 * 14 * 4
+    assert conv["winograd"]["workspace_bytes"] < conv["im2col"]["workspace_bytes"]
+    assert conv["ort_nchwc"]["workspace_bytes"] < patch // 8
+
+
+def test_weights_and_transitions(table):
+    conv = table["layers"]["conv"]
+    plain = (64 * 64 * 9 + 64) * 4
+    assert conv["ort_nchw"]["weight_bytes"] == plain
+    assert conv["winograd"]["weight_bytes"] >= (64 * 64 * 16 + 64) * 4     # U = G g G^T: 16/9
+    t = table["transitions"]
+    assert set(t) == {"c.x->conv", "c.conv->relu"}
+    assert all(v["to_nchwc_ms"] > 0 and v["to_nchw_ms"] > 0 for v in t.values())
+
+
+def test_profile_file_keeps_the_table(table, tmp_path):
+    from explorer.device_profile import LayerTimes
+    for name in ("p.json", "p.yaml"):
+        path = save_profile(DeviceProfile("p", models={"c": {"conv": LayerTimes(1.0)}},
+                                          primitives={"c": table}), tmp_path / name)
+        assert load_profile(path).primitives == {"c": table}
+
+
+@pytest.mark.parametrize("assign", [
+    {"stem": "winograd", "widen": "kn2row", "dw": "im2col", "pw": "ort_nchwc", "mix": "ort_nchwc",
+     "add": "ort_nchwc", "pool": "ort_nchw", "cat": "ort_nchwc", "gap": "ort_nchwc"},
+    {"stem": "im2col", "widen": "ort_nchwc", "dw": "winograd", "pw": "kn2row", "mix": "im2col",
+     "add": "ort_nchwc", "pool": "ort_nchwc", "cat": "ort_nchw", "gap": "ort_nchw"},
+])
+def test_deployed_primitives_match_the_model(tmp_path, assign):
+    cnn = load_onnx(blocky_onnx(tmp_path / "blocky.onnx"), "blocky")
+    plan = make_plan([cnn], {cnn.name: {name: 1 for name in cnn.order()}})
+    plan["primitives"] = {cnn.name: assign}
+    manifest = derive(plan, {cnn.name: cnn}, tmp_path / "dep")
+    steps = {s["layer"]: s.get("primitive") for p in manifest["partitions"] for s in p["steps"]}
+    assert all(steps[k] == v for k, v in assign.items())
+    result = measure(tmp_path / "dep", frames=3)
+    _check(result, plan)
+    assert np.isfinite(list(result["max_abs_diff"].values())).all()

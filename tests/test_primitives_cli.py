@@ -1,0 +1,59 @@
+"""`explore profile --primitives`, `explore primitives`, `explore deploy`, `explore run`
+through the front door on a small CNN: the front written is the exact one for the profile
+it read, the plan names a primitive for every layer and deploys to the model's outputs."""
+from __future__ import annotations
+
+import csv
+import json
+
+from explorer.appfile import load_app
+from explorer.cli import main
+from explorer.derive import derive as derive_app, uniform_phases
+from explorer.device_profile import load_profile
+from explorer.taso_costs import from_profile
+from explorer import taso_ilp
+from test_deploy_blocked import blocky_onnx
+
+
+def test_profile_primitives_deploy_run(tmp_path, capsys):
+    blocky_onnx(tmp_path / "blocky.onnx")
+    app_path = tmp_path / "app.yaml"
+    app_path.write_text("name: blocky\nprecision: fp32\ncnns:\n  - name: b\n    model: blocky.onnx\n")
+    prof = tmp_path / "p.yaml"
+    assert main(["profile", str(app_path), "--primitives", "--out", str(prof), "--repeats", "2",
+                 "--threads", "1"]) == 0
+    table = load_profile(prof).primitives
+    assert set(table["b"]["layers"]["stem"]) == {"ort_nchw", "im2col", "kn2row", "winograd"}
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["primitives", str(app_path), "--profile", str(prof), "--out", str(out),
+                 "--ga-generations", "10"]) == 0
+    data = json.loads((out / "primitives.json").read_text())
+    app = load_app(app_path)
+    costs = from_profile(app, table, derive_app(app, uniform_phases(app, False)).buffer_bytes)
+    exact = taso_ilp.front(costs, "sum")
+    assert [p["memory_bytes"] for p in data["fronts"]["sum"]["points"]] == \
+        [p.memory_bytes for p in exact.points]
+    with open(out / "primitives.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == sum(len(f["points"]) for f in data["fronts"].values())
+    assert "<svg" in (out / "report.html").read_text()
+    plan = json.loads((out / "plan.json").read_text())
+    assert set(plan["primitives"]["b"]) == set(app.cnns["b"].order())
+    assert data["chosen"]["time_ms"] == data["baselines"]["time-only (ILP)"]["time_ms"]
+    dep = tmp_path / "dep"
+    assert main(["deploy", str(out / "plan.json"), "--out", str(dep)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(dep), "--frames", "2", "--json", "--in-process"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_abs_diff"]["b"] < 1e-4
+    # a budget nothing meets: exit 3, least-memory plan written; bad input: exit 2, one line
+    assert main(["primitives", str(app_path), "--profile", str(prof), "--out", str(tmp_path / "o3"),
+                 "--mem", "1KB", "--ga-generations", "2"]) == 3
+    capsys.readouterr()
+    assert main(["primitives", str(app_path), "--profile", str(prof), "--out", str(out)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("name: x\nmodels:\n  b:\n    stem: {whole_ms: 1.0}\n")
+    assert main(["primitives", str(app_path), "--profile", str(bare), "--out", str(tmp_path / "o4")]) == 2
+    err = capsys.readouterr().err
+    assert "bare.yaml: no key 'primitives'" in err and err.count("\n") == 1
