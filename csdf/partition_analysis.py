@@ -74,10 +74,20 @@ def edge_occupancy(prod_steps: list[int], windows: list[range], cons_steps: list
     return best, prod_steps[0], free[-1]
 
 
+def ring_rows(held: int, part: int, height: int) -> int:
+    """Rows of a ring that holds `held` rows at most, written `part` rows at a time: a
+    multiple of `part` (at most the height), so that every part lands in consecutive slots
+    and a part model writes it in place (docs/parts.md). Row by row: `held`."""
+    if part <= 1 or held >= height:
+        return held
+    return min(height, -(-held // part) * part)
+
+
 def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[str]
                 ) -> tuple[dict[Edge, int], dict[Edge, tuple[int, int]]]:
-    """Rows each internal edge holds at most under the schedule `firings` (any valid one),
-    and the first and last step it holds any (see `edge_occupancy`)."""
+    """Rows each internal edge's ring needs under the schedule `firings` (any valid one):
+    the most it holds at once (`edge_occupancy`), rounded up to whole parts of its producer
+    (`ring_rows`); and the first and last step it holds any."""
     at: dict[str, list[int]] = {name: [] for name in graph.actors}
     for step, name in enumerate(firings):
         at[name].append(step)
@@ -90,7 +100,7 @@ def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[st
         height = sum(ch.prod)
         prod_steps = [step for step, n in zip(at[ch.src], ch.prod) for _ in range(n)]
         held, first, last = edge_occupancy(prod_steps, windows[edge], at[ch.dst], height)
-        rows[edge], spans[edge] = held, (first, last)
+        rows[edge], spans[edge] = ring_rows(held, ch.prod[0], height), (first, last)
     return rows, spans
 
 

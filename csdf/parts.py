@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from csdf.model import CNN, INPUT, OPAQUE, Layer
 from sdf3.errors import InputError
 
+# Only ops that csdf.onnx_import makes layers of and deploy/parts_onnx builds row by row:
+# whatever these rules let the search split, the deployment must build (tests/
+# test_deploy_parts_ops.py walks every op named here). Other ops stay whole.
 # Ops whose output row p depends on a window of input rows (Conv, pools).
-WINDOW_OPS = {"Conv", "MaxPool", "AveragePool", "LpPool"}
+WINDOW_OPS = {"Conv", "MaxPool", "AveragePool"}
 # Ops whose output row p depends on input row p of every input (broadcast rows aside).
-ROW_OPS = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Relu", "Clip", "Sigmoid",
-           "HardSigmoid", "HardSwish", "Swish", "LeakyRelu", "PRelu", "Tanh", "Elu",
-           "BatchNormalization", "Identity", "Dropout", "Softplus", "Mish", "Neg", "Abs"}
+ROW_OPS = {"Add", "Mul", "Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu",
+           "BatchNormalization"}
 # Ops that always need the whole input (Table 2's FC and loss, and friends): one phase.
 WHOLE_OPS = {"Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "GlobalAveragePool",
              "GlobalMaxPool", "Transpose", "Squeeze", "Unsqueeze", "Resize", INPUT}

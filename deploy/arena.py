@@ -8,7 +8,10 @@ cuDNN alignment) and so may be a little larger.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+
+from sdf3.errors import InputError
 
 HOST_ALIGN = 1
 DEVICE_ALIGN = 256
@@ -39,3 +42,20 @@ def disjoint(placement: Placement, a: int, b: int) -> bool:
     """True when buffers a and b do not overlap in the arena."""
     (oa, sa), (ob, sb) = placement.region(a), placement.region(b)
     return oa + sa <= ob or ob + sb <= oa
+
+
+def machine_bytes() -> int | None:
+    """Physical memory of this machine (None where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_fits(nbytes: int, where: str, what: str = "the arena") -> None:
+    """Refuse, before anything is allocated, memory this machine does not have: a declared
+    shape far too large would otherwise make the run allocate (or page) hundreds of GiB."""
+    total = machine_bytes()
+    if total is not None and nbytes > total:
+        raise InputError(f"{where}: {what} needs {nbytes / 2**30:.1f} GiB ({nbytes} B), more than "
+                         f"this machine's {total / 2**30:.1f} GiB of memory")

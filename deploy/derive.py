@@ -1,12 +1,12 @@
-"""Plan -> deployment: ONNX step models for every layer (whole, or one part model for all
-its phases: deploy/parts_onnx.py), the
+"""Plan -> deployment: ONNX step models for every layer (whole, or one part model per part
+size for its phases: deploy/parts_onnx.py), the
 arena placement of the plan's buffers and the resolved schedule of every partition.
 
 Each step of a partition's schedule is one firing of the plan: a whole layer, or phase p of a
-layer by parts (output row p). A step binds, for every input edge, the stored tensor (whole,
+layer by parts (output rows p*k .. p*k + k - 1, k = ceil(H / phases), the last part shorter). A step binds, for every input edge, the stored tensor (whole,
 or the ring plus the int32 slots of the rows its window reads and, where the window meets
 padding, their 0/1 mask), and for every output edge the
-region it writes (the whole tensor, or slot p % S of the ring). Sink layers write the CNN's
+region it writes (the whole tensor, or slots p*k % S .. of the ring). Sink layers write the CNN's
 output array outside the arena. Pipeline-crossing edges come in two copies used on even and
 odd frames, so every binding lists two edges (the same one twice when single-buffered).
 """
@@ -21,8 +21,9 @@ import onnx
 from onnx.external_data_helper import uses_external_data
 
 from csdf.model import CNN, INPUT, edge_name
-from deploy import arena, manifest as mf
-from deploy.parts_onnx import InPort, OutPort, needs_mask, step_model, window_rows
+from csdf.parts import part_rows, rows_per_phase
+from deploy import arena, manifest as mf, plan_check
+from deploy.parts_onnx import InPort, OutPort, counted_rows, step_model, window_rows
 from sdf3.errors import InputError
 
 DTYPES = {4: "float32", 2: "float16"}
@@ -57,17 +58,20 @@ def _layout(shape, phases_src: int, phases_dst: int) -> str:
 
 
 def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
-           backend: str = "onnxruntime", with_profile: bool = False) -> dict[str, Any]:
-    """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest."""
+           backend: str = "onnxruntime", with_profile: bool = False,
+           where: str = "plan") -> dict[str, Any]:
+    """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest.
+    The plan is checked first (deploy/plan_check.py; `where` names it in the one-line
+    refusal), so nothing is written for a plan the explorer could not have made."""
+    dtype = DTYPES.get(plan.get("data_bytes", 4)) if isinstance(plan.get("data_bytes", 4), int) else None
+    if dtype is None:
+        raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
+                         f"got {plan.get('data_bytes')!r}")
+    plan_check.check(plan, cnns, where)
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)
-    dtype = DTYPES.get(int(plan.get("data_bytes", 4)))
-    if dtype is None:
-        raise InputError(f"plan: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
-                         f"got {plan.get('data_bytes')!r}")
     data_bytes = int(plan["data_bytes"])
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan["phases"].items()}
-    _check_row_parts(phases, cnns)
     plan_edges = plan["edges"]
     sizes = [int(b["bytes"]) for b in plan["buffers"]]
     host, dev = arena.place(sizes), arena.place(sizes, arena.DEVICE_ALIGN)
@@ -205,25 +209,14 @@ def _primitive(plan: dict, cnn: str, layer: str, ph: dict[str, int]) -> str | No
     return name
 
 
-def _check_row_parts(phases: dict[str, dict[str, int]], cnns: dict[str, CNN]) -> None:
-    """Step models compute one output row per phase or the whole layer: refuse parts of
-    k > 1 rows rather than deploy them wrongly."""
-    for cnn_name, ph in phases.items():
-        cnn = cnns.get(cnn_name)
-        for layer, n in ph.items():
-            if cnn is None or layer not in cnn.graph:
-                continue
-            height = int(cnn.layer(layer).output_shape[2])
-            if n not in (1, height):
-                raise InputError(f"plan: layer {cnn_name}.{layer} runs in {n} phases of "
-                                 f"{-(-height // n)} rows; this deployment runs a layer "
-                                 f"whole or row by row ({height} phases)")
-
-
 def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edges: dict,
           dtype: str, out: Path, models: dict, primitive: str | None = None) -> dict:
     layer = cnn.layer(name)
-    by_parts = ph.get(name, 1) > 1
+    n_phases = ph.get(name, 1)
+    by_parts = n_phases > 1
+    height = int(layer.output_shape[2])
+    k = rows_per_phase(height, n_phases)            # output rows per phase
+    count = len(part_rows(height, n_phases, p))     # of this phase (the last may be shorter)
     succ = [d for d in cnn.order() if cnn.graph.has_edge(name, d)]
     out_edges = [_edge_copies(plan_edges, cnn.name, name, d) for d in succ]
     is_sink = cnn.graph.out_degree(name) == 0
@@ -242,27 +235,34 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         if why:
             raise InputError(f"plan: layer {name}: primitive {primitive} refuses it: {why}")
     bind: list[dict] = []
-    in_ports, out_ports = [], []
+    in_ports, out_ports, fill = [], [], False
     srcs = list(dict.fromkeys(layer.inputs))
     for i, src in enumerate(srcs):
         copies = _edge_copies(plan_edges, cnn.name, src, name)
         e = edges[copies[0]]
         port = f"in{i}"
         if by_parts and not (e["shape"][2] == 1 and e["layout"] == "nchw"):
-            rows, real = window_rows(cnn, name, src, p)
+            rows, real = window_rows(cnn, name, src, p, k, count)
+            if not any(real) and layer.op == "Pad":   # rows of its vertical padding only: no input
+                fill = True
+                continue
             if not any(real):
                 raise InputError(f"layer {name}: phase {p} reads no row of {src}; "
                                  f"{layer.op} by parts with padding rows cannot be deployed")
             if e["layout"] != "hncw":
                 raise InputError(f"plan: edge {copies[0]} feeds {name} by parts but is not stored by rows")
-            masked = needs_mask(cnn, name, src)
-            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(rows), masked))
+            masked = _needs_mask(cnn, name, src, n_phases, count)
+            counted = counted_rows(cnn, name, src, p, k, count)
+            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(rows), masked,
+                                   counted is not None))
             bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
                          "shape": in_ports[-1].stored_shape})
             bind.append({"kind": "const", "name": f"{port}_idx",
                          "values": [r % e["slots"] if ok else 0 for r, ok in zip(rows, real)]})
             if masked:
                 bind.append({"kind": "const", "name": f"{port}_mask", "values": [int(ok) for ok in real]})
+            if counted is not None:
+                bind.append({"kind": "const", "name": f"{port}_count", "values": counted})
         else:
             if e["slots"] != e["shape"][2]:
                 raise InputError(f"plan: edge {copies[0]} holds {e['slots']} rows but {name} "
@@ -273,20 +273,33 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
     shape = tuple(int(v) for v in layer.output_shape)
     for j, copies in enumerate(out_edges):
         e = edges[copies[0]]
-        port = OutPort(f"out{j}", shape, e["layout"], by_parts)
+        port = OutPort(f"out{j}", shape, e["layout"], by_parts, count)
         out_ports.append(port)
-        slot = p % e["slots"] if by_parts else 0
+        slot = (p * k) % e["slots"] if by_parts else 0
+        if by_parts and slot + count > e["slots"]:
+            raise InputError(f"plan: edge {copies[0]} holds {e['slots']} rows, not whole parts "
+                             f"of {k} rows of {name}")
         bind.append({"kind": "edge", "name": port.name, "edges": copies, "slot": slot,
                      "shape": port.stored_shape})
     if is_sink:
-        port = OutPort("sink", shape, "hncw" if by_parts else "nchw", by_parts)
+        port = OutPort("sink", shape, "hncw" if by_parts else "nchw", by_parts, count)
         out_ports.append(port)
-        bind.append({"kind": "output", "name": "sink", "layer": name, "slot": p if by_parts else 0,
+        bind.append({"kind": "output", "name": "sink", "layer": name, "slot": p * k if by_parts else 0,
                      "shape": port.stored_shape})
-    tag = "part" if by_parts else "whole"     # one part model serves every phase
+    # one part model per part size serves every phase of that size (a Pad's phases in its
+    # vertical padding: another; a Pad's part of k > 1 rows meeting it: one per border)
+    tag = "whole" if not by_parts else ("part" if k == 1 else f"part{count}")
+    if by_parts and fill:
+        tag += "_fill"
+    pad_rows = _pad_part(cnn, layer, p, k, count) if by_parts and layer.op == "Pad" and k > 1 else None
+    if pad_rows and any(pad_rows):
+        tag += f"_t{pad_rows[0]}_b{pad_rows[1]}"
     rel = f"models/{_safe(cnn.name)}/{_safe(name)}.{tag}.onnx"
     if rel not in models:
-        model = step_model(layer, in_ports, out_ports, dtype, by_parts,
+        built, part_model = layer, by_parts
+        if pad_rows and (fill or any(pad_rows)):   # a Pad part of k > 1 rows meeting its padding
+            built, part_model = _pad_layer(layer, pad_rows, count, fill), fill
+        model = step_model(built, in_ports, out_ports, dtype, part_model,
                            primitive if layer.op == "Conv" and not by_parts else None)
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         onnx.save(model, str(out / rel))
@@ -298,3 +311,39 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
     if primitive is not None:
         step["primitive"] = primitive
     return step
+
+
+def _needs_mask(cnn: CNN, name: str, src: str, n_phases: int, count: int) -> bool:
+    """True when a phase of `count` rows of `name` reads padding rows of `src`: its part
+    model (shared by every phase of that size) takes a row mask."""
+    height = int(cnn.layer(name).output_shape[2])
+    k = rows_per_phase(height, n_phases)
+    return any(not all(window_rows(cnn, name, src, q, k, count)[1]) for q in range(n_phases)
+               if len(part_rows(height, n_phases, q)) == count)
+
+
+def _pad_part(cnn: CNN, layer, p: int, k: int, count: int) -> tuple[int, int]:
+    """Output rows of a Pad's part (rows p*k ..) that lie in its top and bottom padding."""
+    from csdf.parts import window
+    src = list(dict.fromkeys(layer.inputs))[0]
+    in_h = int(cnn.edge_shape(src, layer.name)[2])
+    top = window(cnn, layer, src).pad_top
+    rows = [p * k + i - top for i in range(count)]
+    return sum(1 for r in rows if r < 0), sum(1 for r in rows if r >= in_h)
+
+
+def _pad_layer(layer, pad_rows: tuple[int, int], count: int, fill: bool):
+    """The Pad of one part of k > 1 rows: its real rows padded by the part's padding rows
+    (built as a whole Pad of the gathered rows), or `count` rows of the pad value."""
+    from dataclasses import replace as dc_replace
+    hyper = dict(layer.hyper)
+    if fill:
+        hyper["fill_rows"] = count
+        return dc_replace(layer, hyper=hyper)
+    pads = [int(v) for v in hyper.get("pads", [])]
+    if len(pads) == 4:
+        pads = [pad_rows[0], pads[1], pad_rows[1], pads[3]]
+    else:
+        pads[2], pads[6] = pad_rows
+    hyper["pads"] = pads
+    return dc_replace(layer, hyper=hyper)

@@ -104,7 +104,7 @@ class Executor:
     def _slot(arr: np.ndarray, b: dict) -> np.ndarray:
         if list(arr.shape) == list(b["shape"]):
             return arr
-        return arr[b["slot"]: b["slot"] + 1]
+        return arr[b["slot"]: b["slot"] + int(b["shape"][0])]     # a part's rows
 
     # -- running ------------------------------------------------------------------------
     def run_stream(self, cnn: str, frames: list[np.ndarray], keep_outputs: bool = True

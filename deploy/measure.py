@@ -53,7 +53,10 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
     if backend_name == "onnxruntime":   # imports belong before the baseline
         from deploy import backend_ort, ort_blocked  # noqa: F401
     fp = Footprint()
-    fp.start()
+    init = None
+    if backend_name == "onnxruntime":
+        init = lambda: backend_ort.init_runtime(threads, shared_pool)  # noqa: E731
+    fp.start(init)
     be = make_backend(backend_name, manifest["dtype"], threads, shared_pool, layout)
     ex = Executor(manifest, deploy_dir, be)
     fp.counted = {"weights_bytes": be.param_bytes(),

@@ -120,8 +120,13 @@ def _plain_reorder(node: onnx.NodeProto, op: str) -> bool:
 
 def _same_layout_math(model: onnx.ModelProto) -> bool:
     """Elementwise on equal shapes, or Concat on axis 1 of batch-1 tensors: the result is the
-    same whether the tensors are plain or blocked alike."""
+    same whether the tensors are plain or blocked alike. A constant operand of more than one
+    value (a per-channel or per-pixel Add) stays in plain layout, so such a step is not
+    neutral: the blocked tensor would meet it element by element in another order."""
     consts = {i.name for i in model.graph.initializer}
+    if any(int(np.prod(i.dims)) > 1 for i in model.graph.initializer) or any(
+            n.op_type == "Constant" for n in model.graph.node):
+        return False
     shapes = [[d.dim_value for d in v.type.tensor_type.shape.dim]
               for v in list(model.graph.input) + list(model.graph.output) if v.name not in consts]
     if not shapes or any(len(s) != 4 or s[0] != 1 for s in shapes):

@@ -6,9 +6,12 @@ Storage conventions (docs/deploy.md): an edge whose producer or consumer runs by
 stored height-outermost, [S, N, C, W] with S slots (a ring of rows, row r at slot r % S);
 other edges are stored plainly [N, C, H, W]. A part model takes the whole ring of each
 input plus an int32 index vector of the slots it reads, gathers and transposes to NCHW,
-computes one output row and writes it as [1, N, C, W] (one slot).
+computes the part's output rows and writes them as [k, N, C, W] (k consecutive slots: a
+ring holds whole parts of its producer, csdf.partition_analysis.ring_rows).
 
-One part model per layer serves every phase: a window op gathers the whole window of input
+One part model per layer and part size serves every phase of that size (a layer of H rows
+in parts of k has one model for k rows and, when k does not divide H, one for the last
+part's H mod k): a window op gathers the whole window of input
 rows, and where the window reaches into the layer's top or bottom padding the executor feeds
 a 0/1 int32 row mask with the slot indices (padding rows point at any slot and are masked:
 zero for Conv and AveragePool, the lowest float for MaxPool, and AveragePool without
@@ -46,6 +49,8 @@ class InPort:
     slots: int                           # rows stored (H unless a ring)
     rows: int | None = None              # rows gathered per phase (by-parts consumer)
     masked: bool = False                 # also takes `<name>_mask`: 0 marks padding rows
+    counted: bool = False                # also takes `<name>_count`: 1 marks rows an
+                                         # AveragePool with count_include_pad divides by
 
     @property
     def stored_shape(self) -> list[int]:
@@ -58,13 +63,14 @@ class OutPort:
     name: str
     shape: tuple[int, int, int, int]     # full output tensor [N, C, H, W]
     layout: str                          # "nchw" | "hncw"
-    part: bool = False                   # one row ([1, N, C, W]) instead of the whole tensor
+    part: bool = False                   # a part of `rows` rows ([rows, N, C, W]), not the whole
+    rows: int = 1                        # output rows of the part
 
     @property
     def stored_shape(self) -> list[int]:
         n, c, h, w = self.shape
         if self.part:
-            return [1, n, c, w]
+            return [self.rows, n, c, w]
         return [n, c, h, w] if self.layout == "nchw" else [h, n, c, w]
 
 
@@ -138,12 +144,15 @@ def _activations(b: _Builder, layer: Layer, x: str) -> str:
 
 
 def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list[str | None],
-          part: bool, primitive: str | None = None) -> str:
+          part: bool, primitive: str | None = None, count: str | None = None) -> str:
     """The layer's computation on NCHW float32 inputs `xs`; returns the NCHW output name.
     By parts (`part`), a window op computes its phase's output rows from the gathered window
     rows: vertical stride and dilation as in the layer, no vertical padding (padding rows
     are gathered too and masked by `masks`, float [1, 1, rows, 1] or None).
-    `primitive`: a whole Conv written by that primitive of deploy/primitives."""
+    `primitive`: a whole Conv written by that primitive of deploy/primitives. `count`: rows
+    an AveragePool with count_include_pad divides by (float [1, 1, rows, 1]) when a window
+    runs past the bottom padding (ceil_mode): ONNX leaves those rows out of the divisor.
+    A Pad by parts with no input writes a row of its pad value (a phase in its padding)."""
     op, hyper, params = layer.op, layer.hyper, layer.params
     n, c_out, h_out, w_out = layer.output_shape
     if op == OPAQUE:
@@ -188,9 +197,10 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list
             if op == "AveragePool" and "count_include_pad" in hyper:
                 attrs["count_include_pad"] = int(hyper["count_include_pad"])
             y = b.node(op, [x], **attrs)
-            if mask is not None and exclude:   # divide by the real rows, not the window's
+            rows = mask if exclude else count if op == "AveragePool" else None
+            if part and rows is not None:   # divide by the real (or counted) rows, not the window's
                 ones = b.const(b.tmp("ones"), np.ones([1, 1, kernel[0], 1], np.float32))
-                real = b.node("Conv", [mask, ones], kernel_shape=[kernel[0], 1],
+                real = b.node("Conv", [rows, ones], kernel_shape=[kernel[0], 1],
                               strides=[strides[0], 1], pads=[0, 0, 0, 0])
                 scale = b.node("Div", [b.const(b.tmp("k"), np.array(float(kernel[0]), np.float32)),
                                        real])
@@ -218,18 +228,39 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list
             y = b.node("Reshape", [s, b.const(b.tmp("shape"), np.array(layer.output_shape, np.int64))])
         else:
             y = b.node("Softmax", [xs[0]], axis=int(hyper.get("axis", 1)))
-    elif op == "Pad" and not part:
-        pads = [int(v) for v in hyper.get("pads", [])]
-        if len(pads) == 4:
-            t, left, bottom, right = pads
-            pads = [0, 0, t, left, 0, 0, bottom, right]
-        value = b.const(b.tmp("pad_value"), np.array(float(hyper.get("value", 0.0)), np.float32))
-        y = b.node("Pad", [xs[0], b.const(b.tmp("pads"), np.array(pads, np.int64)), value],
-                   mode=str(hyper.get("mode", "constant")))
+    elif op == "Pad":
+        y = _pad(b, layer, xs, part)
     else:
         mode = "by parts" if part else "whole"
         raise InputError(f"layer {layer.name}: op {op} cannot be deployed {mode}")
     return _activations(b, layer, y)
+
+
+def _pad(b: _Builder, layer: Layer, xs: list[str], part: bool) -> str:
+    """Pad whole, or one output row of it: a row of the input padded on every axis but the
+    height, or (no input: a phase inside the vertical padding) a row of the pad value."""
+    pads = [int(v) for v in layer.hyper.get("pads", [])]
+    if len(pads) == 4:
+        t, left, bottom, right = pads
+        pads = [0, 0, t, left, 0, 0, bottom, right]
+    value = float(layer.hyper.get("value", 0.0))
+    if part and not xs:
+        n, c, _, w = layer.output_shape
+        rows = int(layer.hyper.get("fill_rows", 1))     # a part of k > 1 padding rows
+        return b.node("ConstantOfShape", [b.const(b.tmp("shape"), np.array([n, c, rows, w], np.int64))],
+                      value=helper.make_tensor("value", TensorProto.FLOAT, [1], [value]))
+    if part:
+        pads[2] = pads[6] = 0
+    value_n = b.const(b.tmp("pad_value"), np.array(value, np.float32))
+    return b.node("Pad", [xs[0], b.const(b.tmp("pads"), np.array(pads, np.int64)), value_n],
+                  mode=str(layer.hyper.get("mode", "constant")))
+
+
+def _row_vector(b: _Builder, graph_inputs: list, name: str, rows: int) -> str:
+    """An int32 0/1 input per gathered row, as float [1, 1, rows, 1]."""
+    graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.INT32, [rows]))
+    vec = b.node("Cast", [name], to=TensorProto.FLOAT)
+    return b.node("Reshape", [vec, b.const(b.tmp("shape"), np.array([1, 1, rows, 1], np.int64))])
 
 
 def _elementwise(b: _Builder, layer: Layer, xs: list[str]) -> str:
@@ -265,7 +296,7 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
     output port gets the same result in its own layout."""
     b = _Builder(dtype)
     elem = ONNX_TYPE[dtype]
-    graph_inputs, xs, masks, in_shapes = [], [], [], []
+    graph_inputs, xs, masks, in_shapes, counts = [], [], [], [], []
     for port in inputs:
         graph_inputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
         x, mask = port.name, None
@@ -275,11 +306,9 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
             x = b.node("Gather", [x, idx], axis=0)
             x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
             if port.masked:
-                name = f"{port.name}_mask"
-                graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.INT32, [port.rows]))
-                mask = b.node("Cast", [name], to=TensorProto.FLOAT)
-                mask = b.node("Reshape", [mask, b.const(b.tmp("shape"),
-                                                        np.array([1, 1, port.rows, 1], np.int64))])
+                mask = _row_vector(b, graph_inputs, f"{port.name}_mask", port.rows)
+            if port.counted:
+                counts.append(_row_vector(b, graph_inputs, f"{port.name}_count", port.rows))
         elif port.layout == "hncw":
             x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
         if dtype != "float32":
@@ -287,7 +316,7 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
         xs.append(x)
         masks.append(mask)
         in_shapes.append(port.shape)
-    y = _core(b, layer, xs, in_shapes, masks, part, primitive)
+    y = _core(b, layer, xs, in_shapes, masks, part, primitive, counts[0] if counts else None)
     if dtype != "float32":
         y = b.node("Cast", [y], to=elem)
     graph_outputs = []
@@ -307,22 +336,42 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
     return model
 
 
-def window_rows(cnn: CNN, layer_name: str, src: str, p: int, rows_out: int = 1
-                ) -> tuple[list[int], list[bool]]:
-    """Input rows of `src` that phase p of `layer_name` (output rows p*rows_out ..) reads,
-    and whether each is a real row (False: top/bottom padding). A window op reads its whole
-    window, padding rows included; other ops read their real rows only."""
+def window_rows(cnn: CNN, layer_name: str, src: str, p: int, rows_out: int = 1,
+                count: int | None = None) -> tuple[list[int], list[bool]]:
+    """Input rows of `src` that phase p of `layer_name` (output rows p*rows_out .., `count`
+    of them, default rows_out: the last part may be shorter) reads, and whether each is a
+    real row (False: top/bottom padding). A window op reads its whole window, padding rows
+    included; other ops read their real rows only."""
     layer = cnn.layer(layer_name)
     in_h = int(cnn.edge_shape(src, layer_name)[2])
     win = window(cnn, layer, src)
+    count = rows_out if count is None else count
     if layer.op not in WINDOW_OPS or win.stride == 0:
-        rows = [r for q in range(p * rows_out, (p + 1) * rows_out) for r in win.taps(q, in_h)]
+        rows = [r for q in range(p * rows_out, p * rows_out + count) for r in win.taps(q, in_h)]
         rows = list(dict.fromkeys(rows))
         return rows, [True] * len(rows)
     first = p * rows_out * win.stride - win.pad_top
-    span = (rows_out - 1) * win.stride + win.extent
+    span = (count - 1) * win.stride + win.extent
     rows = list(range(first, first + span))
     return rows, [0 <= r < in_h for r in rows]
+
+
+def counted_rows(cnn: CNN, layer_name: str, src: str, p: int, rows_out: int = 1,
+                 count: int | None = None) -> list[int] | None:
+    """For an AveragePool with count_include_pad whose last window runs past its bottom
+    padding (ceil_mode), 1 for each gathered row of phase p (of `rows_out` output rows,
+    `count` in this phase) inside the padded input (ONNX's divisor), else 0; None for
+    every other layer (no such input)."""
+    layer = cnn.layer(layer_name)
+    if layer.op != "AveragePool" or not int(layer.hyper.get("count_include_pad", 0)):
+        return None
+    in_h = int(cnn.edge_shape(src, layer_name)[2])
+    top, bottom = (int(v) for v in ((layer.hyper.get("pads") or [0, 0, 0, 0])[0::2]))
+    last = int(layer.output_shape[2]) - 1
+    if max(window_rows(cnn, layer_name, src, last)[0]) < in_h + bottom:
+        return None
+    return [int(-top <= r < in_h + bottom)
+            for r in window_rows(cnn, layer_name, src, p, rows_out, count)[0]]
 
 
 def needs_mask(cnn: CNN, layer_name: str, src: str, rows_out: int = 1) -> bool:

@@ -102,11 +102,10 @@ def prepare_plan_forms(backend, manifest: dict[str, Any], root: Path) -> set[str
     from deploy.backend_ort import _graph_only
     block = ob.block_size(backend._options())
     steps = [s for part in manifest["partitions"] for s in part["steps"]]
-    ends: dict[str, list[dict]] = {}
+    ends: dict[str, list[dict]] = {}           # edge -> its producer and consumer steps
     for s in steps:
-        for b in s["bind"]:
-            for eid in b.get("edges", []) if b["kind"] in ("edge", "frame") else []:
-                ends.setdefault(eid, []).append(s)
+        for eid in {e for b in s["bind"] if b["kind"] in ("edge", "frame") for e in b["edges"]}:
+            ends.setdefault(eid, []).append(s)
 
     def nchwc(step: dict) -> bool:
         name = step.get("primitive")

@@ -13,6 +13,7 @@ Workspaces come from deploy/workspace_probe.py (peak resident set in a child pro
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,24 @@ from deploy import primitives, workspace_probe
 from deploy.backend_ort import OrtBackend
 from deploy.parts_onnx import ONNX_TYPE, InPort, OutPort, step_model
 from deploy.primitive_forms import blocked_form, stripped_step
-from deploy.profile import _time
+
+FLUSH_BYTES = 4 << 20        # written between timed calls: evicts the core's L1/L2 (docs/primitives.md)
+_SCRATCH = np.zeros(FLUSH_BYTES // 8)
+
+
+def _time(call, repeats: int, warmup: int = 3) -> float:
+    """Median ms of `call`, each timed call after FLUSH_BYTES of other writes: a step in a
+    frame finds its weights and input evicted by the steps between its runs, not hot as
+    when called back to back."""
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeats):
+        np.add(_SCRATCH, 1.0, out=_SCRATCH)
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e3
 
 HOW = ("ms: median of --repeats bound calls after 3 warm-ups, ports as deployed (ort_nchwc: "
        "every port blocked); workspace_bytes: peak resident set during one call minus before "

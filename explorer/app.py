@@ -41,7 +41,7 @@ class SearchSettings:
     crossover: float = 0.7
     mutation: float = 0.2
     seed: int = 1
-    granularity: str = "binary"      # explorer.genes: "ladder" (rows per phase) or "binary"
+    granularity: str = "ladder"      # explorer.genes: "ladder" (rows per phase) or "binary"
 
 
 @dataclass

@@ -59,7 +59,7 @@ def _deploy(args: argparse.Namespace, out: Path) -> int:
         print(f"explore deploy: warning: plan {args.plan} does not meet its constraints ({unmet}); "
               f"deploying it anyway", file=sys.stderr)
     app = load_app(plan["app"])
-    manifest = derive(plan, app.cnns, out, args.backend, args.with_profile)
+    manifest = derive(plan, app.cnns, out, args.backend, args.with_profile, where=args.plan)
     steps = sum(len(p["steps"]) for p in manifest["partitions"])
     print(f"deployed {manifest['name'] or Path(args.plan).stem}: {len(manifest['models'])} step models, "
           f"{steps} steps, arena {manifest['arena_bytes']} B "

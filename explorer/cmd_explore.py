@@ -3,7 +3,8 @@
 Algorithm 2 (explorer.search.algorithm2) over DeriveApplicationWithReducedBufs
 (explorer.derive), then the files of DIR: pareto.json, pareto.csv, plan.json (the chosen
 point), report.html (the front, the constraints, the baselines) and the SDF3 XML of every
-partition of the chosen plan (`<cnn>.<partition>.xml`, channel buffer sizes in rows).
+partition of the chosen plan (`<cnn>.<partition>.xml`: explorer/sdf3_export.py, buffer
+sizes in rows as capacity channels, the evaluator's per-phase times in ns).
 Exit 0 when the chosen plan meets M^c and every T^c, 3 when no point of the front does
 (the least-memory plan is still written). Without --out, DIR is runs/<name>-<n> under the
 current directory: <name> the app's name made a safe directory name (explorer.outputs.
@@ -17,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from explorer.outputs import Staged, claim_dir, claim_new_dir, safe_name
+from explorer.sdf3_export import write_partitions
 from explorer.units import format_bytes
 from sdf3.errors import InputError
 
@@ -38,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--generations", type=int, help="NSGA-II generations (app's default)")
     parser.add_argument("--granularity", choices=["ladder", "binary"],
                         help="genes: rows per phase from a ladder, or the paper's binary "
-                             "whole/row-by-row (default: the app's search.granularity, binary)")
+                             "whole/row-by-row (default: the app's search.granularity, ladder)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
@@ -85,26 +87,6 @@ def baselines_for(app, evaluator) -> list:
            "all_parts": evaluator.fps(uniform_phases(app, True)), "lower_bound": {}}
     return [Baseline(LABELS.get(name, name), int(row.total_bytes), fps.get(name, {}))
             for name, row in baselines(app).items()]
-
-
-def write_partitions(app, plan, out: Path) -> list[Path]:
-    """SDF3 XML of every partition under the plan's phases, buffer sizes (rows) as capacities."""
-    from csdf.to_csdf import to_csdf
-    from sdf3.xml import write_xml
-
-    paths = []
-    for part in app.partitions:
-        cnn = app.cnns[part.cnn]
-        graph = to_csdf(cnn, part.layers, plan.phases[part.cnn], name=part.name.replace(".", "_"),
-                        self_loops=True)
-        for ch in graph.channels:
-            e = plan.edges.get(f"{part.cnn}.{ch.name}")
-            if ch.src != ch.dst and e is not None:
-                ch.capacity = int(e["rows"])
-        path = out / f"{part.name}.xml"
-        write_xml(graph, path)
-        paths.append(path)
-    return paths
 
 
 def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
@@ -191,7 +173,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
         "constraints_met": plan.constraints_met})
     write_pareto_csv(outcome.front, cnns, outcome.genes, out / "pareto.csv")
     to_json(plan, out / "plan.json")
-    xml = write_partitions(app, plan, out)
+    xml = write_partitions(app, plan, out, evaluator)
     notes = [line for line in summary(app, plan, outcome, evaluator.name)]
     write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
                       outcome.genes, app.memory, app.fps, baselines_for(app, evaluator), chosen,

@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
             print(line)
     for cnn, fps in result["fps"].items():
         diff = result["max_abs_diff"].get(cnn)
-        diff_s = "n/a (no reference model)" if diff is None else f"{diff:.3g}"
+        diff_s = ("not checked (--no-check)" if args.no_check else
+                  "n/a (no reference model)" if diff is None else f"{diff:.3g}")
         v = verdicts.get(cnn, {})
         if "tolerance" in v:
             diff_s += (f" on outputs up to {v['max_abs_output']:.3g} (tolerance {v['tolerance']:.3g}, "

@@ -161,16 +161,18 @@ def front(costs: CostModel, strategy: str = "sum", cnn_ms: dict[str, float] | No
     return out
 
 
-def greedy(costs: CostModel, memory_budget: int | None, strategy: str = "sum") -> tuple[int, ...] | None:
-    """TASO's greedy baseline (Sec. 5.3.2), started from the fastest primitive of every layer
-    on its own (blind to layout transitions, as a per-layer choice is): while memory exceeds
-    the budget, the layer whose chosen primitive has the largest footprint (weights +
-    workspace) switches to the fastest of its primitives with a smaller footprint. None when
-    no switch is left and the budget is still exceeded."""
+def greedy(costs: CostModel, memory_budget: int | None, strategy: str = "sum",
+           start: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
+    """TASO's greedy baseline (Sec. 5.3.2): from `start` (the paper's: the time-optimal
+    selection, as PBQP finds it; default here: every layer's fastest primitive on its own,
+    blind to layout transitions), while memory exceeds the budget, the layer whose chosen
+    primitive has the largest footprint (weights + workspace) switches to the fastest of its
+    primitives with a smaller footprint. None when no switch is left and the budget is
+    still exceeded."""
     opts = costs.options
     foot = [[o.weight_bytes + o.workspace_bytes for o in layer] for layer in opts]
-    choice = [min(range(len(layer)), key=lambda p: (layer[p].ms, foot[i][p]))
-              for i, layer in enumerate(opts)]
+    choice = list(start) if start is not None else [
+        min(range(len(layer)), key=lambda p: (layer[p].ms, foot[i][p])) for i, layer in enumerate(opts)]
     while memory_budget is not None and costs.evaluate(choice).memory[strategy] > memory_budget:
         movable = [i for i in range(len(opts)) if any(f < foot[i][choice[i]] for f in foot[i])]
         if not movable:

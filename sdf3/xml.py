@@ -4,8 +4,17 @@ Shape (see ../shared/sdf3/README.md): <sdf3 type="csdf" version="1.0"> / applica
 csdf with actor (type required) and port (type in|out, name, rate "r0,r1,..." one entry per
 phase; "N*v" read too) and channel (srcActor srcPort dstActor dstPort initialTokens); then
 csdfProperties / actorProperties actor= / processor type= default="true" / executionTime
-time="t0,t1,...". Token sizes other than 1 and capacities go to channelProperties
-(tokenSize sz=, bufferSize sz=). No xsi schema attribute: SDF3's XSD rejects a rate of 0.
+time="t0,t1,...". Token sizes other than 1 go to channelProperties/tokenSize sz=.
+
+Capacities are written the way SDF3's CSDF analyses see them (they never read bufferSize): a
+channel of capacity C gets a reverse channel `<name>` + CAPACITY_SUFFIX from its destination
+back to its source, with the rates swapped and C - initialTokens initial tokens (a firing of
+the source claims room when it starts, one of the destination frees it when it ends). The
+capacity is also kept in channelProperties/bufferSize in the form SDF3's schema requires
+(sz, src, dst, mem; see docs/sdf3_engine.md). Reading folds such a reverse channel back into
+the capacity, so round trips are lossless; `read_xml(..., as_sdf3=True)` instead keeps it as
+a plain channel and ignores bufferSize, which is the graph SDF3 analyses.
+No xsi schema attribute: SDF3's XSD rejects a rate of 0.
 """
 from __future__ import annotations
 
@@ -15,6 +24,8 @@ from lxml import etree
 
 from sdf3.errors import InputError
 from sdf3.graph import Actor, Channel, Graph
+
+CAPACITY_SUFFIX = "~capacity"   # the reverse channel that models a channel's capacity
 
 
 def parse_list(text: str, where: str) -> list[int]:
@@ -43,8 +54,10 @@ def _need(el, attr: str, where: str) -> str:
     return v
 
 
-def read_xml(source: str | Path | bytes) -> Graph:
-    """A Graph from an SDF3 CSDF file (path) or its bytes. Bad files raise InputError."""
+def read_xml(source: str | Path | bytes, as_sdf3: bool = False) -> Graph:
+    """A Graph from an SDF3 CSDF file (path) or its bytes. Bad files raise InputError.
+    Capacity channels (see the module docstring) fold into `Channel.capacity` unless
+    `as_sdf3`, which returns the graph as SDF3's analyses see it."""
     where = "<bytes>" if isinstance(source, bytes) else str(source)
     try:
         root = (etree.fromstring(source) if isinstance(source, bytes)
@@ -104,8 +117,10 @@ def read_xml(source: str | Path | bytes) -> Graph:
         for cpel in props.findall("channelProperties"):
             name = _need(cpel, "channel", where)
             ts, bs = cpel.find("tokenSize"), cpel.find("bufferSize")
-            caps[name] = (int(bs.get("sz")) if bs is not None else None,
-                          int(ts.get("sz")) if ts is not None else 1)
+            caps[name] = (_int_attr(bs, "sz", f"{where}: channel {name} bufferSize")
+                          if bs is not None and not as_sdf3 else None,
+                          _int_attr(ts, "sz", f"{where}: channel {name} tokenSize")
+                          if ts is not None else 1)
     for cel in gel.findall("channel"):
         cname = _need(cel, "name", where)
         w = f"{where}: channel {cname}"
@@ -123,6 +138,34 @@ def read_xml(source: str | Path | bytes) -> Graph:
         cap, tsz = caps.get(cname, (None, 1))
         g.add_channel(Channel(cname, s, d, ports[(s, sp)][1], ports[(d, dp)][1], init, tsz,
                               sp, dp, cap))
+    return g if as_sdf3 else _fold_capacities(g, where)
+
+
+def _int_attr(el, attr: str, where: str) -> int:
+    try:
+        return int(_need(el, attr, where))
+    except ValueError:
+        raise InputError(f"{where}: {attr} should be an integer, got {el.get(attr)!r}") from None
+
+
+def _fold_capacities(g: Graph, where: str) -> Graph:
+    """Reverse channels named `<channel>~capacity` become that channel's capacity."""
+    by_name = {c.name: c for c in g.channels}
+    drop = set()
+    for rev in g.channels:
+        if not rev.name.endswith(CAPACITY_SUFFIX):
+            continue
+        fwd = by_name.get(rev.name[: -len(CAPACITY_SUFFIX)])
+        if fwd is None or (rev.src, rev.dst, rev.prod, rev.cons) != (fwd.dst, fwd.src, fwd.cons, fwd.prod):
+            raise InputError(f"{where}: channel {rev.name}: expected the reverse of channel "
+                             f"{rev.name[: -len(CAPACITY_SUFFIX)]!r} (swapped ends and rates)")
+        cap = rev.initial_tokens + fwd.initial_tokens
+        if fwd.capacity is not None and fwd.capacity != cap:
+            raise InputError(f"{where}: channel {fwd.name}: bufferSize sz={fwd.capacity} but its "
+                             f"capacity channel holds {cap} tokens with the initial ones")
+        fwd.capacity = cap
+        drop.add(rev.name)
+    g.channels = [c for c in g.channels if c.name not in drop]
     return g
 
 
@@ -153,11 +196,18 @@ def to_element(graph: Graph) -> etree._Element:
         etree.SubElement(aels[ch.src], "port", type="out", name=sp, rate=_rates(ch.prod))
         dp = port(ch.dst, ch.dst_port, "in")
         etree.SubElement(aels[ch.dst], "port", type="in", name=dp, rate=_rates(ch.cons))
-        links.append((ch, sp, dp))
-    for ch, sp, dp in links:
-        attrs = dict(name=ch.name, srcActor=ch.src, srcPort=sp, dstActor=ch.dst, dstPort=dp)
-        if ch.initial_tokens:
-            attrs["initialTokens"] = str(ch.initial_tokens)
+        links.append((ch.name, ch.src, sp, ch.dst, dp, ch.initial_tokens))
+    for ch in _bounded(graph):           # after every given port name is taken
+        sp = port(ch.dst, "", "capOut")
+        etree.SubElement(aels[ch.dst], "port", type="out", name=sp, rate=_rates(ch.cons))
+        dp = port(ch.src, "", "capIn")
+        etree.SubElement(aels[ch.src], "port", type="in", name=dp, rate=_rates(ch.prod))
+        links.append((ch.name + CAPACITY_SUFFIX, ch.dst, sp, ch.src, dp,
+                      ch.capacity - ch.initial_tokens))
+    for name, src, sp, dst, dp, tokens in links:
+        attrs = dict(name=name, srcActor=src, srcPort=sp, dstActor=dst, dstPort=dp)
+        if tokens:
+            attrs["initialTokens"] = str(tokens)
         etree.SubElement(gel, "channel", **attrs)
     props = etree.SubElement(app, "csdfProperties")
     for a in graph.actors.values():
@@ -168,11 +218,29 @@ def to_element(graph: Graph) -> etree._Element:
     for ch in graph.channels:
         if ch.token_size != 1 or ch.capacity is not None:
             cp = etree.SubElement(props, "channelProperties", channel=ch.name)
-            if ch.capacity is not None:
-                etree.SubElement(cp, "bufferSize", sz=str(ch.capacity))
+            if ch.capacity is not None:  # SDF3's schema: sz on one tile; src/dst/mem if split
+                etree.SubElement(cp, "bufferSize", sz=str(ch.capacity), src="0",
+                                 dst=str(ch.capacity), mem="0")
             if ch.token_size != 1:
                 etree.SubElement(cp, "tokenSize", sz=str(ch.token_size))
     return root
+
+
+def _bounded(graph: Graph) -> list[Channel]:
+    """Channels whose capacity is written as a reverse channel (self-loops keep theirs in
+    bufferSize only: their own tokens already bound them)."""
+    out = []
+    for ch in graph.channels:
+        if ch.capacity is None or ch.src == ch.dst:
+            continue
+        if ch.capacity < ch.initial_tokens:
+            raise ValueError(f"channel {ch.name}: capacity {ch.capacity} is below its "
+                             f"{ch.initial_tokens} initial tokens")
+        if ch.name.endswith(CAPACITY_SUFFIX):
+            raise ValueError(f"channel {ch.name}: names ending in {CAPACITY_SUFFIX!r} are "
+                             "reserved for capacity channels")
+        out.append(ch)
+    return out
 
 
 def to_bytes(graph: Graph) -> bytes:

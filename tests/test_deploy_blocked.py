@@ -116,3 +116,32 @@ def test_strip_removes_only_the_chosen_reorders(tmp_path):
     assert "ReorderInput" not in ops_in and "ReorderOutput" in ops_in
     both = ob.strip(opt, frozenset({"in0", "out0", "out1"}))
     assert not {"ReorderInput", "ReorderOutput"} & {nd.op_type for nd in both.graph.node}
+
+
+def test_add_of_a_constant_is_not_passed_through_blocked(tmp_path):
+    """An Add of a per-channel constant between two convs: the constant is plain [1, C, 1, 1],
+    so the step must not take the blocked layout on (it did: max |diff| of several units)."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w1", [C, 3, 3, 3]), ("k", [1, C, 1, 1]), ("w2", [C, C, 3, 3]),
+                                                         ("w3", [C, C, 1, 1]))]
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1"], ["c1"], name="c1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             n("Add", ["c1", "k"], ["a"], name="shift"),
+             n("Conv", ["a", "w2"], ["c2"], name="c2", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             n("Add", ["c2", "a"], ["r"], name="res"),
+             n("Conv", ["r", "w3"], ["y"], name="c3", kernel_shape=[1, 1])]
+    graph = helper.make_graph(nodes, "shift", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C, 8, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "shift.onnx"))
+    cnn = load_onnx(str(tmp_path / "shift.onnx"), "shift")
+    plan = make_plan([cnn], {"shift": {name: 1 for name in cnn.order()}})
+    derive(plan, {"shift": cnn}, tmp_path / "dep")
+    be = OrtBackend(layout="blocked")
+    Executor(mf.load(tmp_path / "dep"), tmp_path / "dep", be)
+    # the constant Add keeps its edges plain (before the fix all five edges went blocked)
+    assert not be.blocked_edges & {"shift.c1->shift", "shift.shift->c2", "shift.shift->res"}
+    result = measure(tmp_path / "dep", frames=2, layout="blocked")
+    _check(result, plan)

@@ -78,6 +78,8 @@ def test_profile_file_keeps_the_table(table, tmp_path):
      "add": "ort_nchwc", "pool": "ort_nchw", "cat": "ort_nchwc", "gap": "ort_nchwc"},
     {"stem": "im2col", "widen": "ort_nchwc", "dw": "winograd", "pw": "kn2row", "mix": "im2col",
      "add": "ort_nchwc", "pool": "ort_nchwc", "cat": "ort_nchw", "gap": "ort_nchw"},
+    # dw's two outputs: to pw blocked, to add plain (one copy of the ReorderOutput blocked alone)
+    {"dw": "ort_nchwc", "pw": "ort_nchwc", "add": "ort_nchw", "pool": "ort_nchwc", "cat": "ort_nchwc"},
 ])
 def test_deployed_primitives_match_the_model(tmp_path, assign):
     cnn = load_onnx(blocky_onnx(tmp_path / "blocky.onnx"), "blocky")
@@ -86,6 +88,16 @@ def test_deployed_primitives_match_the_model(tmp_path, assign):
     manifest = derive(plan, {cnn.name: cnn}, tmp_path / "dep")
     steps = {s["layer"]: s.get("primitive") for p in manifest["partitions"] for s in p["steps"]}
     assert all(steps[k] == v for k, v in assign.items())
+    from deploy import manifest as mf, ort_blocked as ob
+    from deploy.backend_ort import OrtBackend
+    from deploy.executor import Executor
+    import onnxruntime as ort
+    be = OrtBackend("float32")
+    Executor(mf.load(tmp_path / "dep"), tmp_path / "dep", be)
+    block = ob.block_size(ort.SessionOptions())
+    want = {f"blocky.{s}->{d}" for s, d in cnn.graph.edges
+            if assign.get(s) == assign.get(d) == "ort_nchwc" and cnn.edge_shape(s, d)[1] % block == 0}
+    assert be.blocked_edges == want
     result = measure(tmp_path / "dep", frames=3)
     _check(result, plan)
     assert np.isfinite(list(result["max_abs_diff"].values())).all()

@@ -46,6 +46,14 @@ def test_profile_primitives_deploy_run(tmp_path, capsys):
     capsys.readouterr()
     assert main(["run", str(dep), "--frames", "2", "--json", "--in-process"]) == 0
     assert json.loads(capsys.readouterr().out)["max_abs_diff"]["b"] < 1e-4
+    # --fps: Eq. 14's answer is the front's least-memory point within the time budget
+    slowest = max(p.time_ms for p in exact.points)
+    budget = (min(p.time_ms for p in exact.points) + slowest) / 2
+    assert main(["primitives", str(app_path), "--profile", str(prof), "--out", str(tmp_path / "o2"),
+                 "--fps", f"{1000.0 / budget}", "--ga-generations", "2"]) == 0
+    chosen = json.loads((tmp_path / "o2" / "primitives.json").read_text())["chosen"]
+    assert chosen["memory_bytes"] == min(p.memory_bytes for p in exact.points
+                                         if p.time_ms <= budget * (1 + 1e-9))
     # a budget nothing meets: exit 3, least-memory plan written; bad input: exit 2, one line
     assert main(["primitives", str(app_path), "--profile", str(prof), "--out", str(tmp_path / "o3"),
                  "--mem", "1KB", "--ga-generations", "2"]) == 3

@@ -57,7 +57,12 @@ def test_written_xml_has_sdf3_shape():
         proc = root.find(f"applicationGraph/csdfProperties/actorProperties[@actor='{actor.get('name')}']/processor")
         assert proc.get("default") == "true"
         assert len(proc.find("executionTime").get("time").split(",")) == phases
-    assert len(csdf.findall("channel")) == len(g.channels)
+    bounded = [c for c in g.channels if c.capacity is not None and c.src != c.dst]
+    assert len(csdf.findall("channel")) == len(g.channels) + len(bounded)
+    for cp in root.iterfind("applicationGraph/csdfProperties/channelProperties"):
+        bs = cp.find("bufferSize")       # SDF3's schema requires sz, src, dst and mem
+        assert bs is None or all(bs.get(k) is not None for k in ("sz", "src", "dst", "mem"))
+        assert [e.tag for e in cp] in (["bufferSize"], ["tokenSize"], ["bufferSize", "tokenSize"])
 
 
 def test_ports_get_unique_names_when_channels_have_none():

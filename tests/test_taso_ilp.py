@@ -77,6 +77,7 @@ def test_greedy_follows_the_papers_rule():
     # 40 B: a small (10) + b must shrink: largest is b fast 60 -> fastest smaller: mid (30)
     assert taso_ilp.greedy(m, 40) == (1, 1)
     assert taso_ilp.greedy(m, 14) is None
+    assert taso_ilp.greedy(m, 40, start=(0, 1)) == (1, 1)     # the paper's: from a given start
     # with 130 B the greedy keeps a fast and b's 60 B does not fit: a goes small first
     assert taso_ilp.greedy(m, 130) == (1, 0)          # 6 ms
     ilp = taso_ilp.solve(m, "time", memory_budget=130)

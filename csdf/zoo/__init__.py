@@ -8,12 +8,13 @@ See docs/zoo.md for the published figures each model matches and the counting co
 from __future__ import annotations
 
 import os
-import tempfile
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import onnx
 
+from csdf.zoo import cache
 from sdf3.errors import InputError
 
 # Bump when any builder changes: the version is part of the cached file name, so a changed
@@ -32,12 +33,14 @@ NAMES: tuple[str, ...] = (
 )
 # Feature-extractor trunks (no classifier): the early layers a paper studies on their own.
 TRUNKS: tuple[str, ...] = ("yolov2_16",)
-ALL_NAMES: tuple[str, ...] = NAMES + TRUNKS
+# Small networks in the styles of TASO's evaluation (csdf/zoo/small.py), for primitive profiling.
+SMALL: tuple[str, ...] = ("vgg_small", "resnet_small", "googlenet_small", "squeezenet_small")
+ALL_NAMES: tuple[str, ...] = NAMES + TRUNKS + SMALL
 
 
 def _builders() -> dict[str, Callable[[int], onnx.ModelProto]]:
     """Name -> builder(seed); imported lazily so `import csdf.zoo` stays cheap."""
-    from csdf.zoo import densenet, efficientnet, inception, mobilenet, resnet, yolo
+    from csdf.zoo import densenet, efficientnet, inception, mobilenet, resnet, small, yolo
 
     return {
         "mobilenet_v2": mobilenet.mobilenet_v2,
@@ -48,6 +51,10 @@ def _builders() -> dict[str, Callable[[int], onnx.ModelProto]]:
         "inception_v2": inception.inception_v2,
         "densenet121": densenet.densenet121,
         "yolov2_16": yolo.yolov2_16,
+        "vgg_small": small.vgg_small,
+        "resnet_small": small.resnet_small,
+        "googlenet_small": small.googlenet_small,
+        "squeezenet_small": small.squeezenet_small,
     }
 
 
@@ -69,27 +76,17 @@ def default_cache_dir() -> Path:
 
 
 def model_path(name: str, cache_dir: Path | None = None, seed: int = DEFAULT_SEED) -> Path:
-    """Path of the cached ONNX file for `name`, building it once (atomically) if missing."""
+    """Path of the cached ONNX file for `name`, building it (atomically, with a digest beside
+    it: csdf/zoo/cache.py) when missing or when the cached file does not verify."""
     _check_name(name)
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = directory / f"{name}-v{VERSION}-s{seed}.onnx"
-    if path.is_file():
+    if cache.verifies(path):
         return path
-    directory.mkdir(parents=True, exist_ok=True)
-    data = build(name, seed).SerializeToString()
-    # temp file in the same directory + os.replace: readers never see a half-written file,
-    # and two processes building at once just replace one complete file with an equal one.
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the cache is shared by the user's tools
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    if path.exists():   # truncated, damaged, or another model saved under the name
+        print(f"memtrade: zoo cache entry {path} does not match its digest; rebuilding it",
+              file=sys.stderr)
+    return cache.store(path, build(name, seed).SerializeToString())
 
 
 __all__ = ["NAMES", "TRUNKS", "ALL_NAMES", "VERSION", "build", "model_path", "default_cache_dir"]
