@@ -1,6 +1,9 @@
 """Offsets of the plan's buffers in one arena.
 
-Algorithm 1 already gives every buffer a region of its own size shared by the edges it
+A plan placed by an offset planner (explorer.placement) carries every buffer's offset:
+`place_at` keeps them on the host (the arena is the plan's buffer bytes) and, for a device,
+stretches them to aligned offsets without ever bringing two regions closer. Otherwise
+(shared objects, Algorithm 1) `place` lays buffers one after another. Algorithm 1 already gives every buffer a region of its own size shared by the edges it
 stores (edges whose lifetimes never overlap, and never edges of partitions that run in
 parallel), so placing the buffers one after another is exact: the host arena is the plan's
 buffer bytes to the byte. Device arenas align every offset to 256 bytes (CUDA's texture and
@@ -42,6 +45,22 @@ def disjoint(placement: Placement, a: int, b: int) -> bool:
     """True when buffers a and b do not overlap in the arena."""
     (oa, sa), (ob, sb) = placement.region(a), placement.region(b)
     return oa + sa <= ob or ob + sb <= oa
+
+
+def place_at(offsets: list[int], sizes: list[int], align: int = HOST_ALIGN) -> Placement:
+    """The plan's own offsets, each rounded up to `align`: distinct offsets are visited in
+    increasing order and each keeps at least its distance from the previous one, so regions
+    that were disjoint stay disjoint (an offset moves up by less than `align` times the
+    number of distinct offsets below it)."""
+    moved: dict[int, int] = {}
+    prev_in = prev_out = 0
+    for o in sorted(set(int(v) for v in offsets)):
+        prev_out = -(-(prev_out + o - prev_in) // align) * align
+        prev_in = o
+        moved[o] = prev_out
+    new = [moved[int(o)] for o in offsets]
+    end = max((o + int(s) for o, s in zip(new, sizes)), default=0)
+    return Placement(new, [int(s) for s in sizes], -(-end // align) * align if sizes else 0)
 
 
 def machine_bytes() -> int | None:

@@ -74,7 +74,11 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan["phases"].items()}
     plan_edges = plan["edges"]
     sizes = [int(b["bytes"]) for b in plan["buffers"]]
-    host, dev = arena.place(sizes), arena.place(sizes, arena.DEVICE_ALIGN)
+    if plan["buffers"] and all("offset" in b for b in plan["buffers"]):   # offset planners
+        at = [int(b["offset"]) for b in plan["buffers"]]
+        host, dev = arena.place_at(at, sizes), arena.place_at(at, sizes, arena.DEVICE_ALIGN)
+    else:
+        host, dev = arena.place(sizes), arena.place(sizes, arena.DEVICE_ALIGN)
 
     groups = _tiled_groups(plan, cnns)
     inner = {(c, a, b_) for c, gs in groups.items() for g in gs for a, b_ in g.internal_edges()}

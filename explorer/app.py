@@ -57,6 +57,9 @@ class Application:
     schedules: dict[str, list[str]] = field(default_factory=dict)  # explicit, per partition
     search: SearchSettings = field(default_factory=SearchSettings)
     path: Path | None = None
+    # buffer placement (explorer.placement): "offsets" (default) also reorders layers and
+    # picks phase schedules for total memory; "shared-objects" is the paper's methodology
+    placement: str = "offsets"
 
     def partition(self, name: str) -> Partition:
         for p in self.partitions:

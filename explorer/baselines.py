@@ -12,7 +12,12 @@ the same edge uses:
 - `reuse`: Algorithm 1 (explorer.reuse).
 - `all_parts`: every layer that can runs by parts (the paper's [17]); schedules and edge
   sizes from csdf.partition_analysis, then Algorithm 1.
-- `lower_bound`: the most elements alive at once under the chosen schedules.
+- `lower_bound`: the most elements alive at once under the schedules of `reuse`.
+
+With an offset placement (app.placement, explorer.placement; the default) `reuse` and
+`all_parts` are derived as the search derives a plan (explorer.derive: layers reordered,
+phase schedules chosen for total memory, offsets), and `all_parts_bound` is added: the
+lower bound of the all-parts schedules. `shared-objects` gives the paper's columns.
 """
 from __future__ import annotations
 
@@ -209,8 +214,18 @@ def _row(app: Application, name: str, buffers: list[Buffer]) -> Baseline:
     return Baseline(name, buffers, *memory_bytes(app, buffers))
 
 
+def _bound_row(app: Application, name: str, uses: list[EdgeUse]) -> Baseline:
+    elements, count = lower_bound(uses, app.pipelines)
+    params, _, _ = memory_bytes(app, [])
+    lb = elements * app.precision.data_bytes
+    return Baseline(name, [Buffer([], 0)] * count, params, lb, params + lb)
+
+
 def baselines(app: Application, with_all_parts: bool = True) -> dict[str, Baseline]:
-    """Every baseline for `app` under its schedules (explicit, else topological)."""
+    """Every baseline for `app` under its schedules (explicit, else topological; with an
+    offset placement, the schedules the search would choose)."""
+    if app.placement != "shared-objects":
+        return _placed_baselines(app, with_all_parts)
     uses = edge_uses(app)
     rows = {"none": _row(app, "none", naive(uses)),
             "pisarchyk": _row(app, "pisarchyk", pisarchyk(sequential_uses(app))),
@@ -223,4 +238,22 @@ def baselines(app: Application, with_all_parts: bool = True) -> dict[str, Baseli
     params, _, _ = memory_bytes(app, [])
     lb = elements * app.precision.data_bytes
     rows["lower_bound"] = Baseline("lower_bound", [Buffer([], 0)] * count, params, lb, params + lb)
+    return rows
+
+
+def _placed_baselines(app: Application, with_all_parts: bool) -> dict[str, Baseline]:
+    """The table under an offset planner: `none` and `pisarchyk` as always, `reuse` and
+    `all_parts` derived (explorer.derive), each bound under its own schedules."""
+    from explorer.derive import derive, uniform_phases
+
+    uses = edge_uses(app)
+    rows = {"none": _row(app, "none", naive(uses)),
+            "pisarchyk": _row(app, "pisarchyk", pisarchyk(sequential_uses(app)))}
+    whole = derive(app, uniform_phases(app, False))
+    rows["reuse"] = _row(app, "reuse", whole.buffers)
+    if with_all_parts:
+        parts = derive(app, uniform_phases(app, True))
+        rows["all_parts"] = _row(app, "all_parts", parts.buffers)
+        rows["all_parts_bound"] = _bound_row(app, "all_parts_bound", parts.uses)
+    rows["lower_bound"] = _bound_row(app, "lower_bound", whole.uses)
     return rows

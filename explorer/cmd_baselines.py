@@ -19,9 +19,10 @@ from rich.table import Table
 from explorer.appfile import load_app
 from explorer.baselines import baselines
 
-ORDER = ("none", "pisarchyk", "all_parts", "reuse", "lower_bound")
+ORDER = ("none", "pisarchyk", "all_parts", "all_parts_bound", "reuse", "lower_bound")
 LABELS = {"none": "none (one buffer per edge)", "pisarchyk": "pisarchyk (Pisarchyk & Lee)",
           "all_parts": "all_parts (by parts everywhere)", "reuse": "reuse (Algorithm 1)",
+          "all_parts_bound": "  its lower bound (most alive at once)",
           "lower_bound": "lower bound (most alive at once)"}
 MIB = 2 ** 20
 
@@ -33,10 +34,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-all-parts", action="store_true",
                         help="skip the processing-by-parts baseline (it analyses every partition)")
     parser.add_argument("--unfused", action="store_true", help="keep every ONNX node as a layer")
+    add_placement(parser)
+
+
+def add_placement(parser: argparse.ArgumentParser) -> None:
+    """--placement, shared by `explore` and `explore baselines`."""
+    from explorer.placement import DEFAULT, NAMES
+    parser.add_argument("--placement", choices=NAMES, default=DEFAULT,
+                        help="buffer placement: offsets in one arena (default: layers reordered, "
+                             "phase schedules chosen for total memory, multi-order best fit), "
+                             "greedy-by-size (TFLite's offsets), optimal (MILP, small apps), or "
+                             "shared-objects (the paper's Algorithm 1 and schedules)")
 
 
 def run(args: argparse.Namespace) -> int:
     app = load_app(args.app, precision=args.precision, fused=not args.unfused)
+    app.placement = args.placement
     rows = baselines(app, with_all_parts=not args.no_all_parts)
     if args.json:
         print(json.dumps({k: rows[k].as_json() for k in ORDER if k in rows}, indent=2))
@@ -44,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=None if sys.stdout.isatty() else 140)
     console.print(f"[bold]{app.name}[/bold]  precision {app.precision.name} "
                   f"(data {app.precision.data_bytes} B, parameters {app.precision.par_bytes} B); "
+                  f"placement {app.placement}; "
                   f"MB = MiB = 2^20 bytes, as in the paper")
     table = Table("baseline", "params MiB", "buffers MiB", "total MiB", "param bytes",
                   "buffer bytes", "total bytes", "buffers")
@@ -51,7 +65,11 @@ def run(args: argparse.Namespace) -> int:
         if key not in rows:
             continue
         r = rows[key]
-        table.add_row(LABELS[key], f"{r.param_bytes / MIB:.2f}", f"{r.buffer_bytes / MIB:.2f}",
+        label = LABELS[key]
+        if app.placement != "shared-objects" and key in ("reuse", "all_parts"):
+            label = label.split(" (")[0] + (" (whole layers" if key == "reuse" else
+                                             " (by parts everywhere") + f", {app.placement})"
+        table.add_row(label, f"{r.param_bytes / MIB:.2f}", f"{r.buffer_bytes / MIB:.2f}",
                       f"{r.total_bytes / MIB:.2f}", f"{r.param_bytes:,}", f"{r.buffer_bytes:,}",
                       f"{r.total_bytes:,}", str(len(r.buffers)))
     console.print(table)

@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="genes: rows per phase from a ladder, or the paper's binary "
                              "whole/row-by-row (default: the app's search.granularity, ladder)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    from explorer.cmd_baselines import add_placement
+    add_placement(parser)
 
 
 def out_dir(args: argparse.Namespace, app_name: str) -> Staged:
@@ -68,13 +70,15 @@ def settings_of(app, args: argparse.Namespace):
 SHOW = 16                   # layers by parts named in the summary (all are in plan.json)
 LABELS = {"none": "no reduction", "pisarchyk": "Pisarchyk & Lee [23]",
           "reuse": "reuse only (Algorithm 1)", "all_parts": "all layers by parts [17]",
-          "lower_bound": "lower bound (reuse schedules)"}
+          "lower_bound": "lower bound (this plan's schedule)"}
 
 
-def baselines_for(app, evaluator) -> list:
+def baselines_for(app, evaluator, derived=None) -> list:
     """The rows of `explore baselines` as report marks, with the fps the evaluator predicts
     for their phases (none for the lower bound, and for Pisarchyk & Lee on a pipelined app:
-    it treats the pipeline as sequential stages, which the evaluator does not time)."""
+    it treats the pipeline as sequential stages, which the evaluator does not time). With
+    `derived` (the chosen plan's derivation) the lower bound is that plan's own: the most
+    bytes alive at once under its schedules, so the plan never sits below it."""
     from explorer.derive import uniform_phases
     from explorer.report import Baseline
     try:
@@ -85,14 +89,22 @@ def baselines_for(app, evaluator) -> list:
     pipelined = any(len(group) > 1 for group in app.pipelines)
     fps = {"none": whole, "reuse": whole, "pisarchyk": {} if pipelined else whole,
            "all_parts": evaluator.fps(uniform_phases(app, True)), "lower_bound": {}}
+    rows = baselines(app)
+    rows.pop("all_parts_bound", None)
+    if derived is not None:
+        from explorer.baselines import lower_bound
+        elements, _ = lower_bound(derived.uses, app.pipelines)
+        rows["lower_bound"] = replace(rows["lower_bound"], total_bytes=derived.param_bytes
+                                      + elements * app.precision.data_bytes)
     return [Baseline(LABELS.get(name, name), int(row.total_bytes), fps.get(name, {}))
-            for name, row in baselines(app).items()]
+            for name, row in rows.items()]
 
 
 def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
     r = outcome.result
     lines = [f"app {app.name}: {len(app.cnns)} CNN(s), {len(app.partitions)} partition(s), "
-             f"precision {app.precision.name}, evaluator {evaluator_name}"]
+             f"precision {app.precision.name}, evaluator {evaluator_name}, "
+             f"placement {app.placement}"]
     if r.early_exit:
         lines.append("search: early exit, buffer reuse alone (every layer one phase) fits M^c")
     else:
@@ -131,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
     staged = claim_dir(args.out, args.force) if args.out else None   # before any work
     try:
         app = load_app(args.app, mem=args.mem, fps=args.fps, precision=args.precision)
+        app.placement = args.placement
         settings = settings_of(app, args)
         staged = staged or out_dir(args, app.name)
     except BaseException:
@@ -176,6 +189,6 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     xml = write_partitions(app, plan, out, evaluator)
     notes = [line for line in summary(app, plan, outcome, evaluator.name)]
     write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
-                      outcome.genes, app.memory, app.fps, baselines_for(app, evaluator), chosen,
+                      outcome.genes, app.memory, app.fps, baselines_for(app, evaluator, derived), chosen,
                       outcome.met, notes)
     return notes, xml, outcome.met

@@ -1,5 +1,6 @@
-"""`explore profile APP.yaml --backend onnxruntime [--out FILE]`: measure every layer of the
-app's CNNs whole and per part on this machine and write a device profile (explorer/
+"""`explore profile APP.yaml --backend onnxruntime [--out FILE] [--threads N] [--layout L]`:
+measure every layer of the app's CNNs whole and in parts of every k of the granularity ladder
+on this machine, inside deployments run as `explore run` runs them (deploy/ladder_profile.py), and write a device profile (explorer/
 device_profile.py's measured format) for `explore APP.yaml --evaluator FILE`. TensorRT
 profiles are measured on the board: `python3 board_runner.py profile DIR` there."""
 from __future__ import annotations
@@ -17,7 +18,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "default: profile-<app>-onnxruntime.yaml in the current directory")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     parser.add_argument("--repeats", type=int, default=20, help="timed calls per layer (median)")
-    parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="ONNX Runtime intra-op threads (as `explore run --threads`)")
+    parser.add_argument("--layout", choices=["blocked", "auto", "nchwc", "nchw"], default="blocked",
+                        help="ONNX Runtime storage and kernels, as `explore run --layout` "
+                             "(default blocked, explore run's default)")
+    parser.add_argument("--frames", type=int, default=10,
+                        help="frames per ladder deployment (median per layer; default 10)")
     parser.add_argument("--precision", default=None, help="override the app's precision")
     parser.add_argument("--primitives", action="store_true",
                         help="also time every whole layer with every primitive that computes it, "
@@ -41,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
+    from deploy.ladder_profile import ladder_rows, profile_ladder
     from deploy.profile import profile_cnn
     from explorer.appfile import load_app
     from explorer.device_profile import DeviceProfile, LayerTimes, save_profile
@@ -51,21 +59,35 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
         raise InputError(f"{args.app}: precision {app.precision.name} cannot run on ONNX Runtime "
                          "CPU here (fp32 or fp16 data only)")
     dtype = "float32" if app.precision.data_bytes == 4 else "float16"
-    models, prims = {}, {}
+    if args.frames < 1:
+        raise InputError(f"--frames: expected a positive number, got {args.frames}")
+    models, prims, rungs = {}, {}, {}
     for name, cnn in app.cnns.items():
         print(f"profiling {name}: {len(cnn.graph)} layers", file=sys.stderr)
         table = profile_cnn(cnn, dtype, args.repeats, args.threads)
-        models[name] = {layer: LayerTimes(t["whole_ms"], t.get("part_ms"), t.get("phases"),
-                                      t.get("whole_ws_bytes"), t.get("part_ws_bytes"))
+        # the times the evaluator uses: every layer where it runs, in deployments whole and
+        # in parts of every k of the ladder, layout and threads as `explore run`
+        ladder = profile_ladder(cnn, app.precision.name, args.frames, args.threads, args.layout,
+                                lambda label, ms: print(f"  {label}: {ms:.2f} ms/frame",
+                                                        file=sys.stderr))
+        models[name] = {layer: LayerTimes(ladder.get(layer, {}).get("whole_ms", t["whole_ms"]),
+                                          t.get("part_ms"), t.get("phases"),
+                                          t.get("whole_ws_bytes"), t.get("part_ws_bytes"),
+                                          by_phases=ladder.get(layer, {}).get("by_phases", {}))
                         for layer, t in table.items()}
+        rungs[name] = ladder_rows(cnn)
         if args.primitives:
             from deploy.primitive_profile import profile_primitives
             prims[name] = profile_primitives(cnn, dtype, args.repeats, args.threads)
     profile = DeviceProfile(
         name=f"{platform.node()}-onnxruntime", models=models, precision=app.precision.name,
         meta={"backend": "onnxruntime", "device": platform.processor() or platform.machine(),
-              "threads": args.threads, "repeats": args.repeats,
-              "how": "median ms of one call; part_ms is one interior phase (explore profile)"},
+              "threads": args.threads, "repeats": args.repeats, "layout": args.layout,
+              "frames": args.frames, "ladder_rows": rungs,
+              "how": "whole_ms and by_phases {phases: ms per frame}: median over frames of "
+                     "the layer's calls in deployments whole and in parts of every k of "
+                     "ladder_rows (explore run's layout and threads); part_ms is one interior "
+                     "phase timed alone (explore profile)"},
         primitives=prims)
     save_profile(profile, tmp)
     total = {n: sum(t.whole_ms for t in table.values()) for n, table in models.items()}

@@ -113,7 +113,12 @@ def part_view(app: Application, part_name: str, phases: Phases) -> PartView:
     cnn = app.cnns[part.cnn]
     a = _analyse(cnn, part_name, part.layers, phases.get(part.cnn, {}))
     given = app.schedules.get(part_name)
-    if not given or list(given) == a.firings or Counter(given) != Counter(a.firing_counts):
+    fits = bool(given) and Counter(given) == Counter(a.firing_counts)
+    if not fits and app.placement != "shared-objects":
+        from explorer.policies import choose      # schedules chosen for total memory
+        c = choose(app, part_name, a)
+        return PartView(c.firings, c.rows, c.elements)
+    if not fits or list(given) == a.firings:
         return PartView(a.firings, a.edge_rows, a.edge_elements)
     try:
         rows, _ = row_buffers(a.graph, edge_windows(cnn, a.layers, a.phases), list(given))
@@ -152,7 +157,7 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
     enters the memory (explorer/memory.workspace_bytes)."""
     from explorer.lifetimes import edge_uses
     from explorer.memory import memory_bytes, workspace_bytes
-    from explorer.reuse import algorithm1
+    from explorer.placement import place
 
     parts = {p.name: _cached_view(app, p, phases, cache) for p in app.partitions}
     sizes: dict[str, int] = {}
@@ -160,7 +165,7 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
         for (src, dst), n in parts[p.name].elements.items():
             sizes[edge_name(p.cnn, src, dst)] = int(n)
     uses = edge_uses(app, {n: v.firings for n, v in parts.items()}, sizes)
-    buffers = algorithm1(uses, app.pipelines)
+    buffers = place(uses, app.pipelines, app.placement)
     param, buf, total = memory_bytes(app, buffers)
     ws = workspace_bytes(app, phases, workspace)
     return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws), sizes, ws)
@@ -220,7 +225,8 @@ def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
             edges[name] = {"buffer": i, "elements": elements, "rows": -(-elements // row),
                            "shape": shape}
         buffers.append({"edges": list(buf.edges), "elements": int(buf.size),
-                        "bytes": int(buf.size) * data})
+                        "bytes": int(buf.size) * data}
+                       | ({} if buf.offset is None else {"offset": int(buf.offset) * data}))
     firings = {p.name: list(d.parts[p.name].firings) for p in app.partitions}
     return Plan(
         app=str(app.path or ""), name=app.name, precision=app.precision.name,
@@ -237,4 +243,5 @@ def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
                      "processor": p.processor} for p in app.partitions],
         pipelines=[list(g) for g in app.pipelines],
         schedules={n: compact(f) for n, f in firings.items()},
-        firings=firings, edges=edges, buffers=buffers, genes=[int(g) for g in genes])
+        firings=firings, edges=edges, buffers=buffers, genes=[int(g) for g in genes],
+        placement=app.placement)

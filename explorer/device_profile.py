@@ -13,7 +13,9 @@ Two kinds of entries, which may be mixed in one file (docs/throughput.md shows b
   `explore profile` writes them: whole_ms is the layer run whole, part_ms the time of one
   phase when run in `phases` phases; optional whole_ws_bytes / part_ws_bytes are the
   backend's measured workspace (scratch) of the layer whole / one phase, which the memory
-  model counts (explorer/memory.py). Model keys are CNN names of the app or model names
+  model counts (explorer/memory.py); optional `by_phases` {Φ: ms} is the layer's measured
+  time per frame in Φ phases (parts of the granularity ladder, measured in the deployment's
+  own layout and threads), interpolated between measured Φ. Model keys are CNN names of the app or model names
   (zoo name or ONNX file stem). Measured entries win; layers missing from the tables fall
   back to the roofline of their processor when the file has one.
 
@@ -62,16 +64,39 @@ class LayerTimes:
     phases: int | None = None
     whole_ws_bytes: int | None = None   # backend workspace of the layer run whole
     part_ws_bytes: int | None = None    # ... of one phase (explorer/memory.py counts them)
+    # measured time of the whole layer per frame (all its phases) at phase counts Φ of the
+    # granularity ladder {Φ: ms} (explore profile; docs/throughput.md); wins when present
+    by_phases: dict[int, float] = field(default_factory=dict)
 
     def ms(self, phases: int, default_phase_ms: float = 0.0) -> float:
-        """Time in `phases` phases: linear between whole (Φ=1) and the measured parts
-        (Φ=phases), never below whole, so more phases never run faster."""
+        """Time in `phases` phases: with `by_phases`, linear between the nearest measured
+        phase counts (whole = Φ 1; beyond the last, extended by its last slope); else
+        linear between whole (Φ=1) and the measured parts (Φ=phases), never below whole,
+        so more phases never run faster."""
+        if self.by_phases and phases > 1:
+            return _interpolate({1: self.whole_ms, **self.by_phases}, phases)
         if phases <= 1:
             return self.whole_ms
         if self.part_ms is None or not self.phases or self.phases <= 1:
             return self.whole_ms + (phases - 1) * default_phase_ms
         slope = (self.part_ms * self.phases - self.whole_ms) / (self.phases - 1)
         return self.whole_ms + (phases - 1) * max(0.0, slope)
+
+
+def _interpolate(points: dict[int, float], x: int) -> float:
+    """Piecewise-linear through the measured (Φ, ms) points; outside them, the nearest
+    segment extended (a single point: that value)."""
+    xs = sorted(points)
+    if x in points or len(xs) == 1:
+        return points.get(x, points[xs[0]])
+    lo = max([v for v in xs if v < x], default=None)
+    hi = min([v for v in xs if v > x], default=None)
+    if lo is None:
+        lo, hi = xs[0], xs[1]
+    elif hi is None:
+        lo, hi = xs[-2], xs[-1]
+    slope = (points[hi] - points[lo]) / (hi - lo)
+    return max(0.0, points[lo] + slope * (x - lo))
 
 
 @dataclass
@@ -160,7 +185,7 @@ def _roofline(where: str, name: str, data: Any) -> Roofline:
 def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     data = _mapping(where, key, data)
     _check_keys(f"{where}: {key}", data, {"whole_ms", "part_ms", "phases",
-                                          "whole_ws_bytes", "part_ws_bytes"})
+                                          "whole_ws_bytes", "part_ws_bytes", "by_phases"})
     if "whole_ms" not in data:
         raise InputError(f"{where}: {key} needs key 'whole_ms'")
     part = data.get("part_ms")
@@ -172,9 +197,18 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
         raise InputError(f"{where}: {key}.phases must be an integer >= 1, got {phases!r}")
     ws = {k: int(_num(where, f"{key}.{k}", data[k])) for k in ("whole_ws_bytes", "part_ws_bytes")
           if data.get(k) is not None}
+    by_phases = {}
+    for n, ms in _mapping(where, f"{key}.by_phases", data.get("by_phases", {})).items():
+        try:
+            count = int(n)
+        except (TypeError, ValueError):
+            count = 0
+        if count < 2 or str(n).strip() != str(count):
+            raise InputError(f"{where}: {key}.by_phases: key {n!r} must be a phase count >= 2")
+        by_phases[count] = _num(where, f"{key}.by_phases.{n}", ms)
     return LayerTimes(_num(where, f"{key}.whole_ms", data["whole_ms"]),
                       None if part is None else _num(where, f"{key}.part_ms", part),
-                      phases, **ws)
+                      phases, **ws, by_phases=by_phases)
 
 
 TOP_KEYS = {"format", "version", "name", "processors", "models", "precision", "speedup",
@@ -257,7 +291,7 @@ def resolve_profile(spec: str, base: Path | None = None) -> DeviceProfile:
 # ---- writing ---------------------------------------------------------------------------
 
 def _clean(d: dict) -> dict:
-    return {k: v for k, v in d.items() if v is not None}
+    return {k: v for k, v in d.items() if v is not None and not (k == "by_phases" and not v)}
 
 
 def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:

@@ -25,10 +25,13 @@ from csdf.model import CNN
 
 @dataclass
 class Buffer:
-    """One memory buffer: the edge uses it holds (names, in the order they were placed)
-    and its size in elements (the largest of them)."""
+    """One memory buffer: the edge uses it holds (names, in the order they were placed),
+    its size in elements (the largest of them) and, when an offset planner placed it
+    (explorer.placement), its offset in the arena in elements; None = shared objects laid
+    one after another."""
     edges: list[str] = field(default_factory=list)
     size: int = 0
+    offset: int | None = None
 
 
 def param_elements(cnn: CNN) -> int:
@@ -40,8 +43,23 @@ def param_elements(cnn: CNN) -> int:
 
 
 def buffer_elements(buffers: Iterable[Buffer]) -> int:
-    """Sum of buffer sizes in elements (the bracket of Eq. 3)."""
+    """Arena elements: the sum of buffer sizes (the bracket of Eq. 3) for shared objects;
+    the largest offset + size once an offset planner placed every buffer."""
+    buffers = list(buffers)
+    if buffers and all(b.offset is not None for b in buffers):
+        return max(b.offset + b.size for b in buffers)
     return sum(b.size for b in buffers)
+
+
+def arena_offsets(buffers: list[Buffer]) -> list[int]:
+    """Offset of every buffer in elements: its own, or one after another (shared objects)."""
+    if buffers and all(b.offset is not None for b in buffers):
+        return [int(b.offset) for b in buffers]
+    out, at = [], 0
+    for b in buffers:
+        out.append(at)
+        at += b.size
+    return out
 
 
 def memory_bytes(app, buffers: Iterable[Buffer]) -> tuple[int, int, int]:

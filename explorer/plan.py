@@ -33,6 +33,9 @@ class Plan:
     edges: dict[str, dict[str, Any]]           # {edge: {buffer, elements, rows, shape}}
     buffers: list[dict[str, Any]]              # [{edges, elements, bytes}]
     genes: list[int] = field(default_factory=list)   # the chromosome (extra key)
+    # explorer.placement planner; with offsets every buffer has "offset" (bytes) in the
+    # arena and buffer_bytes is the arena's extent (extra key; absent = shared objects)
+    placement: str = "shared-objects"
     # output rows per phase {cnn: {layer: k}}, k = ceil(H / phases); absent from plans
     # written before granularity genes: there it follows from phases (1 or H)
     rows: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -46,7 +49,7 @@ class Plan:
         return asdict(self)
 
 
-OPTIONAL = ("genes", "rows", "primitives", "tilings", "workspace_bytes")
+OPTIONAL = ("genes", "rows", "primitives", "tilings", "workspace_bytes", "placement")
 
 
 def to_json(plan: Plan, path: str | Path) -> None:

@@ -4,6 +4,7 @@ worked example by hand, and the `explore baselines` command."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,7 @@ def test_worked_example_lower_bound_by_hand():
     """P1 at step 4 (1-based) holds e24, e34, e45 = 8,192 + 8,192 + 16,384; the pipeline set
     holds at most both copies of e23 + e12 + e34 = 15,626; sets never run together."""
     app = load_app(APPS / "worked_example.yaml")
+    app.placement = "shared-objects"
     assert lower_bound(edge_uses(app), app.pipelines) == (32768, 3)
     rows = baselines(app)
     assert rows["lower_bound"].buffer_bytes == 32768 * 4
@@ -89,6 +91,20 @@ def test_mobilenet_v2_pisarchyk_reproduces_the_paper(mobilenet):
     assert check_plan(uses, algorithm1(uses, mobilenet.pipelines), mobilenet.pipelines) == []
 
 
+def test_mobilenet_v2_offsets_reach_the_bound_of_their_schedule():
+    """Issue 14: shared objects (Algorithm 1) cost 6.70 MiB of buffers where 5.74 MiB are
+    alive at once; offsets come within 2% of that bound (here: on it), and never below."""
+    app = load_app(APPS / "table12_app1_mobilenet_v2.yaml")
+    paper = baselines(replace(app, placement="shared-objects"), with_all_parts=False)
+    assert round(paper["reuse"].total_bytes / MIB, 2) == 20.00             # docs/memory.md
+    assert round(paper["reuse"].buffer_bytes / MIB, 2) == 6.70
+    rows = baselines(app)
+    bound = rows["lower_bound"].buffer_bytes
+    assert bound <= rows["reuse"].buffer_bytes <= 1.02 * bound
+    assert rows["all_parts_bound"].buffer_bytes <= rows["all_parts"].buffer_bytes
+    assert rows["reuse"].buffer_bytes < paper["reuse"].buffer_bytes
+
+
 def test_pisarchyk_is_blind_to_pipelines():
     """App 3 (pipelined MobileNetV2): Pisarchyk sees the sequential CNN, so it gives app 1's
     figure (the paper: 20.32 MB both) and shares buffers between the two pipelined stages,
@@ -124,12 +140,19 @@ def test_all_parts_plan_is_valid_and_smaller_per_edge():
 
 
 def test_cli_json_and_table(capsys):
-    assert main(["baselines", str(APPS / "worked_example.yaml"), "--json"]) == 0
+    paper = ["--placement", "shared-objects"]
+    assert main(["baselines", str(APPS / "worked_example.yaml"), "--json"] + paper) == 0
     out = json.loads(capsys.readouterr().out)
     assert list(out) == ["none", "pisarchyk", "all_parts", "reuse", "lower_bound"]
     assert out["none"] == {"total_bytes": 238632, "param_bytes": 0, "buffer_bytes": 238632, "buffers": 9}
     assert out["reuse"]["buffer_bytes"] == 32778 * 4 and out["reuse"]["buffers"] == 4
-    assert main(["baselines", str(APPS / "worked_example.yaml"), "--precision", "fp16"]) == 0
+    # offsets (the default): reuse reaches its schedule's bound, 32,768 by hand (above)
+    assert main(["baselines", str(APPS / "worked_example.yaml"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == ["none", "pisarchyk", "all_parts", "all_parts_bound", "reuse", "lower_bound"]
+    assert out["reuse"]["buffer_bytes"] == out["lower_bound"]["buffer_bytes"] == 32768 * 4
+    assert out["all_parts"]["buffer_bytes"] >= out["all_parts_bound"]["buffer_bytes"]
+    assert main(["baselines", str(APPS / "worked_example.yaml"), "--precision", "fp16"] + paper) == 0
     text = capsys.readouterr().out
     assert "65,556" in text and "119,316" in text          # 32,778 x 2 and 59,658 x 2
 

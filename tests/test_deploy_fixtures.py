@@ -73,7 +73,7 @@ def tiny_cnn(tmp_path, name: str = "tiny", seed: int = 0, **kw) -> CNN:
 
 
 def make_app(cnns: list[CNN], split: dict[str, int] | None = None, pipelined: bool = False,
-             data_bytes: int = 4) -> Application:
+             data_bytes: int = 4, placement: str = "offsets") -> Application:
     """An Application over loaded CNNs: one partition each ("cnn.all"), or two ("cnn.p0",
     "cnn.p1") cut at `split[cnn]` in topological order, in one pipeline set if `pipelined`."""
     partitions, pipelines = [], []
@@ -86,7 +86,8 @@ def make_app(cnns: list[CNN], split: dict[str, int] | None = None, pipelined: bo
         names = [n for n, _ in named]
         pipelines += [names] if pipelined else [[n] for n in names]
     precision = {4: PRECISIONS["fp32"], 2: PRECISIONS["fp16"]}[data_bytes]
-    return Application("test", {c.name: c for c in cnns}, partitions, pipelines, precision)
+    return Application("test", {c.name: c for c in cnns}, partitions, pipelines, precision,
+                       placement=placement)
 
 
 def plan_of(app: Application, phases: dict[str, dict[str, int]], reuse: bool = True) -> dict:
@@ -104,9 +105,10 @@ def plan_of(app: Application, phases: dict[str, dict[str, int]], reuse: bool = T
 
 
 def make_plan(cnns: list[CNN], phases: dict[str, dict[str, int]], split: dict[str, int] | None = None,
-              pipelined: bool = False, reuse: bool = True, data_bytes: int = 4) -> dict:
+              pipelined: bool = False, reuse: bool = True, data_bytes: int = 4,
+              placement: str = "offsets") -> dict:
     """A plan.json dict for `cnns` (see make_app) under `phases`."""
-    return plan_of(make_app(cnns, split, pipelined, data_bytes), phases, reuse)
+    return plan_of(make_app(cnns, split, pipelined, data_bytes, placement), phases, reuse)
 
 
 def plan_for_app(app: Application, mode: str, reuse: bool = True) -> dict:

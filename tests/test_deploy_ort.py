@@ -70,8 +70,8 @@ def test_by_parts_needs_less_arena_and_more_calls(cnn, tmp_path):
 
 
 def test_reuse_shares_regions(cnn, tmp_path):
-    plan = make_plan([cnn], {cnn.name: whole(cnn)})
-    naive = make_plan([cnn], {cnn.name: whole(cnn)}, reuse=False)
+    plan = make_plan([cnn], {cnn.name: whole(cnn)}, placement="shared-objects")
+    naive = make_plan([cnn], {cnn.name: whole(cnn)}, reuse=False, placement="shared-objects")
     assert len(plan["buffers"]) < len(naive["buffers"])
     manifest = derive(plan, {cnn.name: cnn}, tmp_path)
     # edges of one buffer share its offset; buffers never overlap
@@ -122,8 +122,11 @@ def test_multi_cnn_round_robin(tmp_path):
     result = measure(tmp_path / "dep", frames=5)
     _check(result, plan)
     assert set(result["fps"]) == {"a", "b"}
-    # buffers of the two CNNs are shared: they never run at the same time
-    assert any(len({e.split(".")[0] for e in buf["edges"]}) == 2 for buf in plan["buffers"])
+    # the two CNNs never run at the same time: their edges share arena bytes
+    regions = {e: (buf["offset"], buf["offset"] + buf["bytes"]) for buf in plan["buffers"]
+               for e in buf["edges"]}
+    assert any(x.startswith("a.") and y.startswith("b.") and rx[0] < ry[1] and ry[0] < rx[1]
+               for x, rx in regions.items() for y, ry in regions.items())
 
 
 def test_fp16_arena(cnn, tmp_path):
@@ -252,3 +255,29 @@ def test_layouts_give_equal_outputs(cnn, tmp_path, layout):
                 if s["model"]}
         assert set(be.chosen) == used
         assert set(be.chosen.values()) <= {"nchwc", "nchw"}
+
+
+@pytest.mark.parametrize("mode", ["whole", "all_parts"])
+def test_offsets_arena_is_the_plan(cnn, tmp_path, mode):
+    """Issue 14: the deployment's arena uses the plan's offsets: every edge at its buffer's
+    offset, the arena exactly the plan's buffer bytes, smaller than shared objects', and
+    edges that overlap in the arena never alive together (replayed from the firings)."""
+    phases = {"whole": whole, "all_parts": all_parts}[mode](cnn)
+    plan = make_plan([cnn], {cnn.name: phases})
+    shared = make_plan([cnn], {cnn.name: phases}, placement="shared-objects")
+    assert plan["placement"] == "offsets" and plan["buffer_bytes"] <= shared["buffer_bytes"]
+    manifest = derive(plan, {cnn.name: cnn}, tmp_path)
+    assert manifest["arena_bytes"] == plan["buffer_bytes"]
+    firings = plan["firings"][f"{cnn.name}.all"]
+    first = {x: firings.index(x) for x in set(firings)}
+    last = {x: len(firings) - 1 - firings[::-1].index(x) for x in set(firings)}
+    alive = {}
+    for name, e in manifest["edges"].items():
+        assert e["offset"] == plan["buffers"][e["buffer"]]["offset"]
+        src, dst = name.split(".", 1)[1].split("->")
+        alive[name] = (first[src], last[dst], e["offset"], e["offset"] + e["bytes"])
+    for x, (a0, a1, o0, o1) in alive.items():
+        for y, (b0, b1, p0, p1) in alive.items():
+            if x < y and o0 < p1 and p0 < o1:
+                assert a1 < b0 or b1 < a0, (x, y)
+    _check(measure(tmp_path, frames=2), plan)

@@ -93,3 +93,37 @@ def test_profile_measures_conv_workspace():
         fetches = {"out0": np.zeros((1, 64, 56, 56), np.float32)}
         ws = step_workspace(path, OrtBackend("float32", 1, layout="nchw"), "nchw", feeds, fetches)
     assert ws is not None and ws > 0
+
+
+def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
+    """Every layer by parts at Φ = ceil(H / k) for k = 1, 2, 4, 8 (H up to 16), measured in
+    deployments; the evaluator's frame time at k = 2 everywhere is the measured sum."""
+    from csdf.parts import phases_for_rows
+
+    out = tmp_path / "prof.yaml"
+    assert main(["profile", str(app_file), "--out", str(out), "--repeats", "1",
+                 "--frames", "2", "--threads", "1"]) == 0
+    profile = load_profile(out)
+    assert profile.meta["layout"] == "blocked" and profile.meta["threads"] == 1
+    assert profile.meta["ladder_rows"]["tiny"] == [1, 2, 4, 8]
+    app = load_app(app_file)
+    cnn = app.cnns["tiny"]
+    table = profile.models["tiny"]
+    for name in cnn.order():
+        h = cnn.layer(name).output_shape[2]
+        want = {-(-h // k) for k in (1, 2, 4, 8) if k < h} if can_split(cnn.layer(name)) else set()
+        assert set(table[name].by_phases) == want, name
+    ph = phases_for_rows(cnn, {n: 2 for n in cnn.order()})
+    got = make_evaluator(app, str(out)).fps({"tiny": ph})["tiny"]
+    total = sum(table[n].by_phases[ph[n]] if ph[n] > 1 else table[n].whole_ms for n in cnn.order())
+    assert got == pytest.approx(1000.0 / total, rel=1e-9)
+
+
+def test_by_phases_interpolates():
+    from explorer.device_profile import LayerTimes
+
+    t = LayerTimes(1.0, by_phases={4: 2.0, 16: 5.0})
+    assert t.ms(1) == 1.0 and t.ms(4) == 2.0 and t.ms(16) == 5.0
+    assert t.ms(2) == pytest.approx(1.0 + 1.0 / 3)          # between Φ 1 and 4
+    assert t.ms(8) == pytest.approx(2.0 + 3.0 * 4 / 12)     # between 4 and 16
+    assert t.ms(20) == pytest.approx(5.0 + 3.0 * 4 / 12)    # the last segment extended

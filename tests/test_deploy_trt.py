@@ -58,10 +58,15 @@ def test_models_fit_tensorrt_82(deployed):
 
 
 def test_device_offsets(deployed):
+    """Aligned, and buffers apart on the host stay apart on the device (offset plans share
+    arena bytes between buffers never alive together)."""
     _, manifest = deployed
-    bufs = sorted(manifest["buffers"], key=lambda b: b["device_offset"])
-    for a, b in zip(bufs, bufs[1:]):
-        assert a["device_offset"] % 256 == 0 and a["device_offset"] + a["bytes"] <= b["device_offset"]
+    bufs = manifest["buffers"]
+    for a in bufs:
+        assert a["device_offset"] % 256 == 0
+        for b in bufs:
+            if a["offset"] + a["bytes"] <= b["offset"]:
+                assert a["device_offset"] + a["bytes"] <= b["device_offset"]
     assert manifest["device_arena_bytes"] >= manifest["arena_bytes"]
     assert manifest["device_arena_bytes"] % 256 == 0
 

@@ -22,7 +22,17 @@ WORKED = ROOT / "apps" / "worked_example.yaml"
 
 @pytest.fixture(scope="module")
 def app():
-    return load_app(WORKED)
+    """The paper's methodology (Algorithm 1, the paper's schedules): its figures are exact."""
+    app = load_app(WORKED)
+    app.placement = "shared-objects"
+    return app
+
+
+@pytest.fixture(scope="module", params=["shared-objects", "offsets"])
+def any_app(request):
+    app = load_app(WORKED)
+    app.placement = request.param
+    return app
 
 
 def table10_genes(app) -> list[int]:
@@ -76,7 +86,8 @@ def _plan(app, genes):
 
 
 @pytest.mark.parametrize("pick", ["zeros", "table10", "ones"])
-def test_plan_is_valid_and_complete(app, tmp_path, pick):
+def test_plan_is_valid_and_complete(any_app, tmp_path, pick):
+    app = any_app
     genes = {"zeros": [0] * 7, "table10": table10_genes(app), "ones": [1] * 7}[pick]
     d, plan = _plan(app, genes)
     # every edge once; crossing edge of the pipeline doubled
@@ -96,14 +107,26 @@ def test_plan_is_valid_and_complete(app, tmp_path, pick):
     for b in plan.buffers:
         assert b["elements"] == max(plan.edges[x]["elements"] for x in b["edges"])
         assert b["bytes"] == 4 * b["elements"]
-    assert plan.buffer_bytes == sum(b["bytes"] for b in plan.buffers)
+    if app.placement == "shared-objects":
+        assert plan.buffer_bytes == sum(b["bytes"] for b in plan.buffers)
+        at = [sum(b["bytes"] for b in plan.buffers[:i]) for i in range(len(plan.buffers))]
+    else:                            # offsets: the arena's extent
+        assert plan.buffer_bytes == max(b["offset"] + b["bytes"] for b in plan.buffers)
+        at = [b["offset"] for b in plan.buffers]
     assert plan.memory_bytes == plan.param_bytes + plan.buffer_bytes
-    # no two edges alive together share a buffer (pairwise, independently of check_plan)
+    # no two edges alive together share a buffer or overlap in the arena (pairwise,
+    # independently of check_plan)
     group = group_index(app.pipelines)
     uses = {u.name: u for u in d.uses}
     for b in plan.buffers:
         inside = [uses[x] for x in b["edges"]]
         assert not any(conflict(a, c, group) for i, a in enumerate(inside) for c in inside[i + 1:])
+    region = {x: (at[e["buffer"]], at[e["buffer"]] + e["elements"] * 4, e["buffer"])
+              for x, e in plan.edges.items()}
+    for x, (a0, a1, ka) in region.items():
+        for y, (b0, b1, kb) in region.items():
+            if x < y and ka != kb and a0 < b1 and b0 < a1:
+                assert not conflict(uses[x], uses[y], group), (x, y)
     # firings agree with the phases; plan.json round trip
     for part in plan.partitions:
         counts = {x: plan.firings[part["name"]].count(x) for x in part["layers"]}

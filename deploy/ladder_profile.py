@@ -1,0 +1,123 @@
+"""Per-layer times at every rung of the granularity ladder, measured inside real deployments.
+
+A layer's time depends on how its neighbours store their tensors (ORT's blocked NCHWc
+layout between whole layers, rows rings around parts) and on the thread pool, so timing a
+layer alone in another layout mispredicts a deployment (issue 15: a profile summing to
+131 fps for a plan measured at 239-250). Here every layer is timed where it runs: for the
+whole CNN (reuse only) and for every k of the ladder (explorer.genes) the CNN is deployed
+with every layer in parts of k rows (`csdf.parts.phases_for_rows`), run with the layout and
+thread count `explore run` uses (in a child process, with ORT's one shared thread pool),
+and every prebound call timed; a layer's time per frame at
+Φ = ceil(H / k) phases is the median over frames of the sum of its calls. The evaluator
+interpolates between the measured Φ (explorer/device_profile.py, `by_phases`).
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from csdf.model import CNN
+from csdf.parts import phases_for_rows
+
+
+def ladder_rows(cnn: CNN) -> list[int]:
+    """Rows per phase k measured: 1, 2, 4, ... below the tallest layer's height."""
+    tallest = max(int(cnn.layer(n).output_shape[2]) for n in cnn.order())
+    ks, k = [], 1
+    while k < tallest:
+        ks.append(k)
+        k *= 2
+    return ks
+
+
+def _plan(cnn: CNN, phases: dict[str, int], precision: str) -> dict:
+    from explorer.app import PRECISIONS, Application, Partition
+    from explorer.derive import derive, plan_for
+    app = Application(cnn.name, {cnn.name: cnn}, [Partition(f"{cnn.name}.all", cnn.name, cnn.order())],
+                      [[f"{cnn.name}.all"]], PRECISIONS[precision])
+    d = derive(app, {cnn.name: phases})
+    return plan_for(app, d, {cnn.name: 0.0}, True).to_dict()
+
+
+def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: str,
+               warmup: int = 3) -> dict[str, float]:
+    """{layer: median ms per frame of all its calls} of one deployment of `cnn`."""
+    from deploy import backend_ort, executor, manifest as mf
+    from deploy.backend_ort import OrtBackend
+
+    manifest = mf.load(deploy_dir)
+    backend_ort.init_runtime(threads, True)
+    be = OrtBackend(manifest["dtype"], threads, True, layout)
+    ex = executor.Executor(manifest, deploy_dir, be)
+    run = ex.cnns[cnn]
+    steps = [(step["layer"], i, part) for part, mpart in
+             zip(run.partitions, [p for p in manifest["partitions"] if p["cnn"] == cnn])
+             for i, step in enumerate(mpart["steps"])]
+    layers = sorted({name for name, _, _ in steps})
+    rng = np.random.default_rng(0)
+    shape = manifest["cnns"][cnn]["inputs"][0]["shape"]
+    per_frame = {name: [] for name in layers}
+    for f in range(warmup + frames):
+        executor._FRAME.frame = rng.standard_normal(shape).astype(np.float32)
+        acc = dict.fromkeys(layers, 0.0)
+        for name, i, part in steps:
+            call = part.calls[f % 2][i]
+            start = time.perf_counter()
+            call()
+            acc[name] += time.perf_counter() - start
+        if f >= warmup:
+            for name, t in acc.items():
+                per_frame[name].append(t)
+    return {name: float(np.median(ts)) * 1e3 for name, ts in per_frame.items()}
+
+
+def _step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
+                         layout: str) -> dict[str, float]:
+    """step_times in a process of its own, as `explore run` runs: ONNX Runtime's one
+    process-wide thread pool (which a process cannot share with per-session pools)."""
+    import json
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "deploy.ladder_profile", str(deploy_dir), cnn,
+                           str(frames), str(threads), layout],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"timing {deploy_dir} failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads: int = 0,
+                   layout: str = "blocked", progress=None) -> dict[str, dict]:
+    """{layer: {"whole_ms": ms, "by_phases": {Φ: ms}}} measured in deployments of `cnn`
+    whole and in parts of every k of `ladder_rows`."""
+    from deploy.derive import derive as deploy_plan
+
+    table: dict[str, dict] = {}
+    runs = [("whole", None)] + [(f"k={k}", k) for k in ladder_rows(cnn)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (label, k) in enumerate(runs):
+            phases = ({n: 1 for n in cnn.order()} if k is None else
+                      phases_for_rows(cnn, {n: k for n in cnn.order()}))
+            out = Path(tmp) / f"run{i}"
+            deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out)
+            times = _step_times_in_child(out, cnn.name, frames, threads, layout)
+            for name, ms in times.items():
+                entry = table.setdefault(name, {"by_phases": {}})
+                if phases[name] == 1:
+                    if k is None:
+                        entry["whole_ms"] = ms
+                else:
+                    entry["by_phases"].setdefault(phases[name], ms)
+            if progress:
+                progress(label, sum(times.values()))
+    return table
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    d, name, n, th, lay = sys.argv[1:6]
+    print(json.dumps(step_times(Path(d), name, int(n), int(th), lay)))

@@ -1,0 +1,38 @@
+"""Greedy by size for offset calculation (Pisarchyk & Lee 2020, "Efficient memory
+management for deep neural net inference", Section 4.3), the offset planner TensorFlow Lite
+ships (GPU delegate `GreedyBySizeAssignment`; TFLite Micro's `GreedyMemoryPlanner` is the
+same idea with first fit).
+
+Records are taken largest first (ties: listed first); each goes into the smallest gap
+between its already placed neighbours in the conflict graph that holds it, else above the
+highest of them.
+"""
+from __future__ import annotations
+
+from explorer.lifetimes import EdgeUse
+from explorer.memory import Buffer
+from explorer.placement import conflict_graph
+from explorer.placement.gaps import fit
+
+
+def offsets(sizes: list[int], adj: list[set[int]], order: list[int], best: bool = True) -> list[int]:
+    """Offsets of records visited in `order` (every index once)."""
+    off = [-1] * len(sizes)
+    for i in order:
+        off[i] = fit(sizes[i], [(off[j], off[j] + sizes[j]) for j in adj[i] if off[j] >= 0], best)
+    return off
+
+
+def extent(sizes: list[int], off: list[int]) -> int:
+    return max((o + s for o, s in zip(off, sizes)), default=0)
+
+
+def buffers(uses: list[EdgeUse], off: list[int]) -> list[Buffer]:
+    """One buffer per use, at its offset."""
+    return [Buffer([u.name], u.size, o) for u, o in zip(uses, off)]
+
+
+def place(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
+    sizes = [u.size for u in uses]
+    order = sorted(range(len(uses)), key=lambda i: -sizes[i])
+    return buffers(uses, offsets(sizes, conflict_graph(uses, pipelines), order))
