@@ -8,7 +8,7 @@ whole CNN (reuse only) and for every k of the ladder (explorer.genes) the CNN is
 with every layer in parts of k rows (`csdf.parts.phases_for_rows`), run with the layout and
 thread count `explore run` uses (in a child process, with ORT's one shared thread pool),
 and every prebound call timed; a layer's time per frame at
-Φ = ceil(H / k) phases is the median over frames of the sum of its calls. The evaluator
+Φ = ceil(H / k) phases is the mean over frames of the sum of its calls. The evaluator
 interpolates between the measured Φ (explorer/device_profile.py, `by_phases`).
 """
 from __future__ import annotations
@@ -24,8 +24,11 @@ from csdf.parts import phases_for_rows
 
 
 def ladder_rows(cnn: CNN) -> list[int]:
-    """Rows per phase k measured: 1, 2, 4, ... below the tallest layer's height."""
-    tallest = max(int(cnn.layer(n).output_shape[2]) for n in cnn.order())
+    """Rows per phase k measured: 1, 2, 4, ... below the tallest height of a layer that
+    may go by parts (explorer.genes' ladder rungs are these k, balanced)."""
+    from csdf.parts import can_split
+    tallest = max([int(cnn.layer(n).output_shape[2]) for n in cnn.order()
+                   if can_split(cnn.layer(n))], default=1)
     ks, k = [], 1
     while k < tallest:
         ks.append(k)
@@ -44,7 +47,7 @@ def _plan(cnn: CNN, phases: dict[str, int], precision: str) -> dict:
 
 def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: str,
                warmup: int = 3) -> dict[str, float]:
-    """{layer: median ms per frame of all its calls} of one deployment of `cnn`."""
+    """{layer: mean ms per frame of all its calls} of one deployment of `cnn`."""
     from deploy import backend_ort, executor, manifest as mf
     from deploy.backend_ort import OrtBackend
 
@@ -71,7 +74,10 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
         if f >= warmup:
             for name, t in acc.items():
                 per_frame[name].append(t)
-    return {name: float(np.median(ts)) * 1e3 for name, ts in per_frame.items()}
+    # the mean, not the median: fps is frames over elapsed time, i.e. 1 / the mean frame,
+    # and on a loaded machine a median per layer drops the preempted calls every frame
+    # has some of (measured here: medians summed to 8.6 ms for a 35 ms MobileNetV2 frame)
+    return {name: float(np.mean(ts)) * 1e3 for name, ts in per_frame.items()}
 
 
 def _step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,

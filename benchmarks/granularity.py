@@ -1,0 +1,193 @@
+"""Granularity genes end to end (issue 15): predicted fps from a measured ladder profile
+against measured fps of the deployed plans, and the fronts with and without the genes.
+
+    flock /tmp/memtrade-bench.lock python benchmarks/granularity.py [--cnns mobilenet_v2,resnet50]
+        [--frames 20] [--rounds 3] [--threads 1] [--generations N] [--population N]
+
+Per CNN (one partition, fp32, ONNX Runtime CPU, one thread by default):
+1. `explore profile`'s ladder measurement (deploy/ladder_profile.py): every layer whole and in
+   parts of k = 1, 2, 4, ... rows, inside deployments run as `explore run` runs them
+   (blocked layout, --threads) -> a measured device profile.
+2. Algorithm 2 (least memory asked, so NSGA-II runs) with granularity genes (ladder) and with
+   the paper's binary genes, both evaluated with that profile; the fronts' sizes counted
+   between the reuse-only and the least-memory points.
+3. Plans: reuse only, the least-memory point, and the fastest (predicted) ladder-front points
+   within 1.1x, 1.25x and 2x the least memory; each deployed (`explore deploy`) and measured
+   in its own process (`explore run`'s measure, blocked layout, --threads), interleaved with
+   a plain ONNX Runtime session on the original model over --rounds rounds; medians.
+Printed per plan: memory, predicted fps, measured fps, measured/predicted, x plain session,
+calls per frame, max |diff| to the plain session.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MB = 2 ** 20
+
+
+def _app(cnn_name: str, folder: Path) -> Path:
+    path = folder / f"{cnn_name}.yaml"
+    path.write_text(f"name: granularity-{cnn_name}\nplatform: jetson-tx2\nprecision: fp32\n"
+                    f"cnns:\n  - name: {cnn_name}\n    model: zoo:{cnn_name}\n    fps: 0\n")
+    return path
+
+
+def _profile(app, cnn_name: str, frames: int, threads: int, path: Path):
+    from deploy.ladder_profile import ladder_rows, profile_ladder
+    from explorer.device_profile import DeviceProfile, LayerTimes, save_profile
+    cnn = app.cnns[cnn_name]
+    table = profile_ladder(cnn, "fp32", frames, threads, "blocked",
+                           lambda label, ms: print(f"  profile {label}: {ms:.2f} ms/frame",
+                                                   file=sys.stderr, flush=True))
+    models = {cnn_name: {layer: LayerTimes(t["whole_ms"], by_phases=t["by_phases"])
+                         for layer, t in table.items()}}
+    save_profile(DeviceProfile(name="granularity-bench", models=models,
+                               meta={"layout": "blocked", "threads": threads,
+                                     "ladder_rows": {cnn_name: ladder_rows(cnn)}}), path)
+    return path
+
+
+def _between(front, low: int, high: int) -> int:
+    return len({p.memory_bytes for p in front if low <= p.memory_bytes <= high})
+
+
+def child(args) -> None:
+    """One measurement in this process: prints a JSON line."""
+    if args.child == "plain":
+        from deploy import reference
+        from deploy.backend_ort import init_runtime
+        init_runtime(args.threads, False)
+        sess = reference.session(args.path, args.threads)
+        shape = [d if isinstance(d, int) else 1 for d in sess.get_inputs()[0].shape]
+        frames = [np.random.default_rng(i).standard_normal(shape).astype(np.float32)
+                  for i in range(args.frames)]
+        for f in frames[:3]:
+            reference.run(sess, f)
+        start = time.perf_counter()
+        for f in frames:
+            reference.run(sess, f)
+        print(json.dumps({"fps": args.frames / (time.perf_counter() - start)}))
+        return
+    from deploy.measure import measure
+    res = measure(args.path, frames=args.frames, threads=args.threads, check=False,
+                  shared_pool=True, layout="blocked")
+    cnn = next(iter(res["fps"]))
+    print(json.dumps({"fps": res["fps"][cnn], "arena_bytes": res["arena_bytes"],
+                      "calls": res["calls_per_frame"][cnn]}))
+
+
+def _run_child(kind: str, path: str, frames: int, threads: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", kind, "--path", path,
+                          "--frames", str(frames), "--threads", str(threads)],
+                         check=True, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
+    from deploy.derive import derive as deploy_plan
+    from deploy.measure import measure
+    from explorer.appfile import load_app
+    from explorer.derive import Evaluation, derive, plan_for
+    from explorer.genes import gene_space
+    from explorer.plan import to_json
+    from explorer.search import algorithm2
+    from explorer.throughput import make_evaluator
+
+    app = load_app(_app(cnn_name, tmp), mem="0")
+    start = time.perf_counter()
+    prof = _profile(app, cnn_name, max(5, args.frames // 2), args.threads, tmp / f"{cnn_name}-prof.yaml")
+    t_prof = time.perf_counter() - start
+    evaluator = make_evaluator(app, str(prof))
+    settings = app.search
+    for key in ("population", "generations"):
+        if getattr(args, key):
+            settings = replace(settings, **{key: getattr(args, key)})
+    outcomes, secs = {}, {}
+    for gran in ("ladder", "binary"):
+        ev = Evaluation(app, evaluator, space=gene_space(app, gran))
+        start = time.perf_counter()
+        outcomes[gran] = (algorithm2(app, ev, replace(settings, granularity=gran)), ev)
+        secs[gran] = time.perf_counter() - start
+    ladder, lev = outcomes["ladder"]
+    binary, _ = outcomes["binary"]
+    zeros = tuple([0] * len(ladder.genes))
+    reuse_mem, reuse_fps = lev(zeros)
+    least = min(ladder.front[0].memory_bytes, binary.front[0].memory_bytes)
+    picks = [("reuse only", zeros, reuse_mem, reuse_fps[cnn_name]),
+             ("least memory", ladder.front[0].genes, ladder.front[0].memory_bytes,
+              ladder.front[0].fps[cnn_name])]
+    for factor in (1.1, 1.25, 2.0):
+        ok = [p for p in ladder.front if p.memory_bytes <= factor * ladder.front[0].memory_bytes]
+        best = max(ok, key=lambda p: (p.fps[cnn_name], -p.memory_bytes))
+        picks.append((f"<= {factor:g}x least", best.genes, best.memory_bytes, best.fps[cnn_name]))
+    runs, rows = [], []
+    for i, (label, genes, mem, fps) in enumerate(picks):
+        d = derive(app, lev.phases(genes))
+        plan = plan_for(app, d, {cnn_name: fps}, True, genes)
+        to_json(plan, tmp / f"{cnn_name}-plan{i}.json")
+        folder = tmp / f"{cnn_name}-dep{i}"
+        deploy_plan(plan.to_dict(), app.cnns, folder)
+        check = measure(folder, frames=1, threads=args.threads)
+        rows.append((label, mem, fps, check["max_abs_diff"][cnn_name],
+                     check["arena_bytes"] == plan.buffer_bytes))
+        runs.append(("deployed", str(folder)))
+        if i == 0:
+            manifest = json.loads((folder / "manifest.json").read_text())
+            runs.insert(0, ("plain", str(folder / manifest["cnns"][cnn_name]["reference"])))
+    results: list[list[dict]] = [[] for _ in runs]
+    for _ in range(args.rounds):
+        for i, (kind, path) in enumerate(runs):
+            frames = args.frames if kind == "plain" else max(3, args.frames // 2)
+            results[i].append(_run_child(kind, path, frames, args.threads))
+    plain = float(np.median([r["fps"] for r in results[0]]))
+    print(f"\n{cnn_name}: ONNX Runtime CPU, threads={args.threads}, blocked layout, "
+          f"{args.rounds} interleaved rounds (medians); profile {t_prof:.0f} s")
+    print(f"plain ORT session: {plain:.1f} fps")
+    print(f"{'plan':18} {'memory MB':>10} {'x least':>8} {'pred fps':>9} {'meas fps':>9} "
+          f"{'meas/pred':>10} {'x plain':>8} {'calls':>6} {'arena=plan':>10} {'max|diff|':>10}")
+    for (label, mem, fps, diff, arena_ok), rs in zip(rows, results[1:]):
+        meas = float(np.median([r["fps"] for r in rs]))
+        xplain = float(np.median([r["fps"] / p["fps"] for r, p in zip(rs, results[0])]))
+        print(f"{label:18} {mem / MB:10.3f} {mem / least:8.2f} {fps:9.1f} {meas:9.1f} "
+              f"{meas / fps:10.2f} {xplain:8.2f} {rs[0]['calls']:>6} {str(arena_ok):>10} "
+              f"{diff:10.2e}")
+    print(f"front between reuse-only ({reuse_mem / MB:.3f} MB) and least memory: "
+          f"ladder {_between(ladder.front, ladder.front[0].memory_bytes, reuse_mem)} points "
+          f"(least {ladder.front[0].memory_bytes / MB:.3f} MB, search {secs['ladder']:.1f} s), "
+          f"binary {_between(binary.front, binary.front[0].memory_bytes, reuse_mem)} points "
+          f"(least {binary.front[0].memory_bytes / MB:.3f} MB, search {secs['binary']:.1f} s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cnns", default="mobilenet_v2,resnet50")
+    parser.add_argument("--frames", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--population", type=int, default=0)
+    parser.add_argument("--generations", type=int, default=0)
+    parser.add_argument("--child", default=None)
+    parser.add_argument("--path", default=None)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.cnns.split(","):
+            bench_cnn(name.strip(), args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
