@@ -45,9 +45,19 @@ def internal_edges(cnn: CNN, layers: list[str]) -> list[tuple[str, str]]:
 
 def edge_windows(cnn: CNN, layers: list[str], phases: dict[str, int]
                  ) -> dict[tuple[str, str], list[range]]:
-    """Per internal edge, the rows of it each phase of its consumer reads."""
-    return {(src, dst): phase_windows(cnn, dst, src, phases.get(dst, 1))
-            for src, dst in internal_edges(cnn, layers)}
+    """Per internal edge, the rows of it each phase of its consumer reads (cached per CNN
+    by edge and phase count: the search asks for the same windows thousands of times;
+    treat the lists as read-only)."""
+    cache = cnn.graph.graph.setdefault("_phase_windows", {})
+    out = {}
+    for src, dst in internal_edges(cnn, layers):
+        n = phases.get(dst, 1)
+        key = (src, dst, n, tuple(cnn.edge_shape(src, dst)), tuple(cnn.layer(dst).output_shape))
+        reads = cache.get(key)
+        if reads is None:
+            reads = cache[key] = phase_windows(cnn, dst, src, n)
+        out[(src, dst)] = reads
+    return out
 
 
 def to_csdf(cnn: CNN, layers: list[str], phases: dict[str, int], name: str | None = None,
