@@ -57,12 +57,13 @@ def settings_of(app, args: argparse.Namespace):
     s = app.search
     if getattr(args, "granularity", None):
         s = replace(s, granularity=args.granularity)
+    from explorer.appfile import SEARCH_LIMITS
     for key in ("seed", "population", "generations"):
         value = getattr(args, key, None)
         if value is not None:
-            if value < (0 if key == "seed" else 1):
+            if not (0 if key == "seed" else 1) <= value <= SEARCH_LIMITS[key]:
                 raise InputError(f"--{key}: expected a {'non-negative' if key == 'seed' else 'positive'}"
-                                 f" integer, got {value}")
+                                 f" integer up to {SEARCH_LIMITS[key]}, got {value}")
             s = replace(s, **{key: value})
     return s
 
