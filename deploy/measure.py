@@ -117,7 +117,8 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
             if ref_path is None:
                 diff[name] = magnitude[name] = None
                 continue
-            sess = reference.session(Path(deploy_dir) / ref_path, threads)
+            # the unmodified model at the plan's precision (deploy/verdict.py)
+            sess = reference.session(Path(deploy_dir) / ref_path, threads, manifest["dtype"])
             worst, size = 0.0, 0.0
             for frame, got in zip(stream, outputs[name]):
                 want = reference.run(sess, frame)

@@ -1,5 +1,10 @@
 """The unmodified model: a plain ONNX Runtime session on the original ONNX file, the yardstick
-for both the deployed outputs and the deployed fps."""
+for both the deployed outputs and the deployed fps.
+
+At a plan's precision (`session(..., dtype="float16")`) the unmodified network runs in fp16:
+the model converted by ONNX Runtime's own converter (onnxruntime.transformers.float16,
+inputs and outputs kept fp32), so fp16 rounding is not blamed on the plan (deploy/verdict.py).
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +15,8 @@ import onnxruntime as ort
 from sdf3.errors import InputError
 
 
-def session(path: str | Path, threads: int = 0) -> ort.InferenceSession:
+def session(path: str | Path, threads: int = 0, dtype: str = "float32") -> ort.InferenceSession:
+    """A session on the model at `path`, computing in `dtype` (float32 or float16)."""
     if not Path(path).is_file():
         raise InputError(f"{path}: reference model not found")
     from deploy.backend_ort import _POOL
@@ -20,7 +26,12 @@ def session(path: str | Path, threads: int = 0) -> ort.InferenceSession:
         opts.use_per_session_threads = False
     else:
         opts.intra_op_num_threads = threads
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    source = str(path)
+    if dtype == "float16":
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+        import onnx
+        source = convert_float_to_float16(onnx.load(source), keep_io_types=True).SerializeToString()
+    return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
 
 
 def run(sess: ort.InferenceSession, frame: np.ndarray) -> list[np.ndarray]:

@@ -9,11 +9,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from csdf.model import CNN
+from csdf.model import CNN, INPUT
 from csdf.onnx_import import load_onnx
 from csdf.synthetic import build_synthetic
 from explorer.app import PRECISIONS, Application, Partition, SearchSettings
 from explorer.genes import GRANULARITIES
+from explorer.layer_names import resolve
 from explorer.units import parse_memory
 from explorer.yamlload import load_yaml
 from sdf3.errors import InputError
@@ -170,8 +171,10 @@ def _partitions(raw: Any, cnn: CNN, where: str, key: str) -> list[Partition]:
         if not (isinstance(layers, list) and 1 <= len(layers) <= 2 and all(isinstance(x, str) for x in layers)):
             raise InputError(f"{where}: {pkey}.layers: expected [first_layer, last_layer], got {layers!r}")
         for layer in layers:
-            if layer not in pos:
-                raise InputError(f"{where}: {pkey}.layers: layer {layer!r} is not in model {cnn.name}")
+            if resolve(cnn, layer) is None:
+                raise InputError(f"{where}: {pkey}.layers: layer {layer!r} is not in model {cnn.name} "
+                                 f"(names: `explore info APP --layers`)")
+        layers = [resolve(cnn, layer) for layer in layers]
         first, last = pos[layers[0]], pos[layers[-1]]
         if first > last:
             raise InputError(f"{where}: {pkey}.layers: {layers[0]!r} comes after {layers[-1]!r} in "
@@ -181,6 +184,7 @@ def _partitions(raw: Any, cnn: CNN, where: str, key: str) -> list[Partition]:
             raise InputError(f"{where}: {pkey}.processor: expected one of {', '.join(PROCESSORS)}, got {proc!r}")
         spans.append((first, last, Partition(f"{cnn.name}.{pname}", cnn.name, order[first:last + 1], proc), pkey))
     spans.sort(key=lambda s: s[0])
+    spans = _with_inputs(spans, cnn, order)
     expect = 0
     for first, last, part, pkey in spans:
         if first < expect:
@@ -192,6 +196,21 @@ def _partitions(raw: Any, cnn: CNN, where: str, key: str) -> list[Partition]:
     if expect < len(order):
         raise InputError(f"{where}: {key}: layers {order[expect]!r}..{order[-1]!r} of {cnn.name} are in no partition")
     return [s[2] for s in spans]   # in topological order
+
+
+def _with_inputs(spans: list, cnn: CNN, order: list[str]) -> list:
+    """A graph input no partition names joins the partition that reads it first: the one
+    starting right after it in the topological order (docs/appfile.md)."""
+    out, covered = [], -1
+    for first, last, part, pkey in spans:
+        start = first
+        while start - 1 > covered and cnn.layer(order[start - 1]).op == INPUT:
+            start -= 1
+        if start != first:
+            part = Partition(part.name, part.cnn, order[start:last + 1], part.processor)
+        out.append((start, last, part, pkey))
+        covered = max(covered, last)
+    return out
 
 
 def _pipelines(raw: Any, partitions: list[Partition], where: str) -> list[list[str]]:
@@ -237,6 +256,7 @@ def _schedules(raw: Any, partitions: list[Partition], cnns: dict[str, CNN], wher
         layers = parts[name].layers
         if not isinstance(firings, list) or not all(isinstance(f, str) for f in firings):
             raise InputError(f"{key}: expected a list of layer names, one per firing")
+        firings = [resolve(cnns[parts[name].cnn], f) or f for f in firings]
         for f in firings:
             if f not in layers:
                 raise InputError(f"{key}: layer {f!r} is not in partition {name}")

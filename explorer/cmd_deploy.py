@@ -4,6 +4,7 @@ TensorRT the engines built from the same ONNX parts."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -23,6 +24,22 @@ def load_plan(path: str | Path) -> dict:
     return from_json(path).to_dict()
 
 
+def unmet_constraints(plan: dict) -> str:
+    """Which of the plan's constraints it misses, in words ("" when met or none)."""
+    if plan.get("constraints_met", True):
+        return ""
+    cons = plan.get("constraints") or {}
+    out = []
+    mem = cons.get("memory_bytes")
+    if mem is not None and plan.get("memory_bytes", 0) > mem:
+        out.append(f"memory {plan['memory_bytes']} B > {mem} B")
+    for cnn, want in (cons.get("fps") or {}).items():
+        got = (plan.get("fps") or {}).get(cnn)
+        if want and got is not None and got < want:
+            out.append(f"{cnn} {got:.1f} fps < {want:g} fps")
+    return ", ".join(out) or "constraints_met is false"
+
+
 def run(args: argparse.Namespace) -> int:
     from explorer.outputs import claim_dir
 
@@ -37,6 +54,10 @@ def _deploy(args: argparse.Namespace, out: Path) -> int:
     from explorer.appfile import load_app
 
     plan = load_plan(args.plan)
+    unmet = unmet_constraints(plan)
+    if unmet:
+        print(f"explore deploy: warning: plan {args.plan} does not meet its constraints ({unmet}); "
+              f"deploying it anyway", file=sys.stderr)
     app = load_app(plan["app"])
     manifest = derive(plan, app.cnns, out, args.backend, args.with_profile, where=args.plan)
     steps = sum(len(p["steps"]) for p in manifest["partitions"])

@@ -71,7 +71,10 @@ def summary(app: Application, layers: bool = False) -> dict[str, Any]:
         if layers:
             entry["layer_list"] = [
                 {"name": l.name, "op": l.op, "activation": list(l.hyper.get("activation", [])),
-                 "inputs": list(l.inputs), "shape": list(l.output_shape), "params": l.param_count}
+                 "inputs": list(l.inputs), "shape": list(l.output_shape), "params": l.param_count,
+                 "onnx_nodes": list(l.onnx_nodes),
+                 **({"onnx_ops": list(l.hyper["onnx_ops"]), "per_pixel": bool(l.hyper.get("per_pixel"))}
+                    if l.op == "Opaque" else {})}
                 for l in cnn.layers()]
         cnns[name] = entry
     return {
@@ -119,9 +122,23 @@ def run(args: argparse.Namespace) -> int:
     console.print(parts)
     if args.layers:
         for name, c in info["cnns"].items():
-            lt = Table("layer", "op", "activation", "inputs", "output [N, C, H, W]", "params", title=name)
-            for l in c["layer_list"]:
-                lt.add_row(l["name"], l["op"], ",".join(l["activation"]), ",".join(l["inputs"]),
-                           str(l["shape"]), f"{l['params']:,}")
-            console.print(lt)
+            _print_layers(name, c["layer_list"])
     return 0
+
+
+def _print_layers(cnn: str, layers: list[dict]) -> None:
+    """One row per layer. Names are what an app file's partitions and schedules use, so they
+    are never cut: the table is as wide as its longest row needs (inputs fold instead)."""
+    lt = Table(title=cnn)
+    longest = max(len(l["name"]) for l in layers)
+    lt.add_column("layer", no_wrap=True, min_width=longest)
+    lt.add_column("op", no_wrap=True)
+    lt.add_column("activation")
+    lt.add_column("inputs", overflow="fold")
+    lt.add_column("output [N, C, H, W]", no_wrap=True)
+    lt.add_column("params", no_wrap=True, justify="right")
+    for l in layers:
+        op = l["op"] if l["op"] != "Opaque" else f"Opaque({','.join(l.get('onnx_ops', []))})"
+        lt.add_row(l["name"], op, ",".join(l["activation"]), ",".join(l["inputs"]),
+                   str(l["shape"]), f"{l['params']:,}")
+    Console(width=max(130, longest + 110), soft_wrap=False).print(lt)

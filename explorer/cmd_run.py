@@ -1,7 +1,8 @@
 """`explore run DIR [--frames N] [--json]`: run a deployment on seeded random frames and
 report what was measured: fps per CNN, arena and parameter bytes, calls per frame, peak RSS,
 the footprint (peak - the RSS before loading) with its breakdown beside the plan's memory,
-and the largest difference to a plain ONNX Runtime session on the original model."""
+and the largest difference to a plain ONNX Runtime session on the original model, with a
+PASS/FAIL verdict per CNN (deploy/verdict.py); exit status 4 when a CNN fails."""
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,15 @@ def run(args: argparse.Namespace) -> int:
     result = measure(args.dir, frames=args.frames, seed=args.seed, backend=args.backend,
                      threads=args.threads, check=not args.no_check,
                      shared_pool=not args.in_process, layout=args.layout)
+    verdicts = {}
+    if not args.no_check and result.get("max_abs_output"):
+        from deploy import verdict
+        verdicts = result["verdict"] = verdict.for_run(args.dir, result, args.frames, args.seed,
+                                                       args.threads)
+    status = 4 if any(v["verdict"] == "FAIL" for v in verdicts.values()) else 0
     if args.json:
         print(json.dumps(result))
-        return 0
+        return status
     print(f"backend {result['backend']}, {result['frames']} frames")
     print(f"arena bytes {result['arena_bytes']}, parameter bytes {result['param_bytes']}, "
           f"scratch bytes {result['scratch_bytes']}, peak RSS {result['peak_rss_bytes'] / 2**20:.1f} MiB")
@@ -51,6 +58,13 @@ def run(args: argparse.Namespace) -> int:
         diff = result["max_abs_diff"].get(cnn)
         diff_s = ("not checked (--no-check)" if args.no_check else
                   "n/a (no reference model)" if diff is None else f"{diff:.3g}")
+        v = verdicts.get(cnn, {})
+        if "tolerance" in v:
+            diff_s += (f" on outputs up to {v['max_abs_output']:.3g} (tolerance {v['tolerance']:.3g}, "
+                       f"{v['reference_dtype']} reference): {v['verdict']}")
         print(f"  {cnn}: {fps:.1f} fps, {result['calls_per_frame'][cnn]} calls/frame, "
               f"max |diff| {diff_s}")
-    return 0
+    if status:
+        bad = [c for c, v in verdicts.items() if v["verdict"] == "FAIL"]
+        print(f"FAIL: outputs of {', '.join(bad)} differ from the unmodified model (exit 4)")
+    return status

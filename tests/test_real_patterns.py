@@ -113,3 +113,39 @@ def test_shared_initializer_counted_once_and_bn_two_per_channel(tmp_path):
     assert cnn.param_count == expected
     assert cnn.original_param_count == expected + 2 * 8    # BN stores 4 per channel in ONNX
     check_deploys(cnn, tmp_path)
+
+
+def test_mobilenet_v2_as_pytorch_writes_it_gives_the_zoos_model(tmp_path):
+    """The zoo's MobileNetV2 with every Clip's bounds rewritten as Constant nodes placed right
+    after the Conv that feeds the Clip (torch.onnx's order): the same 67 layers, hyper-
+    parameters, parameters and edges, hence the zoo's figures."""
+    zoo = pytest.importorskip("csdf.zoo")
+    path = zoo.model_path("mobilenet_v2")
+    model = onnx.load(path)
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    nodes = list(graph.node)
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output}
+    after: dict[int, list] = {}
+    for clip in (n for n in nodes if n.op_type == "Clip"):
+        x = clip.input[0]
+        while nodes[producer[x]].op_type != "Conv":      # back to the Conv (through BN)
+            x = nodes[producer[x]].input[0]
+        for t in clip.input[1:]:
+            after.setdefault(producer[x], []).append(
+                onnx.helper.make_node("Constant", [], [t], value=inits.pop(t)))
+    del graph.node[:]
+    for k, n in enumerate(nodes):
+        graph.node.append(n)
+        graph.node.extend(after.get(k, []))
+    del graph.initializer[:]
+    graph.initializer.extend(inits.values())
+    onnx.save(model, str(tmp_path / "torch_order.onnx"))
+    zoo_cnn, torch_cnn = load_onnx(path, "m"), load_onnx(tmp_path / "torch_order.onnx", "m")
+    assert len(torch_cnn.graph) == len(zoo_cnn.graph) == 67      # the zoo's ends in a Softmax
+    assert torch_cnn.order() == zoo_cnn.order() and torch_cnn.edges() == zoo_cnn.edges()
+    for name in zoo_cnn.order():
+        a, b = zoo_cnn.layer(name), torch_cnn.layer(name)
+        assert (a.op, a.hyper, a.output_shape) == (b.op, b.hyper, b.output_shape)
+        assert a.params.keys() == b.params.keys() and all(np.array_equal(a.params[k], b.params[k]) for k in a.params)
+    assert torch_cnn.param_count == zoo_cnn.param_count
