@@ -53,14 +53,15 @@ def vgg11(seed: int = 0):
             x = b.relu(net, b.conv(net, x, v, 3, f"conv{conv}", bias=True), f"relu{conv}")
     n, c, h, w = net.shapes[x]
     x = b._node(net, "Flatten", [x], "flatten", [n, c * h * w], axis=1)
-    for i, width in ((6, 4096), (7, 4096)):
+    for i, width in ((6, 4096), (7, 4096), (8, 1000)):
         fan_in = net.shapes[x][1]
         wt = b._init(net, f"fc{i}.weight",
                      net.rng.standard_normal((width, fan_in)).astype(np.float32) * np.sqrt(2.0 / fan_in))
         bias = b._init(net, f"fc{i}.bias", np.zeros(width, np.float32))
         x = b._node(net, "Gemm", [x, wt, bias], f"fc{i}", [n, width], transB=1)
-        x = b._node(net, "Relu", [x], f"fc{i}.relu", [n, width])
-    b.classifier(net, x, 1000, "fc8")
+        if i < 8:
+            x = b._node(net, "Relu", [x], f"fc{i}.relu", [n, width])
+    b._node(net, "Softmax", [x], b.OUTPUT, [n, 1000], axis=1)
     return b.to_model(net)
 
 

@@ -10,7 +10,8 @@ Per network, each in its own process: `explore profile APP --primitives` (times,
 workspaces, transitions), `explore primitives APP --profile P` for the time-only plan and
 again with --mem at the headline point (the least memory within 1.15x the time-only time),
 both deployed with `explore deploy` and run with `explore run --json` (frames after 3
-warm-ups); measured ms/frame = 1000 / fps. Prints one table and writes DIR/summary.json.
+warm-ups; ms/frame = 1000 / fps, wall clock) and in a child that times each frame's steps
+on one thread (median thread CPU time and wall time per frame; see frame_cpu). Prints one table and writes DIR/summary.json.
 """
 from __future__ import annotations
 
@@ -34,6 +35,36 @@ def explore(*args: str) -> str:
     if proc.returncode not in (0, 3):
         raise SystemExit(f"explore {' '.join(args)}: exit {proc.returncode}\n{proc.stderr}")
     return proc.stdout
+
+
+def frame_cpu(dep: Path, frames: int) -> dict:
+    """In a child process: the deployment's frame, step after step on one thread (one intra-op
+    thread: ONNX Runtime runs on the caller), median over frames of the thread's CPU time
+    and of the wall time. On this shared machine the wall time includes preemption by other
+    processes (load averages of 30-150 on 2 cores during these runs); CPU time does not."""
+    code = f"""
+import json, time, numpy as np
+from deploy import manifest as mf, executor as ex
+from deploy.backend_ort import OrtBackend
+m = mf.load({str(dep)!r})
+net = list(m["cnns"])[0]
+run = ex.Executor(m, {str(dep)!r}, OrtBackend(m["dtype"], 1, layout="blocked")).cnns[net]
+ex._FRAME.frame = np.random.default_rng(0).standard_normal(m["cnns"][net]["inputs"][0]["shape"]).astype(np.float32)
+calls = [c for part in run.partitions for c in part.calls[0]]
+cpu, wall = [], []
+for i in range({frames} + 3):
+    t, w = time.thread_time(), time.perf_counter()
+    for c in calls:
+        c()
+    if i >= 3:
+        cpu.append(time.thread_time() - t)
+        wall.append(time.perf_counter() - w)
+print(json.dumps({{"cpu_ms": float(np.median(cpu)) * 1e3, "wall_ms": float(np.median(wall)) * 1e3}}))
+"""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env=env, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def run_net(net: str, out: Path, args) -> dict:
@@ -80,8 +111,11 @@ def run_net(net: str, out: Path, args) -> dict:
         res = json.loads(explore("run", str(dep), "--frames", str(args.frames), "--threads",
                                  str(args.threads), "--json"))
         fps = res["fps"][net]
+        own = frame_cpu(dep, args.frames)
         row["deployed"][tag] = {"predicted_ms": chosen["time_ms"], "measured_ms": 1000.0 / fps,
                                 "ratio": 1000.0 / fps / chosen["time_ms"],
+                                "frame_cpu_ms": own["cpu_ms"], "frame_wall_ms": own["wall_ms"],
+                                "cpu_ratio": own["cpu_ms"] / chosen["time_ms"],
                                 "max_abs_diff": res["max_abs_diff"][net],
                                 "arena_bytes": res["arena_bytes"], "peak_rss_bytes": res["peak_rss_bytes"],
                                 "counts": chosen["counts"], "memory_bytes": chosen["memory_bytes"]}
@@ -118,9 +152,10 @@ def main() -> None:
                   f"{v['median_slowdown']:.2f}x the fastest, workspace max {v['max_workspace_bytes'] / 2**20:.2f} MB, "
                   f"sum {v['sum_workspace_bytes'] / 2**20:.2f} MB")
         for tag, v in d.items():
-            print(f"  deployed {tag}: predicted {v['predicted_ms']:.3f} ms, measured "
-                  f"{v['measured_ms']:.3f} ms ({v['ratio']:.3f}x), max|diff| {v['max_abs_diff']:.2e}, "
-                  f"peak RSS {v['peak_rss_bytes'] / 2**20:.1f} MiB")
+            print(f"  deployed {tag}: predicted {v['predicted_ms']:.3f} ms; explore run "
+                  f"{v['measured_ms']:.3f} ms wall ({v['ratio']:.3f}x), max|diff| {v['max_abs_diff']:.2e}, "
+                  f"peak RSS {v['peak_rss_bytes'] / 2**20:.1f} MiB; frame median CPU "
+                  f"{v['frame_cpu_ms']:.3f} ms ({v['cpu_ratio']:.3f}x), wall {v['frame_wall_ms']:.3f} ms")
     (out / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
     print(f"wrote {out}/summary.json")
 

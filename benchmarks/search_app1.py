@@ -35,10 +35,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--app", default=str(ROOT / "apps" / "table12_app1_mobilenet_v2.yaml"))
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--placement", default="offsets",
+                        help="explorer.placement planner (shared-objects: the paper's)")
     parser.add_argument("--granularity", choices=["binary", "ladder"])
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
     app = load_app(args.app, mem="0")
+    app.placement = args.placement
     settings = app.search if args.seed is None else replace(app.search, seed=args.seed)
     if args.granularity:
         settings = replace(settings, granularity=args.granularity)

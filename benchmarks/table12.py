@@ -6,10 +6,12 @@ settings and seed, as `explore` would) and Algorithm 2's early exit and pick (li
 are applied per constraint; `explore APP --mem X` gives the same plan. "min" is M^c = 0.
 
     .venv/bin/python benchmarks/table12.py [--apps 1,2] [--population N] [--generations N]
+        [--placement offsets|shared-objects|greedy-by-size]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import replace
@@ -27,7 +29,7 @@ from explorer.search import nsga2  # noqa: E402
 from explorer.throughput import make_evaluator  # noqa: E402
 
 MB = 2 ** 20
-SHARED = ROOT.parent / "shared" / "paper"
+SHARED = Path(os.environ.get("MEMTRADE_SHARED", ROOT.parent / "shared")) / "paper"
 APPS = {1: "table12_app1_mobilenet_v2", 2: "table12_app2_efficientnet_b0",
         3: "table12_app3_mobilenet_v2_pipelined", 4: "table12_app4_efficientnet_b0_pipelined",
         5: "table12_app5_multi_cnn_1", 6: "table12_app6_multi_cnn_2"}
@@ -60,12 +62,15 @@ def main() -> None:
     parser.add_argument("--population", type=int)
     parser.add_argument("--generations", type=int)
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--placement", default="offsets",
+                        help="explorer.placement planner (shared-objects: the paper's)")
     args = parser.parse_args()
     paper = yaml.safe_load((SHARED / "table12.yaml").read_text())["apps"]
     print(f"{'app':<28} {'M^c':>5} {'ours MB':>8} {'paper MB':>8} {'ratio':>6}  "
           f"{'fps ours / paper (ratio)':<44} {'search':>8}")
     for n in [int(x) for x in args.apps.split(",")]:
         app = load_app(ROOT / "apps" / f"{APPS[n]}.yaml")
+        app.placement = args.placement
         s = app.search
         for key in ("population", "generations", "seed"):
             if getattr(args, key) is not None:

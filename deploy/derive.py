@@ -133,7 +133,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
                     from deploy.tiles_onnx import group_step
                     steps.append(group_step(cnn, member[layer_name],
                                             lambda a, b_, c=cnn.name: _edge_copies(plan_edges, c, a, b_),
-                                            dtype, out, models, _safe))
+                                            dtype, out, models, _safe, edges))
                 continue
             steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models,
                                _primitive(plan, cnn.name, layer_name, ph)))

@@ -27,17 +27,21 @@ from deploy.parts_onnx import IR_VERSION, ONNX_TYPE, OPSET, _Builder, _core
 from sdf3.errors import InputError
 
 
-def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str) -> onnx.ModelProto:
-    """The model of `tile`'s shape: in0 (whole input) + starts/ends -> mid<k>..., out."""
+def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nchw") -> onnx.ModelProto:
+    """The model of `tile`'s shape: in0 (whole input, NCHW or, when its producer runs by
+    parts, rows first: HNCW) + starts/ends [row, column] -> mid<k>..., out."""
     b = _Builder(dtype)
     elem = ONNX_TYPE[dtype]
     first = cnn.layer(group.layers[0])
-    in_shape = [int(v) for v in cnn.edge_shape(first.inputs[0], first.name)]
+    n, c, h, w = (int(v) for v in cnn.edge_shape(first.inputs[0], first.name))
+    in_shape = [h, n, c, w] if layout == "hncw" else [n, c, h, w]
     inputs = [helper.make_tensor_value_info("in0", elem, in_shape),
               helper.make_tensor_value_info("starts", TensorProto.INT64, [2]),
               helper.make_tensor_value_info("ends", TensorProto.INT64, [2])]
-    axes = b.const(b.tmp("axes"), np.array([2, 3], np.int64))
+    axes = b.const(b.tmp("axes"), np.array([0, 3] if layout == "hncw" else [2, 3], np.int64))
     x = b.node("Slice", ["in0", "starts", "ends", axes])
+    if layout == "hncw":                     # only the crop is transposed back to NCHW
+        x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
     if dtype != "float32":
         x = b.node("Cast", [x], to=TensorProto.FLOAT)
     outputs = []
@@ -63,11 +67,14 @@ def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str) -> onnx.ModelProt
 
 
 def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[str]],
-               dtype: str, out: Path, models: dict, safe: Callable[[str], str]) -> dict[str, Any]:
-    """The manifest step of one tiled group: its tile calls (model, region, bindings)."""
+               dtype: str, out: Path, models: dict, safe: Callable[[str], str],
+               edges: dict | None = None) -> dict[str, Any]:
+    """The manifest step of one tiled group: its tile calls (model, region, bindings).
+    `edges`: the manifest's edges (their layouts)."""
     layers = list(group.layers)
     first, last = cnn.layer(layers[0]), layers[-1]
     in_edges = edge_copies(first.inputs[0], layers[0])
+    layout = (edges or {}).get(in_edges[0], {}).get("layout", "nchw")
     mids = [edge_copies(a, b) for a, b in group.internal_edges()]
     succ = [d for d in cnn.order() if cnn.graph.has_edge(last, d)]
     outs = [edge_copies(last, d) for d in succ]
@@ -77,7 +84,7 @@ def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[st
     for shape_no, (key, same) in enumerate(distinct_shapes(tiles).items()):
         rel = f"models/{safe(cnn.name)}/{safe(group.name)}.tile{shape_no}.onnx"
         if rel not in models:
-            model = tile_model(cnn, group, same[0], dtype)
+            model = tile_model(cnn, group, same[0], dtype, layout)
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             onnx.save(model, str(out / rel))
             models[rel] = {"cnn": cnn.name, "layer": group.name, "variant": f"tile{shape_no}",
@@ -106,12 +113,16 @@ def tile_calls(executor, backend, root: Path, step: dict, parity: int, run, sink
     edges = executor.manifest["edges"]
     cnn = run.name
     in_e = edges[step["in"][parity]]
-    if in_e["layout"] != "nchw" or in_e["slots"] != in_e["shape"][2]:
+    if in_e["layout"] not in ("nchw", "hncw") or in_e["slots"] != in_e["shape"][2]:
         raise InputError(f"plan: edge {step['in'][parity]} feeds a tiled group but is not held whole")
     whole_in = executor._edge_view(in_e, 0, None)
-    targets = [executor._edge_view(edges[e[parity]], 0, None) for e in step["outs"]]
+    targets = [(executor._edge_view(edges[e[parity]], 0, None), edges[e[parity]]["layout"])
+               for e in step["outs"]]
+    for e in step["outs"]:
+        if edges[e[parity]]["slots"] != edges[e[parity]]["shape"][2]:
+            raise InputError(f"plan: edge {e[parity]} leaves a tiled group but is not held whole")
     if step["sink"] is not None:
-        targets.append(run.outputs[parity][sink_index[(cnn, step["sink"])]])
+        targets.append((run.outputs[parity][sink_index[(cnn, step["sink"])]], "nchw"))
     calls = []
     for t in step["tiles"]:
         session = backend.load(root / t["model"])
@@ -125,11 +136,13 @@ def tile_calls(executor, backend, root: Path, step: dict, parity: int, run, sink
         outs["out"] = tile_out
         run_tile = backend.bind(session, {"in0": whole_in, "starts": starts, "ends": ends}, outs)
         h0, h1, w0, w1 = t["region"]
-        views = [v[:, :, h0:h1, w0:w1] for v in targets]
+        # rows-first (HNCW) targets take the tile transposed: a consumer by parts reads rows
+        views = [(v[h0:h1, :, :, w0:w1], (2, 0, 1, 3)) if lay == "hncw" else (v[:, :, h0:h1, w0:w1], None)
+                 for v, lay in targets]
 
         def call(run_tile=run_tile, views=views, tile_out=tile_out) -> None:
             run_tile()
-            for v in views:
-                v[...] = tile_out
+            for v, perm in views:
+                v[...] = tile_out if perm is None else tile_out.transpose(perm)
         calls.append(call)
     return calls

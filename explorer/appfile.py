@@ -24,6 +24,9 @@ TOP_KEYS = ("name", "description", "platform", "precision", "memory", "cnns", "p
 CNN_KEYS = ("name", "model", "fps", "partitions")
 PARTITION_KEYS = ("name", "layers", "processor")
 PROCESSORS = ("gpu", "cpu")
+MAX_FPS = 1e9                # frames per second: beyond any device (and any typo's intent)
+# search sizes beyond these are typing errors that would run for days or exhaust memory
+SEARCH_LIMITS = {"population": 100_000, "generations": 1_000_000, "seed": 2**32 - 1}
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -277,8 +280,9 @@ def _fps_value(value: Any, where: str) -> float:
             value = float(str(value).strip())
         except ValueError:
             raise InputError(f"{where}: expected a throughput in frames per second (0 = none), got {value!r}") from None
-    if not 0 <= value < float("inf"):       # also refuses nan
-        raise InputError(f"{where}: throughput must be a number >= 0 and finite, got {value!r}")
+    if not 0 <= value <= MAX_FPS:           # also refuses nan, inf and 10**400 written out
+        raise InputError(f"{where}: throughput must be a number >= 0 and finite (at most "
+                         f"{MAX_FPS:g}), got {value!r}")
     return float(value)
 
 
@@ -316,8 +320,11 @@ def _search(raw: Any, where: str) -> SearchSettings:
         kind = fields[k]
         ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
               and (kind is float or isinstance(v, int)))
-        if not ok or v < 0 or (kind is float and v > 1) or (k in ("population", "generations") and v < 1):
-            expected = "a probability in [0, 1]" if kind is float else "a positive integer"
+        if (not ok or v < 0 or (kind is float and v > 1) or v > SEARCH_LIMITS.get(k, v)
+                or (k in ("population", "generations") and v < 1)):
+            expected = ("a probability in [0, 1]" if kind is float else
+                        f"a {'non-negative' if k == 'seed' else 'positive'} integer up to "
+                        f"{SEARCH_LIMITS[k]}")
             raise InputError(f"{where}: search.{k}: expected {expected}, got {v!r}")
         values[k] = kind(v)
     return SearchSettings(**values)

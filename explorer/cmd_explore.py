@@ -41,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--granularity", choices=["ladder", "binary"],
                         help="genes: rows per phase from a ladder, or the paper's binary "
                              "whole/row-by-row (default: the app's search.granularity, ladder)")
+    parser.add_argument("--tiling", choices=["parts", "tiles", "both"],
+                        help="fused tiling of layer groups (MAFAT / DeepThings, docs/tiling.md): "
+                             "search tiled groups alone (tiles) or with the per-layer genes (both); "
+                             "parts = the tiling search space without tiling genes")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     from explorer.cmd_baselines import add_placement
     add_placement(parser)
@@ -57,12 +61,13 @@ def settings_of(app, args: argparse.Namespace):
     s = app.search
     if getattr(args, "granularity", None):
         s = replace(s, granularity=args.granularity)
+    from explorer.appfile import SEARCH_LIMITS
     for key in ("seed", "population", "generations"):
         value = getattr(args, key, None)
         if value is not None:
-            if value < (0 if key == "seed" else 1):
+            if not (0 if key == "seed" else 1) <= value <= SEARCH_LIMITS[key]:
                 raise InputError(f"--{key}: expected a {'non-negative' if key == 'seed' else 'positive'}"
-                                 f" integer, got {value}")
+                                 f" integer up to {SEARCH_LIMITS[key]}, got {value}")
             s = replace(s, **{key: value})
     return s
 
@@ -169,11 +174,19 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     from explorer.throughput import make_evaluator
 
     evaluator = make_evaluator(app, args.evaluator)
-    evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
-    outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
-    chosen = outcome.chosen
-    derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache, evaluation.workspace)
-    plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
+    if getattr(args, "tiling", None):     # fused tiling as a mode (explorer/tiling_genes.py)
+        from explorer.tiling_genes import TiledEvaluation, plan_tiled
+        evaluation = TiledEvaluation(app, evaluator, args.tiling, settings.granularity)
+        outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
+        chosen = outcome.chosen
+        derived, _ = evaluation.derive(chosen.genes)
+        plan = plan_tiled(app, evaluation, chosen.genes, chosen.fps, outcome.met)
+    else:
+        evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
+        outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
+        chosen = outcome.chosen
+        derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache, evaluation.workspace)
+        plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
 
     cnns = list(app.cnns)
     r = outcome.result

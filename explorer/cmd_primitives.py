@@ -4,8 +4,9 @@ primitive selection (explorer/taso_ilp.py) on this machine's measured primitives
 Writes DIR/primitives.json and primitives.csv (the exact fronts of both memory strategies,
 the time-only, memory-only and greedy points, the GA-vs-ILP hypervolume ratio, solver
 times), report.html (the front, drawn by explorer/report.py) and plan.json (every layer
-whole, buffers by Algorithm 1, key `primitives`: the chosen primitive per layer) for
-`explore deploy`. With --mem: the fastest plan within it (Eq. 13); with --fps: the least
+whole, buffers by Algorithm 1, key `primitives`: the chosen primitive per layer; its
+`workspace_bytes` and `memory_bytes` by explorer/memory.py's workspace term, fed with the
+chosen steps' measured workspaces) for `explore deploy`. With --mem: the fastest plan within it (Eq. 13); with --fps: the least
 memory at that speed (Eq. 14, or Eq. 15 with --strategy workspace); neither: time-only.
 Exit 3 when no plan meets the constraints (the least-memory plan is written).
 """
@@ -16,7 +17,7 @@ import csv
 import json
 from pathlib import Path
 
-from explorer.outputs import fresh_dir
+from explorer.outputs import claim_dir, claim_new_dir, safe_name
 from explorer.units import format_bytes
 from sdf3.errors import InputError
 
@@ -38,15 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="NSGA-II generations for the GA-vs-ILP comparison (population 64)")
     parser.add_argument("--out", help="output directory (default: runs/<app>-primitives-<n>)")
     parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
-
-
-def _out(args, name: str) -> Path:
-    if args.out:
-        return fresh_dir(args.out, args.force)
-    n = 1
-    while (Path("runs") / f"{name}-primitives-{n}").exists():
-        n += 1
-    return Path("runs") / f"{name}-primitives-{n}"
 
 
 def measured_table(app, args) -> dict:
@@ -73,32 +65,42 @@ def run(args: argparse.Namespace) -> int:
     from explorer.taso_costs import from_profile
     from explorer.taso_study import study
 
-    app = load_app(args.app, mem=args.mem, fps=args.fps)
-    if args.max_points < 1:
-        raise InputError(f"--max-points: expected a positive integer, got {args.max_points}")
-    out = _out(args, app.name)
-    derived = derive(app, uniform_phases(app, False))
-    costs = from_profile(app, measured_table(app, args), derived.buffer_bytes,
-                         args.profile or "measured profile")
-    cnn_ms = {c: 1000.0 / v for c, v in app.fps.items() if v}
-    if args.ga_generations < 1:
-        raise InputError(f"--ga-generations: expected a positive integer, got {args.ga_generations}")
-    result = study(costs, args.strategy, app.memory, cnn_ms, args.max_points, args.seed,
-                   ga_generations=args.ga_generations)
-    chosen = result["chosen"]
-    plan = plan_for(app, derived, {c: 1000.0 / ms for c, ms in chosen["ms"].items()},
-                    result["met"])
-    plan.primitives = costs.names(chosen["choice"])
-    out.mkdir(parents=True, exist_ok=True)
-    to_json(plan, out / "plan.json")
-    (out / "primitives.json").write_text(json.dumps(result["json"], indent=1) + "\n")
-    _csv(result["json"], out / "primitives.csv")
-    _report(costs, result, app, out / "report.html")
+    staged = claim_dir(args.out, args.force) if args.out else None   # before any work
+    try:
+        app = load_app(args.app, mem=args.mem, fps=args.fps)
+        if args.max_points < 1:
+            raise InputError(f"--max-points: expected a positive integer, got {args.max_points}")
+        if args.ga_generations < 1:
+            raise InputError(f"--ga-generations: expected a positive integer, got {args.ga_generations}")
+        staged = staged or claim_new_dir("runs", safe_name(f"{app.name}-primitives"))
+        derived = derive(app, uniform_phases(app, False))
+        costs = from_profile(app, measured_table(app, args), derived.buffer_bytes,
+                             args.profile or "measured profile")
+        cnn_ms = {c: 1000.0 / v for c, v in app.fps.items() if v}
+        result = study(costs, args.strategy, app.memory, cnn_ms, args.max_points, args.seed,
+                       ga_generations=args.ga_generations)
+        chosen = result["chosen"]
+        # the plan's memory by memtrade's model, the chosen steps' measured workspaces as
+        # its per-layer workspace term (explorer/memory.workspace_bytes: the largest step)
+        with_ws = derive(app, uniform_phases(app, False), None,
+                         costs.workspace_tables(chosen["choice"]))
+        plan = plan_for(app, with_ws, {c: 1000.0 / ms for c, ms in chosen["ms"].items()},
+                        result["met"])
+        plan.primitives = costs.names(chosen["choice"])
+    except BaseException:
+        if staged is not None:
+            staged.discard()
+        raise
+    with staged as out:
+        to_json(plan, out / "plan.json")
+        (out / "primitives.json").write_text(json.dumps(result["json"], indent=1) + "\n")
+        _csv(result["json"], out / "primitives.csv")
+        _report(costs, result, app, out / "report.html")
     for line in result["lines"]:
         print(line)
     print(f"chosen: {chosen['time_ms']:.3f} ms/frame, {format_bytes(chosen['memory_bytes'])} "
           f"({args.strategy}); constraints {'met' if result['met'] else 'NOT met'}")
-    print(f"wrote {out}/: plan.json, primitives.json, primitives.csv, report.html")
+    print(f"wrote {staged.final}/: plan.json, primitives.json, primitives.csv, report.html")
     return 0 if result["met"] else 3
 
 

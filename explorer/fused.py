@@ -90,10 +90,11 @@ def _ends(name: str) -> tuple[str, str]:
 
 
 def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
-                 cache: ViewCache | None = None) -> Derived:
-    """explorer.derive.derive with tiled groups (module doc)."""
+                 cache: ViewCache | None = None, workspace: dict | None = None) -> Derived:
+    """explorer.derive.derive with tiled groups (module doc). `workspace`: measured tables
+    as there; a group's layers count their whole-layer workspace (an upper bound)."""
     from explorer.lifetimes import edge_uses
-    from explorer.memory import memory_bytes
+    from explorer.memory import memory_bytes, workspace_bytes
     from explorer.reuse import algorithm1
 
     phases = force_whole(phases, tilings)
@@ -111,8 +112,9 @@ def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
     uses = _stretch(edge_uses(app, firings, sizes), app, firings, tilings)
     buffers = algorithm1(uses, app.pipelines)
     param, buf, total = memory_bytes(app, buffers)
+    ws = workspace_bytes(app, phases, workspace)
     parts = {n: PartView(firings[n], v.rows, v.elements) for n, v in views.items()}
-    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total), sizes)
+    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws), sizes, ws)
 
 
 def group_ms(evaluator, cnn: str, group: Group, processor: str) -> float:

@@ -73,8 +73,12 @@ def _make_parents(path: Path, flag: str) -> list[Path]:
     created = []
     try:
         for d in reversed(missing):
-            d.mkdir()
-            created.append(d)
+            try:
+                d.mkdir()
+                created.append(d)
+            except FileExistsError:     # made meanwhile by another run: share it
+                if not d.is_dir():
+                    raise
     except OSError as err:
         _remove_dirs(reversed(created))
         raise InputError(f"{flag} {path}: cannot write there ({_why(err)})") from None

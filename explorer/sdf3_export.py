@@ -33,15 +33,29 @@ def partition_graph(app, plan, part, evaluator=None) -> Graph:
     from csdf.to_csdf import to_csdf
 
     cnn = app.cnns[part.cnn]
-    graph = to_csdf(cnn, part.layers, plan.phases[part.cnn], name=part.name.replace(".", "_"),
-                    self_loops=True)
+    groups = {}
+    if (getattr(plan, "tilings", None) or {}).get(part.cnn):
+        # fused-tiled groups: one actor per group, one phase per tile (csdf/tiled_csdf.py)
+        from csdf.tiled_csdf import tiled_csdf
+        from explorer.fused import tilings_from_json
+        tiled = tilings_from_json(plan.tilings)[part.cnn]
+        groups = {g.name: g for g in tiled}
+        graph = tiled_csdf(cnn, part.layers, plan.phases[part.cnn], tiled,
+                           part.name.replace(".", "_"), self_loops=True)
+    else:
+        graph = to_csdf(cnn, part.layers, plan.phases[part.cnn], name=part.name.replace(".", "_"),
+                        self_loops=True)
     for ch in graph.channels:
         e = plan.edges.get(f"{part.cnn}.{ch.name}")
         if ch.src != ch.dst and e is not None:
             ch.capacity = int(e["rows"])
     if evaluator is not None:
         for actor in graph.actors.values():
-            ms = evaluator.layer_ms(part.cnn, actor.name, actor.phases, part.processor)
+            if actor.name in groups:
+                from explorer.fused import group_ms
+                ms = group_ms(evaluator, part.cnn, groups[actor.name], part.processor)
+            else:
+                ms = evaluator.layer_ms(part.cnn, actor.name, actor.phases, part.processor)
             actor.exec_times = phase_times(ms, actor.phases)
     return graph
 

@@ -75,18 +75,37 @@ class CostModel:
     def evaluate(self, choice: list[int] | tuple[int, ...]) -> Evaluation:
         """Time and memory of one choice (an option index per layer): Eq. 4-7 directly."""
         ms = {c: 0.0 for c in self.cnns}
-        step_ws = [self.options[i][p].workspace_bytes for i, p in enumerate(choice)]
+        step_ws = self.step_workspaces(choice)
         for i, p in enumerate(choice):
             ms[self.layers[i][0]] += self.options[i][p].ms
         for e in self.edges:
-            t, ws, at = e.cost(self.options[e.u][choice[e.u]], self.options[e.v][choice[e.v]])
-            ms[self.layers[e.u][0]] += t
-            step_ws[at] += ws
+            ms[self.layers[e.u][0]] += e.cost(self.options[e.u][choice[e.u]],
+                                              self.options[e.v][choice[e.v]])[0]
         weights = sum(self.options[i][p].weight_bytes for i, p in enumerate(choice))
         wsum, wmax = sum(step_ws), max(step_ws, default=0)
         return Evaluation(ms, sum(ms.values()), weights, wsum, wmax,
                           {"sum": self.fixed_bytes + weights + wsum,
                            "workspace": self.fixed_bytes + weights + wmax})
+
+    def step_workspaces(self, choice) -> list[int]:
+        """Workspace bytes of every layer's step under `choice`: its primitive's plus the
+        reorders that run inside that step."""
+        ws = [self.options[i][p].workspace_bytes for i, p in enumerate(choice)]
+        for e in self.edges:
+            _, extra, at = e.cost(self.options[e.u][choice[e.u]], self.options[e.v][choice[e.v]])
+            ws[at] += extra
+        return ws
+
+    def workspace_tables(self, choice) -> dict[str, dict[str, Any]]:
+        """{cnn: {layer: LayerTimes}} with each step's time and workspace under `choice`:
+        the per-layer workspace term memtrade's memory model reads
+        (explorer/memory.workspace_bytes via explorer.derive.derive)."""
+        from explorer.device_profile import LayerTimes
+        out: dict[str, dict[str, Any]] = {c: {} for c in self.cnns}
+        for i, ws in enumerate(self.step_workspaces(choice)):
+            cnn, layer = self.layers[i]
+            out[cnn][layer] = LayerTimes(self.options[i][choice[i]].ms, whole_ws_bytes=ws)
+        return out
 
     def names(self, choice) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {c: {} for c in self.cnns}

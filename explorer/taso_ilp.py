@@ -62,6 +62,11 @@ class _Model:
         h = self.h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("mip_rel_gap", 0.0)
+        # x within 1e-6 of 0/1 (the default) times a workspace of MBs is bytes of slack:
+        # enough to "meet" a budget 1 byte under the same point again; 1e-10 is too tight
+        # for HiGHS (false infeasibility); both checked in tests/test_taso_ilp.py
+        h.setOptionValue("mip_feasibility_tolerance", 1e-9)
+        h.setOptionValue("primal_feasibility_tolerance", 1e-9)
         h.setOptionValue("time_limit", float(time_limit))
         h.setOptionValue("random_seed", 0)
         self.x = [[h.addBinary() for _ in opts] for opts in costs.options]
@@ -154,6 +159,9 @@ def front(costs: CostModel, strategy: str = "sum", cnn_ms: dict[str, float] | No
             break
         p = lexicographic(costs, strategy, budget, cnn_ms, time_limit)
         if p is None:
+            break
+        if budget is not None and p.memory_bytes > budget:   # solver tolerance: not a new point
+            out.complete = False
             break
         out.points.append(p)
         budget = p.memory_bytes - 1

@@ -121,6 +121,8 @@ class TiledEvaluation:
         slots = () if self.mode == "parts" else tuple(tile_slots(self.app))
         self.space = TiledSpace(layer, slots)
         self._whole = whole_phases(self.app)
+        # measured per-layer tables: their workspace counts in the memory (explorer/memory.py)
+        self.workspace = getattr(self.evaluator, "_tables", None) or None
 
     @property
     def slots(self) -> list[Slot]:
@@ -142,7 +144,7 @@ class TiledEvaluation:
         layer, tiles = self.split(genes)
         phases = self.space.layer.decode(layer, self._whole) if self.space.layer else self._whole
         tilings = decode(self.app, tiles, self.slots)
-        return derive_tiled(self.app, phases, tilings, self.cache), tilings
+        return derive_tiled(self.app, phases, tilings, self.cache, self.workspace), tilings
 
     def __call__(self, genes) -> tuple[int, dict[str, float]]:
         d, tilings = self.derive(genes)

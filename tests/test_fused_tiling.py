@@ -134,3 +134,53 @@ def test_deployed_two_groups_equal_outputs_arena_is_plan(app, tmp_path):
     assert res["arena_bytes"] == plan.buffer_bytes
     # input copy + 16 + 4 tile calls + the global average pool
     assert res["calls_per_frame"]["small"] == 1 + 16 + 4 + 1
+
+
+def test_csdf_view_one_actor_per_group(app):
+    from csdf.tiled_csdf import tiled_csdf
+    from sdf3.repetition import is_consistent, repetition_vector
+    from sdf3.xml import read_xml, to_bytes
+
+    cnn = app.cnns["small"]
+    groups = [Group(("c0", "p1"), 4, 4), Group(("c2", "c3", "p4", "c5"), 2, 2)]
+    g = tiled_csdf(cnn, cnn.order(), {}, groups, "small_all")
+    assert sorted(g.actors) == ["c0__p1", "c2__c5", "gap", "input"]
+    assert (g.actors["c0__p1"].phases, g.actors["c2__c5"].phases) == (16, 4)
+    assert [c.name for c in g.channels] == ["input->c0", "p1->c2", "c5->gap"]
+    # each tile row's first tile consumes the input rows it newly reaches; the last tile of a
+    # tile row produces its output rows; per iteration the whole tensors move once
+    into = g.channel("p1->c2")
+    assert sum(g.channel("input->c0").cons) == 48 and sum(into.prod) == 24 and sum(into.cons) == 24
+    assert into.prod == [0, 0, 0, 6] * 4
+    assert g.channel("c5->gap").prod == [0, 3, 0, 3]
+    assert is_consistent(g) and repetition_vector(g) == {"input": 1, "c0__p1": 16, "c2__c5": 4, "gap": 1}  # N x M firings
+    back = read_xml(to_bytes(g))
+    assert back.channel("p1->c2").cons == into.cons
+
+
+def test_explore_tiling_flag_writes_a_deployable_plan(app, tmp_path):
+    """explore APP --tiling tiles: the plan names its groups; deployed, outputs are equal."""
+    rc = main([str(app.path), "--mem", "1KB", "--tiling", "tiles", "--population", "8",
+               "--generations", "2", "--seed", "3", "--out", str(tmp_path / "x"), "--quiet"])
+    assert rc in (0, 3)
+    plan = json.loads((tmp_path / "x" / "plan.json").read_text())
+    assert plan["tilings"]["small"]
+    assert "FusedTiles" in (tmp_path / "x" / "small.all.xml").read_text()
+    assert main(["deploy", str(tmp_path / "x" / "plan.json"), "--out", str(tmp_path / "d")]) == 0
+    res = measure(tmp_path / "d", frames=1, warmup=1)
+    assert res["max_abs_diff"]["small"] < 1e-5 and res["arena_bytes"] == plan["buffer_bytes"]
+
+
+@pytest.mark.parametrize("genes", [
+    [1, 1, 0, 0, 0, 0] + [0, 2, 2],      # c0, p1 by rows feed a 2x2 group (input stored rows first)
+    [0, 0, 1, 1, 1, 1] + [2, 0, 0],      # a 2x2 group feeds c2 .. c5 by rows (output rows first)
+])
+def test_groups_beside_row_parts(app, tmp_path, genes):
+    ev = TiledEvaluation(app, make_evaluator(app), "both", "binary")
+    mem, fps = ev(genes)
+    plan = plan_tiled(app, ev, genes, fps, True)
+    assert plan.tilings and any(n > 1 for n in plan.phases["small"].values())
+    to_json(plan, tmp_path / "plan.json")
+    assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d")]) == 0
+    res = measure(tmp_path / "d", frames=1, warmup=1)
+    assert res["max_abs_diff"]["small"] < 1e-5 and res["arena_bytes"] == plan.buffer_bytes

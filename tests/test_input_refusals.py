@@ -67,6 +67,10 @@ BAD_FILES = {
     "fps inf": (GOOD.replace("fps: 30", "fps: .inf"), ("cnns[0].fps", "and finite")),
     "fps nan": (GOOD.replace("fps: 30", "fps: .nan"), ("cnns[0].fps", "and finite")),
     "search nan": (GOOD + "search: {crossover: .nan}\n", ("search.crossover",)),
+    "fps written out huge": (GOOD.replace("fps: 30", "fps: 1" + "0" * 400), ("cnns[0].fps",)),
+    "population huge": (GOOD + "search: {population: 1" + "0" * 30 + "}\n",
+                        ("search.population", "up to 100000")),
+    "seed beyond 32 bits": (GOOD + "search: {seed: 4294967296}\n", ("search.seed",)),
 }
 
 
@@ -90,6 +94,8 @@ BAD_FLAGS = {
     "--fps twice": (["--fps", "tiny=5,tiny=7"], "'tiny' is given twice"),
     "--fps inf": (["--fps", "inf"], "finite"),
     "--fps 1e999": (["--fps", "tiny=1e999"], "finite"),
+    "--generations huge": (["--generations", "1" + "0" * 20], "--generations"),
+    "--seed negative": (["--seed", "-1"], "--seed"),
 }
 
 

@@ -183,3 +183,29 @@ def test_failed_deploy_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
     assert main(["deploy", str(plan), "--out", str(out), "--force"]) == 2
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == files
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["dep"])
+
+
+def _race(path: str, barrier, results) -> None:
+    barrier.wait()
+    try:
+        claim_dir(path, False)
+        results.put("won")
+    except InputError as err:
+        results.put(str(err))
+
+
+def test_two_processes_racing_for_one_out_one_wins(tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    for i in range(4):
+        barrier, results = ctx.Barrier(3), ctx.Queue()
+        path = str(tmp_path / f"out{i}")
+        procs = [ctx.Process(target=_race, args=(path, barrier, results)) for _ in range(3)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        got = sorted(results.get(timeout=5) for _ in procs)
+        assert got.count("won") == 1, got
+        assert all("another memtrade command is writing there" in g for g in got if g != "won")

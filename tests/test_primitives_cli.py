@@ -40,6 +40,10 @@ def test_profile_primitives_deploy_run(tmp_path, capsys):
     assert "<svg" in (out / "report.html").read_text()
     plan = json.loads((out / "plan.json").read_text())
     assert set(plan["primitives"]["b"]) == set(app.cnns["b"].order())
+    # the plan's workspace is memtrade's term (the largest step) fed with the chosen steps
+    choice = data["chosen"]["choice"]
+    assert plan["workspace_bytes"] == costs.evaluate(choice).workspace_max
+    assert plan["memory_bytes"] == plan["param_bytes"] + plan["buffer_bytes"] + plan["workspace_bytes"]
     assert data["chosen"]["time_ms"] == data["baselines"]["time-only (ILP)"]["time_ms"]
     dep = tmp_path / "dep"
     assert main(["deploy", str(out / "plan.json"), "--out", str(dep)]) == 0

@@ -14,10 +14,10 @@ from explorer.taso_costs import CostModel, Edge, Option, from_profile
 from sdf3.errors import InputError
 
 
-def random_model(seed: int, n: int = 7) -> CostModel:
+def random_model(seed: int, n: int = 7, scale: int = 1000) -> CostModel:
     rng = random.Random(seed)
-    options = [[Option(f"p{j}", rng.uniform(0.1, 2.0), rng.randint(0, 5) * 1000,
-                       rng.randint(0, 20) * 1000, rng.choice(["nchw", "nchwc"]))
+    options = [[Option(f"p{j}", rng.uniform(0.1, 2.0), rng.randint(0, 5) * scale,
+                       rng.randint(0, 20) * scale, rng.choice(["nchw", "nchwc"]))
                 for j in range(rng.randint(1, 4))] for _ in range(n)]
     edges = [Edge(i, i + 1, rng.uniform(0, 0.5), rng.uniform(0, 0.5), rng.randint(0, 3) * 1000,
                   rng.randint(0, 3) * 1000) for i in range(n - 1)]
@@ -37,6 +37,17 @@ def brute_front(m: CostModel, strategy: str) -> list[tuple[float, int]]:
 @pytest.mark.parametrize("strategy", ["sum", "workspace"])
 def test_swept_front_is_the_exact_pareto_front(seed, strategy):
     m = random_model(seed)
+    front = taso_ilp.front(m, strategy)
+    got = sorted((round(p.time_ms, 9), p.memory_bytes) for p in front.points)
+    assert front.complete and got == brute_front(m, strategy)
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+@pytest.mark.parametrize("strategy", ["sum", "workspace"])
+def test_front_exact_with_megabyte_workspaces(strategy, seed):
+    """Workspaces of MBs: the solver's default integrality tolerance (1e-6 of x) would be
+    bytes of slack, enough to return the same point under a budget 1 byte below it."""
+    m = random_model(seed, scale=1_048_573)
     front = taso_ilp.front(m, strategy)
     got = sorted((round(p.time_ms, 9), p.memory_bytes) for p in front.points)
     assert front.complete and got == brute_front(m, strategy)

@@ -18,7 +18,7 @@ import numpy as np
 
 from explorer.lifetimes import EdgeUse
 from explorer.memory import Buffer
-from explorer.placement import conflict_graph
+from explorer.placement import conflict_graph, live_bound
 from explorer.placement.best_fit import best_offsets
 from explorer.placement.greedy_size import buffers, extent
 
@@ -34,10 +34,14 @@ class Solved:
     bound: int               # HiGHS' dual bound on the arena
 
 
-def solve(sizes: list[int], adj: list[set[int]], start: list[int], seconds: float = SECONDS) -> Solved:
-    """Least-arena offsets for records of `sizes` with conflict graph `adj`, from `start`."""
+def solve(sizes: list[int], adj: list[set[int]], start: list[int], seconds: float = SECONDS,
+          floor: int = 0) -> Solved:
+    """Least-arena offsets for records of `sizes` with conflict graph `adj`, from `start`;
+    `floor` is a known lower bound (a start that meets it is returned as optimal)."""
     n = len(sizes)
     upper = extent(sizes, start)
+    if upper <= floor:
+        return Solved(list(start), upper, True, upper)
     pairs = [(i, j) for i in range(n) for j in adj[i] if i < j]
     if not pairs:
         return Solved([0] * n, max(sizes, default=0), True, max(sizes, default=0))
@@ -93,4 +97,5 @@ def place(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
     start = best_offsets(uses, adj)
     if len(uses) > LIMIT:
         return buffers(uses, start)
-    return buffers(uses, solve([u.size for u in uses], adj, start).offsets)
+    return buffers(uses, solve([u.size for u in uses], adj, start,
+                               floor=live_bound(uses, adj)).offsets)
