@@ -33,6 +33,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from deploy import ort_optimize
+from sdf3.errors import InputError
 
 NP_DTYPE = {"float32": np.float32, "float16": np.float16}
 
@@ -128,6 +129,9 @@ class OrtBackend:
     def view(self, arena: np.ndarray, offset: int, shape: list[int], dtype=None) -> np.ndarray:
         dt = np.dtype(dtype) if dtype is not None else self.dtype
         count = int(np.prod(shape))
+        if offset < 0 or offset + count * dt.itemsize > arena.nbytes:   # never wrap or run past
+            raise InputError(f"manifest: a view of {count * dt.itemsize} bytes at offset {offset} "
+                             f"lies outside the arena of {arena.nbytes} bytes")
         return arena[offset: offset + count * dt.itemsize].view(dt).reshape(shape)
 
     # -- compile ------------------------------------------------------------------------

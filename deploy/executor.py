@@ -107,21 +107,24 @@ class Executor:
         return arr[b["slot"]: b["slot"] + int(b["shape"][0])]     # a part's rows
 
     # -- running ------------------------------------------------------------------------
-    def run_stream(self, cnn: str, frames: list[np.ndarray], keep_outputs: bool = True
+    def run_stream(self, cnn: str, frames, keep_outputs: bool | int = True
                    ) -> list[list[np.ndarray]]:
-        """Run `frames` (NCHW float32) through `cnn`; returns its outputs per frame (NCHW)."""
+        """Run `frames` (a sequence of NCHW float32 frames, indexed as they are used) through
+        `cnn`; returns its outputs (NCHW) for every frame, or (`keep_outputs` an int) for the
+        first that many, so a long run holds a bounded number of outputs."""
         run = self.cnns[cnn]
-        results: list[list[np.ndarray]] = [[] for _ in frames]
+        keep = len(frames) if keep_outputs is True else int(keep_outputs or 0)
+        results: list[list[np.ndarray]] = [[] for _ in range(min(keep, len(frames)))]
         if run.pipelined:
-            self._pipelined(run, frames, results, keep_outputs)
+            self._pipelined(run, frames, results, keep)
         else:
-            for f, frame in enumerate(frames):
-                _FRAME.frame = frame
+            for f in range(len(frames)):
+                _FRAME.frame = frames[f]
                 for part in run.partitions:
                     for call in part.calls[f % 2]:
                         call()
                     run.calls += len(part.calls[f % 2])
-                if keep_outputs:
+                if f < keep:
                     results[f] = self._collect(run, f % 2)
         return results
 
@@ -133,19 +136,25 @@ class Executor:
         return out
 
     def _pipelined(self, run: CnnRun, frames, results, keep_outputs) -> None:
-        """Stage threads; done[k][f] is set when stage k has finished frame f."""
+        """Stage threads; finished[k] counts the frames stage k has finished (in order), so
+        the bookkeeping does not grow with the number of frames."""
         count, stages = len(frames), run.partitions
-        done = [[threading.Event() for _ in frames] for _ in stages]
+        finished = [0] * len(stages)
+        cond = threading.Condition()
         errors: list[BaseException] = []
         counts = [0] * len(stages)
+
+        def wait_for(k: int, f: int) -> None:      # until stage k has finished frame f
+            with cond:
+                cond.wait_for(lambda: finished[k] > f or bool(errors))
 
         def stage(k: int) -> None:
             try:
                 for f in range(count):
                     if k > 0:
-                        done[k - 1][f].wait()
+                        wait_for(k - 1, f)
                     if f >= 2 and k + 1 < len(stages):   # copy f%2 still read downstream?
-                        done[-1][f - 2].wait()
+                        wait_for(len(stages) - 1, f - 2)
                     if errors:
                         return
                     _FRAME.frame = frames[f]
@@ -153,14 +162,15 @@ class Executor:
                     for call in calls:
                         call()
                     counts[k] += len(calls)   # one counter per thread: no lost updates
-                    if k == len(stages) - 1 and keep_outputs:
+                    if k == len(stages) - 1 and f < keep_outputs:
                         results[f] = self._collect(run, f % 2)
-                    done[k][f].set()
+                    with cond:
+                        finished[k] = f + 1
+                        cond.notify_all()
             except BaseException as err:  # surface in the caller
-                errors.append(err)
-                for events in done:
-                    for ev in events:
-                        ev.set()
+                with cond:
+                    errors.append(err)
+                    cond.notify_all()
 
         threads = [threading.Thread(target=stage, args=(k,), daemon=True) for k in range(len(stages))]
         for t in threads:

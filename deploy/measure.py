@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from deploy import manifest as mf
+from deploy import manifest_check
 from deploy import reference
 from deploy.executor import Executor
 from deploy.footprint import Footprint, peak_rss_bytes  # noqa: F401  (peak_rss_bytes: callers)
@@ -26,16 +27,47 @@ def make_backend(name: str, dtype: str, threads: int = 0, shared_pool: bool = Fa
     raise InputError(f"--backend: expected onnxruntime or tensorrt, got {name!r}")
 
 
-def frames_for(manifest: dict[str, Any], count: int, seed: int) -> dict[str, list[np.ndarray]]:
+POOL = 16       # distinct frames per CNN; a longer run cycles through them
+CHECKED = 16    # leading frames per CNN whose outputs are kept and compared
+
+
+class Frames:
+    """A CNN's frames for one run: seeded standard normals, made when first used and kept
+    for at most POOL distinct frames (frame f is the pool's f mod POOL), so `--frames
+    100000` holds 16 frames, not 100,000. Indexable and sized like a list."""
+
+    def __init__(self, shape: list[int], count: int, seed: int, index: int):
+        self.shape, self.count = list(shape), int(count)
+        self._rng = np.random.default_rng([seed, index])
+        self._pool: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, f: int) -> np.ndarray:
+        if not 0 <= f < self.count:
+            raise IndexError(f)
+        k = f % POOL
+        while len(self._pool) <= k:
+            self._pool.append(self._rng.standard_normal(self.shape).astype(np.float32))
+        return self._pool[k]
+
+    def __iter__(self):
+        return (self[f] for f in range(self.count))
+
+    def fill(self) -> "Frames":
+        """Make the pool now (before timing starts)."""
+        if self.count:
+            self[min(self.count, POOL) - 1]
+        return self
+
+
+def frames_for(manifest: dict[str, Any], count: int, seed: int) -> dict[str, Frames]:
     """Frame i goes to CNN i mod n (manifest order); values are seeded standard normals."""
-    rng = np.random.default_rng(seed)
     names = list(manifest["cnns"])
-    routed: dict[str, list[np.ndarray]] = {n: [] for n in names}
-    for i in range(count):
-        name = names[i % len(names)]
-        shape = manifest["cnns"][name]["inputs"][0]["shape"]
-        routed[name].append(rng.standard_normal(shape).astype(np.float32))
-    return routed
+    return {name: Frames(manifest["cnns"][name]["inputs"][0]["shape"],
+                         count // len(names) + (1 if i < count % len(names) else 0), seed, i).fill()
+            for i, name in enumerate(names)}
 
 
 def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: str | None = None,
@@ -45,6 +77,7 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
     processes that do nothing else, like `explore run`. layout: ORT kernels per step
     ("auto" times NCHWc against plain per step model and keeps the faster)."""
     manifest = mf.load(deploy_dir)
+    manifest_check.check(manifest, deploy_dir)     # before anything is allocated or run
     backend_name = backend or manifest["backend"]
     if backend_name == "tensorrt":   # the standalone runner is the GPU executor
         from deploy import backend_trt
@@ -67,11 +100,11 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
     for name, stream in routed.items():
         # warm-up: ORT sessions plan and allocate over their first runs (measured: the
         # first three frames of ResNet-50 run 20x slower than the rest)
-        ex.run_stream(name, (stream * warmup)[:warmup], keep_outputs=False)
+        ex.run_stream(name, [stream[f % len(stream)] for f in range(warmup)], keep_outputs=False)
         run = ex.cnns[name]
         run.calls = 0
         start = time.perf_counter()
-        outputs[name] = ex.run_stream(name, stream)
+        outputs[name] = ex.run_stream(name, stream, keep_outputs=CHECKED if check else False)
         elapsed = time.perf_counter() - start
         fps[name] = len(stream) / elapsed
         calls[name] = run.calls / len(stream)

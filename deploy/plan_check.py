@@ -44,8 +44,11 @@ def check(plan: dict[str, Any], cnns: dict[str, CNN], where: str = "plan.json") 
     _rings(cnns, parts, phases, firings, edges, inner, fail)
     _buffers(plan, cnns, parts, firings, edges, tilings, inner, fail)
     param = plan.get("param_bytes", 0) if _int(plan.get("param_bytes", 0)) else 0
-    arena.check_fits(sum(b["bytes"] for b in plan["buffers"]) + param, where,
-                     "the arena and the weights")
+    bufs = plan["buffers"]
+    placed = bool(bufs) and all("offset" in b for b in bufs)
+    need = max((b["offset"] + b["bytes"] for b in bufs), default=0) if placed else \
+        sum(b["bytes"] for b in bufs)
+    arena.check_fits(need + param, where, "the arena and the weights")
 
 
 def _int(value: Any) -> bool:
@@ -282,7 +285,12 @@ def _buffers(plan, cnns, parts, firings, edges, tilings, inner, fail) -> None:
     extra = sorted(set(edges) - names)
     if extra:
         fail(f"edges: {extra[0]} is not an edge use of this plan's partitions")
-    problems = check_plan(uses, [Buffer(list(b["edges"]), b["elements"]) for b in buffers],
+    placed = bool(buffers) and all("offset" in b for b in buffers)   # an offset planner's plan
+    for k, b in enumerate(buffers if placed else []):
+        if not _int(b["offset"]) or b["offset"] < 0 or b["offset"] % data:
+            fail(f"buffers[{k}]: offset {b['offset']!r} is not a non-negative multiple of {data} bytes")
+    problems = check_plan(uses, [Buffer(list(b["edges"]), b["elements"],
+                                        b["offset"] // data if placed else None) for b in buffers],
                           app.pipelines)
     if problems:
         fail(problems[0])
