@@ -127,7 +127,7 @@ def _zoo_path(zoo_name: str, where: str) -> Path:
         from csdf import zoo
     except ImportError as err:  # the zoo is a separate module; say so plainly
         raise InputError(f"{where}: the model zoo is not available ({err})") from None
-    names = getattr(zoo, "NAMES", None)
+    names = getattr(zoo, "ALL_NAMES", None) or getattr(zoo, "NAMES", None)   # trunks too
     if names is not None and zoo_name not in names:
         raise InputError(f"{where}: unknown zoo model {zoo_name!r}; expected one of {', '.join(names)}")
     try:

@@ -73,3 +73,11 @@ def test_valid_onnx_and_o1_activations(path):
     assert out.shape == (1, 256, 38, 38)
     rms = float(np.sqrt(np.mean(np.square(out, dtype=np.float64))))
     assert 0.05 < rms < 20 and (out < 0).any()  # leaky: negative values survive, scaled by 0.1
+
+
+def test_app_file_names_the_trunk(tmp_path):
+    from explorer.appfile import load_app
+    (tmp_path / "app.yaml").write_text("name: y\nplatform: jetson-tx2\nprecision: fp32\n"
+                                       "cnns:\n  - name: y\n    fps: 0\n    model: zoo:yolov2_16\n")
+    app = load_app(str(tmp_path / "app.yaml"), mem="0")
+    assert app.cnns["y"].layer("conv15").output_shape == (1, 256, 38, 38)
