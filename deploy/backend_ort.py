@@ -187,8 +187,8 @@ class OrtBackend:
                 model = (self._transforms[key](model) if key in self._transforms
                          else ob.strip(model, self._blocked[key]))
             opts = self._options()
-            opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, os.environ.get("XLEVEL", "ORT_DISABLE_ALL"))
-            opts.add_session_config_entry("session.disable_prepacking", os.environ.get("XPACK", "1"))
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            opts.add_session_config_entry("session.disable_prepacking", "1")
             arrays = _external_arrays(model, path.parent)
             values = {name: ort.OrtValue.ortvalue_from_numpy(arr) for name, arr in arrays.items()}
             for name, value in values.items():   # ONNX Runtime keeps pointers: keep both alive
