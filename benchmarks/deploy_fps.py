@@ -22,7 +22,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -44,19 +43,10 @@ def _plan(app: str, mem: str, tmp: Path) -> Path:
 def child(args) -> None:
     """One measurement in this process: prints a JSON line."""
     if args.child == "plain":
-        import numpy as np
         from deploy import reference
         from deploy.measure import peak_rss_bytes
         sess = reference.session(args.path, args.threads)
-        shape = [d if isinstance(d, int) else 1 for d in sess.get_inputs()[0].shape]
-        frames = [np.random.default_rng(i).standard_normal(shape).astype(np.float32)
-                  for i in range(args.frames)]
-        for f in frames[:3]:
-            reference.run(sess, f)
-        start = time.perf_counter()
-        for f in frames:
-            reference.run(sess, f)
-        fps = args.frames / (time.perf_counter() - start)
+        fps = reference.plain_fps(sess, args.frames)
         print(json.dumps({"fps": fps, "peak_rss_bytes": peak_rss_bytes()}))
         return
     from deploy.measure import measure

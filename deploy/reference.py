@@ -45,3 +45,18 @@ def run(sess: ort.InferenceSession, frame: np.ndarray) -> list[np.ndarray]:
 
 
 _NP = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
+
+
+def plain_fps(sess: ort.InferenceSession, frames: int, warmup: int = 3) -> float:
+    """Frames per second of a plain session on seeded random frames: the baseline every
+    deployment benchmark compares against, measured the same way in each."""
+    import time
+    shape = [d if isinstance(d, int) else 1 for d in sess.get_inputs()[0].shape]
+    data = [np.random.default_rng(i).standard_normal(shape).astype(np.float32)
+            for i in range(frames)]
+    for f in data[:warmup]:
+        run(sess, f)
+    start = time.perf_counter()
+    for f in data:
+        run(sess, f)
+    return frames / (time.perf_counter() - start)
