@@ -102,7 +102,9 @@ def test_group_time_counts_recomputed_halo(app):
     assert group_ms(ev, "small", Group(group.layers, 1, 1), "gpu") == pytest.approx(sum(whole.values()))
     # how often each output pixel of each layer is computed by the 4 tiles, counted pixel by pixel
     tiles = tile_group(cnn, list(group.layers), 2, 2)
-    expect = 3 * ev.profile.processors["gpu"].layer_overhead_us * 1e-3
+    # each extra tile calls every layer once more: one phase overhead each, as by parts
+    expect = 3 * len(group.layers) * ev.profile.processors["gpu"].phase_overhead_us * 1e-3
+    assert expect > 0
     for k, name in enumerate(group.layers):
         h, w = cnn.layer(name).output_shape[2:]
         cover = np.zeros((h, w), int)
@@ -115,6 +117,32 @@ def test_group_time_counts_recomputed_halo(app):
             assert cover.max() > 1        # c5's 3x3/2 window overlaps: halo recomputed below it
     assert group_ms(ev, "small", group, "gpu") == pytest.approx(expect)
     assert expect > sum(whole.values())
+
+
+def test_group_time_with_a_measured_profile_charges_calls_as_phases(app):
+    """With measured layer times, an extra tile costs each layer what one more phase costs
+    it in the same profile: the slope of its measured time over its phase count."""
+    from explorer.device_profile import DeviceProfile, LayerTimes
+    from explorer.throughput import Evaluator
+
+    cnn = app.cnns["small"]
+    names = [n for n in cnn.order() if n != "input"]
+    # c2 measured in a ladder: 2.0 ms whole, 2.0 + 23 * 0.05 ms at 24 phases
+    table = {n: LayerTimes(1.0) for n in names}
+    table["c2"] = LayerTimes(2.0, by_phases={4: 2.3, 24: 2.0 + 23 * 0.05})
+    table["c3"] = LayerTimes(0.5, part_ms=0.04, phases=24)      # one phase timed alone
+    table["p4"] = LayerTimes(0.3, by_phases={12: 0.2})           # faster by parts: no charge
+    prof = DeviceProfile("m", models={"small": table}, default_phase_us=7.0)
+    ev = Evaluator(app, prof, "measured")
+    group = Group(("c2", "c3", "p4", "c5"), 2, 2)
+    tiles = tile_group(cnn, list(group.layers), 2, 2)
+    expect = 0.0
+    for k, name in enumerate(group.layers):
+        h, w = cnn.layer(name).output_shape[2:]
+        computed = sum(t.layers[k].out_h.size * t.layers[k].out_w.size for t in tiles)
+        expect += table[name].whole_ms * computed / (h * w)
+    calls = 0.05 + (0.04 * 24 - 0.5) / 23 + 0.0 + 0.007      # c2, c3, p4, c5 (default)
+    assert group_ms(ev, "small", group, "gpu") == pytest.approx(expect + 3 * calls)
 
 
 def test_deployed_two_groups_equal_outputs_arena_is_plan(app, tmp_path):
