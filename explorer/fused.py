@@ -95,7 +95,7 @@ def _ends(name: str) -> tuple[str, str]:
 def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
                  cache: ViewCache | None = None, workspace: dict | None = None) -> Derived:
     """explorer.derive.derive with tiled groups (module doc). `workspace`: measured tables
-    as there; a group's layers count their whole-layer workspace (an upper bound)."""
+    as there; a group's layers count theirs as `tile_workspace` scales it."""
     from explorer.lifetimes import edge_uses
     from explorer.memory import memory_bytes, workspace_bytes
     from explorer.reuse import algorithm1
@@ -115,9 +115,31 @@ def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
     uses = _stretch(edge_uses(app, firings, sizes), app, firings, tilings)
     buffers = algorithm1(uses, app.pipelines)
     param, buf, total = memory_bytes(app, buffers)
-    ws = workspace_bytes(app, phases, workspace)
+    ws = workspace_bytes(app, phases, tile_workspace(app, tilings, workspace))
     parts = {n: PartView(firings[n], v.rows, v.elements) for n, v in views.items()}
     return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws), sizes, ws)
+
+
+def tile_workspace(app: Application, tilings: Tilings, tables: dict | None) -> dict | None:
+    """Measured workspace tables with each tiled layer's whole-layer workspace scaled by its
+    largest tile's share of the layer's output pixels: the backend's scratch (im2col-like)
+    grows with the output it computes per call. An estimate: tile models are not measured."""
+    if not tables or not tilings:
+        return tables
+    from dataclasses import replace
+    out = {c: dict(t) for c, t in tables.items()}
+    for cnn, groups in tilings.items():
+        model, table = app.cnns[cnn], out.get(cnn, {})
+        for g in groups:
+            tiles = tile_group(model, list(g.layers), g.n, g.m)
+            for k, layer in enumerate(g.layers):
+                t = table.get(layer)
+                if t is None or not t.whole_ws_bytes:
+                    continue
+                h, w = (int(v) for v in model.layer(layer).output_shape[2:])
+                most = max(tt.layers[k].out_h.size * tt.layers[k].out_w.size for tt in tiles)
+                table[layer] = replace(t, whole_ws_bytes=-(-t.whole_ws_bytes * most // (h * w)))
+    return out
 
 
 def group_ms(evaluator, cnn: str, group: Group, processor: str) -> float:

@@ -145,6 +145,28 @@ def test_group_time_with_a_measured_profile_charges_calls_as_phases(app):
     assert group_ms(ev, "small", group, "gpu") == pytest.approx(expect + 3 * calls)
 
 
+def test_tiled_layers_count_workspace_of_their_largest_tile(app):
+    """Measured whole-layer workspace, scaled for a tiled layer by its largest tile's share
+    of the output (c2: 24 x 20, 2x2 tiles computing at most 13 x 11 with the halo)."""
+    from explorer.device_profile import LayerTimes
+    from explorer.fused import derive_tiled
+    from explorer.derive import whole_phases
+
+    cnn = app.cnns["small"]
+    table = {n: LayerTimes(1.0, whole_ws_bytes=0) for n in cnn.order() if n != "input"}
+    table["c2"] = LayerTimes(1.0, whole_ws_bytes=24 * 20 * 100)
+    table["c0"] = LayerTimes(1.0, whole_ws_bytes=1000)
+    group = Group(("c2", "c3", "p4", "c5"), 2, 2)
+    tiles = tile_group(cnn, list(group.layers), 2, 2)
+    most = max(t.layers[0].out_h.size * t.layers[0].out_w.size for t in tiles)
+    assert most < 24 * 20 // 2
+    d = derive_tiled(app, whole_phases(app), {"small": [group]}, None, {"small": table})
+    assert d.workspace_bytes == most * 100
+    untiled = derive_tiled(app, whole_phases(app), {}, None, {"small": table})
+    assert untiled.workspace_bytes == 24 * 20 * 100
+    assert d.memory_bytes - d.workspace_bytes == d.param_bytes + d.buffer_bytes
+
+
 def test_deployed_two_groups_equal_outputs_arena_is_plan(app, tmp_path):
     ev = TiledEvaluation(app, make_evaluator(app), "tiles")
     genes = TWO_GROUPS
