@@ -68,6 +68,14 @@ def test_genes_decode_to_groups(app):
     # 7 x 7 on c5's 6 x 5 output: 6 rows in 5 or 4 tiles of ceil(6 / n) = 2 leave the last
     # empty (DeepThings' grid); 3 x 3 is the largest grid that fits
     assert decode(app, [0, 0, 7], ev.slots) == {"small": [Group(("c5",), 3, 3)]}
+    # non-square grids follow the squares: GRIDS[v - 1] is (rows, columns) of tiles
+    from explorer.tiling_genes import GRIDS
+    assert GRIDS[:7] == tuple((v, v) for v in range(1, 8)) and len(set(GRIDS)) == len(GRIDS)
+    v = GRIDS.index((1, 3)) + 1
+    assert decode(app, [v, v, 0], ev.slots) == {"small": [Group(("c0", "p1", "c2", "c3", "p4"), 1, 3)]}
+    # c5's 6 x 5 output: 4 rows of tiles fit 6 rows? ceil(6/4) = 2 leaves the 4th empty -> 3
+    assert decode(app, [0, 0, GRIDS.index((4, 2)) + 1], ev.slots) == {"small": [Group(("c5",), 3, 2)]}
+    assert max(ev.space.upper) == len(GRIDS)
 
 
 def test_plan_holds_per_tile_buffers_hand_count(app):
@@ -234,3 +242,19 @@ def test_groups_beside_row_parts(app, tmp_path, genes):
     assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d")]) == 0
     res = measure(tmp_path / "d", frames=1, warmup=1)
     assert res["max_abs_diff"]["small"] < 1e-5 and res["arena_bytes"] == plan.buffer_bytes
+
+
+def test_non_square_grid_deploys_with_equal_outputs(app, tmp_path):
+    """A 3 x 2 grid (3 rows of 2 tiles) from the genes: 6 tile calls, outputs equal."""
+    from explorer.tiling_genes import GRIDS
+    ev = TiledEvaluation(app, make_evaluator(app), "tiles")
+    v = GRIDS.index((3, 2)) + 1
+    genes = [v, v, 0]
+    assert ev.tilings(genes) == {"small": [Group(("c0", "p1", "c2", "c3", "p4"), 3, 2)]}
+    mem, fps = ev(genes)
+    plan = plan_tiled(app, ev, genes, fps, True)
+    to_json(plan, tmp_path / "plan.json")
+    assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d")]) == 0
+    res = measure(tmp_path / "d", frames=1, warmup=1)
+    assert res["max_abs_diff"]["small"] < 1e-5 and res["arena_bytes"] == plan.buffer_bytes
+    assert res["calls_per_frame"]["small"] == 1 + 6 + 1 + 1     # input, tiles, c5, gap
