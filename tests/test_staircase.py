@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from csdf.parts import all_parts
 from csdf.partition_analysis import analyse_partition, edge_occupancy
-from csdf.to_csdf import edge_windows
+from csdf.to_csdf import edge_windows, production_rates
 from explorer.lifetimes import EdgeUse, Rows, group_index
 from explorer.memory import buffer_elements
 from explorer.placement import NAMES, conflict_graph, live_bound, place
@@ -64,9 +64,8 @@ def test_row_lives_agree_with_ring_sizes(tmp_path):
             at.setdefault(x, []).append(t)
         for (src, dst), life in lives.items():
             height = int(cnn.edge_shape(src, dst)[2])
-            k = -(-height // a.phases[src])
-            prod = [t for t in at[src] for _ in range(k)][:height]
-            held, _, _ = edge_occupancy(prod, windows[(src, dst)], at[dst], height)
+            rates = production_rates(height, a.phases[src])
+            held, _, _ = edge_occupancy(rates, at[src], windows[(src, dst)], at[dst], height)
             most = max(max(0, hi - lo) for lo, hi in (life.live(t) for t in range(len(a.firings))))
             assert most == held, (src, dst)
             assert a.edge_rows[(src, dst)] == height and len(life.first) == height
