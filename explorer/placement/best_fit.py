@@ -10,41 +10,49 @@ share with); ties by size, then listed order. Deterministic.
 """
 from __future__ import annotations
 
+from typing import Iterator
+
 from explorer.lifetimes import EdgeUse
 from explorer.memory import Buffer
 from explorer.placement import conflict_graph, live_bound
 from explorer.placement.greedy_size import buffers, extent, offsets
+from explorer.placement.rows import Geometry, has_rows
 
 
-def orders(uses: list[EdgeUse], adj: list[set[int]]) -> list[list[int]]:
+def orders(uses: list[EdgeUse], adj: list[set[int]]) -> Iterator[list[int]]:
+    """The visiting orders, made one at a time (the search often stops after the first)."""
     sizes = [u.size for u in uses]
-    life = [sum(b - a + 1 for _, a, b in u.spans) for u in uses]
-    start = [min(a for _, a, _ in u.spans) for u in uses]
-    weight = [sizes[i] + sum(sizes[j] for j in adj[i]) for i in range(len(uses))]
     idx = range(len(uses))
-    return [sorted(idx, key=lambda i: -sizes[i]),
-            sorted(idx, key=lambda i: (-sizes[i] * life[i], -sizes[i])),
-            sorted(idx, key=lambda i: (-life[i], -sizes[i])),
-            sorted(idx, key=lambda i: (start[i], -sizes[i])),
-            sorted(idx, key=lambda i: (-weight[i], -sizes[i]))]
+    yield sorted(idx, key=lambda i: -sizes[i])
+    life = [sum(b - a + 1 for _, a, b in u.spans) for u in uses]
+    yield sorted(idx, key=lambda i: (-sizes[i] * life[i], -sizes[i]))
+    yield sorted(idx, key=lambda i: (-life[i], -sizes[i]))
+    start = [min(a for _, a, _ in u.spans) for u in uses]
+    yield sorted(idx, key=lambda i: (start[i], -sizes[i]))
+    weight = [sizes[i] + sum(sizes[j] for j in adj[i]) for i in range(len(uses))]
+    yield sorted(idx, key=lambda i: (-weight[i], -sizes[i]))
 
 
-def best_offsets(uses: list[EdgeUse], adj: list[set[int]]) -> list[int]:
+def best_offsets(uses: list[EdgeUse], adj: list[set[int]],
+                 pipelines: list[list[str]] | None = None) -> list[int]:
     """The least-arena offsets over every order and both fits (first found wins ties);
-    stops early once an order reaches the live bound."""
+    stops as soon as one reaches the live bound (no placement does better, and a later
+    one would have to be strictly better to win). Uses with row-by-row lifetimes are placed
+    by explorer/placement/rows.py (`pipelines` then say which partitions run in parallel)."""
     sizes = [u.size for u in uses]
+    geometry = Geometry(uses, adj, pipelines or []) if has_rows(uses) else None
     floor = live_bound(uses, adj)
     best, best_end = None, None
     for order in orders(uses, adj):
-        if best_end is not None and best_end <= floor:
-            break                          # no placement does better than the live bound
         for how in (True, False):
-            off = offsets(sizes, adj, order, how)
+            off = offsets(sizes, adj, order, how, geometry)
             end = extent(sizes, off)
             if best_end is None or end < best_end:
                 best, best_end = off, end
+            if best_end <= floor:
+                return best
     return best or []
 
 
 def place(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
-    return buffers(uses, best_offsets(uses, conflict_graph(uses, pipelines)))
+    return buffers(uses, best_offsets(uses, conflict_graph(uses, pipelines), pipelines))
