@@ -61,15 +61,16 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
     dtype = "float32" if app.precision.data_bytes == 4 else "float16"
     if args.frames < 1:
         raise InputError(f"--frames: expected a positive number, got {args.frames}")
-    models, prims, rungs = {}, {}, {}
+    models, prims, rungs, runs = {}, {}, {}, {}
     for name, cnn in app.cnns.items():
         print(f"profiling {name}: {len(cnn.graph)} layers", file=sys.stderr)
         table = profile_cnn(cnn, dtype, args.repeats, args.threads)
         # the times the evaluator uses: every layer where it runs, in deployments whole and
         # in parts of every k of the ladder, layout and threads as `explore run`
+        runs[name] = []
         ladder = profile_ladder(cnn, app.precision.name, args.frames, args.threads, args.layout,
                                 lambda label, ms: print(f"  {label}: {ms:.2f} ms/frame",
-                                                        file=sys.stderr))
+                                                        file=sys.stderr), runs[name])
         models[name] = {layer: LayerTimes(ladder.get(layer, {}).get("whole_ms", t["whole_ms"]),
                                           t.get("part_ms"), t.get("phases"),
                                           t.get("whole_ws_bytes"), t.get("part_ws_bytes"),
@@ -83,11 +84,12 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
         name=f"{platform.node()}-onnxruntime", models=models, precision=app.precision.name,
         meta={"backend": "onnxruntime", "device": platform.processor() or platform.machine(),
               "threads": args.threads, "repeats": args.repeats, "layout": args.layout,
-              "frames": args.frames, "ladder_rows": rungs,
+              "frames": args.frames, "ladder_rows": rungs, "ladder_runs": runs,
               "how": "whole_ms and by_phases {phases: ms per frame}: median over frames of "
                      "the layer's calls in deployments whole and in parts of every k of "
-                     "ladder_rows (explore run's layout and threads); part_ms is one interior "
-                     "phase timed alone (explore profile)"},
+                     "ladder_rows (explore run's layout and threads); ladder_runs: each "
+                     "deployment's median frame beside its layers' sum; part_ms is one "
+                     "interior phase timed alone (explore profile)"},
         primitives=prims)
     save_profile(profile, tmp)
     total = {n: sum(t.whole_ms for t in table.values()) for n, table in models.items()}

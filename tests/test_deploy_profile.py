@@ -113,6 +113,16 @@ def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
         h = cnn.layer(name).output_shape[2]
         want = {-(-h // k) for k in (1, 2, 4, 8) if k < h} if can_split(cnn.layer(name)) else set()
         assert set(table[name].by_phases) == want, name
+    # one record per deployment: whole first, then every k; its calls are the plan's
+    # firings (one per phase of every layer) and the whole run's layers are whole_ms
+    runs = profile.meta["ladder_runs"]["tiny"]
+    assert [r["rows"] for r in runs] == [0, 1, 2, 4, 8]
+    for r in runs:
+        ph = ({n: 1 for n in cnn.order()} if r["rows"] == 0 else
+              phases_for_rows(cnn, {n: r["rows"] for n in cnn.order()}))
+        assert r["calls"] == sum(ph.values())
+        assert r["frame_ms"] > 0
+    assert runs[0]["layers_ms"] == pytest.approx(sum(t.whole_ms for t in table.values()), abs=1e-3)
     ph = phases_for_rows(cnn, {n: 2 for n in cnn.order()})
     got = make_evaluator(app, str(out)).fps({"tiny": ph})["tiny"]
     total = sum(table[n].by_phases[ph[n]] if ph[n] > 1 else table[n].whole_ms for n in cnn.order())
