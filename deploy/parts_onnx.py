@@ -306,6 +306,14 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
     output port gets the same result in its own layout."""
     b = _Builder(dtype)
     elem = ONNX_TYPE[dtype]
+    from deploy import parts_rowwise
+    if parts_rowwise.applies(layer, inputs, outputs, part):   # 1x1 conv: no transposes
+        port = inputs[0]
+        graph_inputs = [helper.make_tensor_value_info(port.name, elem, port.stored_shape),
+                        helper.make_tensor_value_info(f"{port.name}_idx", TensorProto.INT32,
+                                                      [port.rows])]
+        return _finish(b, layer, graph_inputs, outputs, elem,
+                       parts_rowwise.build(b, layer, port, dtype, _activations), rowwise=True)
     graph_inputs, xs, masks, in_shapes, counts = [], [], [], [], []
     premasked = False
     for port in inputs:
@@ -339,9 +347,16 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
               premasked)
     if dtype != "float32":
         y = b.node("Cast", [y], to=elem)
+    return _finish(b, layer, graph_inputs, outputs, elem, y)
+
+
+def _finish(b: _Builder, layer: Layer, graph_inputs: list, outputs: list[OutPort], elem: int,
+            y: str, rowwise: bool = False) -> onnx.ModelProto:
+    """The step model: `y` (NCHW, or already [k, N, C, W] when `rowwise`) written to every
+    output port in its layout."""
     graph_outputs = []
     for port in outputs:
-        if port.layout == "hncw" or port.part:
+        if not rowwise and (port.layout == "hncw" or port.part):
             src = b.node("Transpose", [y], perm=[2, 0, 1, 3])
         else:
             src = y
