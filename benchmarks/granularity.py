@@ -16,15 +16,17 @@ Per CNN (one partition, fp32, ONNX Runtime CPU, one thread by default):
    within 1.1x, 1.25x and 2x the least memory; each deployed (`explore deploy`) and measured
    in its own process (`explore run`'s measure, blocked layout, --threads), interleaved with
    a plain ONNX Runtime session on the original model over --rounds rounds.
-Printed per plan: memory, predicted fps, measured fps (1000 / the median frame time, the
-median over rounds), measured/predicted, the same from this thread's CPU time per frame
-(immune to preemption by other processes, equal to wall time on a quiet core: ONNX Runtime
-with one thread computes in the calling thread), fps from elapsed time (frames / seconds,
-what `explore run` prints), x plain session (median-frame ratio), calls per frame, arena =
-plan, max |diff| to the plain session. The profile's runs are printed too: each ladder
-deployment's median frame beside the sum of its layers' medians (the loop's own cost).
-Medians because the machine is shared: a frame preempted by another process is an outlier
-in the median and a bias in the mean (docs/throughput.md, "Measured profiles").
+Printed per plan: memory, predicted fps, measured fps (1000 / the median frame time of the
+best round: contention from other processes only adds time, and the profile keeps each
+layer's best round the same way, `--rounds` rounds each), measured/predicted, the median
+round's fps, fps from this thread's CPU time per frame (median round; ONNX Runtime with one
+thread computes in the calling thread, so it equals wall time on a quiet core), fps from
+elapsed time (frames / seconds, what `explore run` prints; median round), x plain session
+(best rounds), calls per frame, arena = plan, max |diff| to the plain session. The
+profile's runs are printed too: each ladder deployment's median frame beside the sum of its
+layers' medians (the loop's own cost). Medians within a round because the machine is
+shared: a preempted frame is an outlier in a median and a bias in a mean
+(docs/throughput.md, "Measured profiles").
 """
 from __future__ import annotations
 
@@ -52,13 +54,14 @@ def _app(cnn_name: str, folder: Path) -> Path:
     return path
 
 
-def _profile(app, cnn_name: str, frames: int, threads: int, path: Path, runs: list):
+def _profile(app, cnn_name: str, frames: int, threads: int, path: Path, runs: list,
+             rounds: int):
     from deploy.ladder_profile import ladder_rows, profile_ladder
     from explorer.device_profile import DeviceProfile, LayerTimes, save_profile
     cnn = app.cnns[cnn_name]
     table = profile_ladder(cnn, "fp32", frames, threads, "blocked",
                            lambda label, ms: print(f"  profile {label}: {ms:.2f} ms/frame",
-                                                   file=sys.stderr, flush=True), runs)
+                                                   file=sys.stderr, flush=True), runs, rounds)
     models = {cnn_name: {layer: LayerTimes(t["whole_ms"], by_phases=t["by_phases"])
                          for layer, t in table.items()}}
     save_profile(DeviceProfile(name="granularity-bench", models=models,
@@ -112,7 +115,7 @@ def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
     start = time.perf_counter()
     prof_runs: list[dict] = []
     prof = _profile(app, cnn_name, args.frames, args.threads, tmp / f"{cnn_name}-prof.yaml",
-                    prof_runs)
+                    prof_runs, args.rounds)
     t_prof = time.perf_counter() - start
     evaluator = make_evaluator(app, str(prof))
     settings = app.search
@@ -129,7 +132,7 @@ def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
     binary = outcomes["binary"][0] if "binary" in outcomes else None
     zeros = tuple([0] * len(ladder.genes))
     reuse_mem, reuse_fps = lev(zeros)
-    least = min([ladder.front[0].memory_bytes] + ([binary.front[0].memory_bytes] if binary else []))
+    least_mem = min([ladder.front[0].memory_bytes] + ([binary.front[0].memory_bytes] if binary else []))
     picks = [("reuse only", zeros, reuse_mem, reuse_fps[cnn_name]),
              ("least memory", ladder.front[0].genes, ladder.front[0].memory_bytes,
               ladder.front[0].fps[cnn_name])]
@@ -159,27 +162,30 @@ def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
     def med(rs: list[dict], key: str) -> float:
         return float(np.median([r[key] for r in rs]))
 
-    plain_ms = med(results[0], "frame_ms_median")
+    def least(rs: list[dict], key: str) -> float:
+        return float(min(r[key] for r in rs))
+
+    plain_ms = least(results[0], "frame_ms_median")
     print(f"\n{cnn_name}: ONNX Runtime CPU, threads={args.threads}, blocked layout, "
           f"{args.frames} frames x {args.rounds} interleaved rounds; profile {t_prof:.0f} s; "
           f"load average {load_before} before, {_load()} after")
     print("profile runs (median ms per frame): " + ", ".join(
         f"{'whole' if r['rows'] == 0 else 'k=%d' % r['rows']} {r['frame_ms']:.2f} "
         f"(layers {r['layers_ms']:.2f}, {r['calls']} calls)" for r in prof_runs))
-    print(f"plain ORT session: {1000 / plain_ms:.1f} fps (median frame {plain_ms:.2f} ms, "
-          f"CPU {med(results[0], 'frame_cpu_ms_median'):.2f} ms; elapsed-time "
+    print(f"plain ORT session: {1000 / plain_ms:.1f} fps (best round's median frame "
+          f"{plain_ms:.2f} ms; median round {1000 / med(results[0], 'frame_ms_median'):.1f} fps, "
+          f"CPU time {1000 / med(results[0], 'frame_cpu_ms_median'):.1f} fps, elapsed "
           f"{med(results[0], 'fps'):.1f} fps)")
     print(f"{'plan':18} {'memory MB':>10} {'x least':>8} {'pred fps':>9} {'meas fps':>9} "
-          f"{'meas/pred':>10} {'cpu fps':>8} {'cpu/pred':>9} {'elapsed':>8} {'x plain':>8} "
+          f"{'meas/pred':>10} {'med.round':>9} {'cpu fps':>8} {'elapsed':>8} {'x plain':>8} "
           f"{'calls':>6} {'arena=plan':>10} {'max|diff|':>10}")
     for (label, mem, fps, diff, arena_ok), rs in zip(rows, results[1:]):
-        meas = 1000 / med(rs, "frame_ms_median")
-        cpu = 1000 / med(rs, "frame_cpu_ms_median")
-        xplain = float(np.median([p["frame_ms_median"] / r["frame_ms_median"]
-                                  for r, p in zip(rs, results[0])]))
-        print(f"{label:18} {mem / MB:10.3f} {mem / least:8.2f} {fps:9.1f} {meas:9.1f} "
-              f"{meas / fps:10.2f} {cpu:8.1f} {cpu / fps:9.2f} {med(rs, 'fps'):8.1f} "
-              f"{xplain:8.2f} {rs[0]['calls']:>6} {str(arena_ok):>10} {diff:10.2e}")
+        meas = 1000 / least(rs, "frame_ms_median")
+        print(f"{label:18} {mem / MB:10.3f} {mem / least_mem:8.2f} {fps:9.1f} {meas:9.1f} "
+              f"{meas / fps:10.2f} {1000 / med(rs, 'frame_ms_median'):9.1f} "
+              f"{1000 / med(rs, 'frame_cpu_ms_median'):8.1f} {med(rs, 'fps'):8.1f} "
+              f"{plain_ms * meas / 1000:8.2f} {rs[0]['calls']:>6} {str(arena_ok):>10} "
+              f"{diff:10.2e}")
     binary_note = ("binary search skipped (--skip-binary)" if binary is None else
                    f"binary {_between(binary.front, binary.front[0].memory_bytes, reuse_mem)} "
                    f"points (least {binary.front[0].memory_bytes / MB:.3f} MB, search "

@@ -115,35 +115,54 @@ def _step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
 
 def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads: int = 0,
                    layout: str = "blocked", progress=None,
-                   runs_out: list | None = None) -> dict[str, dict]:
+                   runs_out: list | None = None, rounds: int = 1) -> dict[str, dict]:
     """{layer: {"whole_ms": ms, "by_phases": {Φ: ms}}} measured in deployments of `cnn`
     whole and in parts of every k of `ladder_rows`. `runs_out` (a list) receives one
     {"rows", "layers_ms", "frame_ms", "calls"} per deployment (rows 0 = whole): what the
-    frames took beside the layers' sum."""
+    frames took beside the layers' sum.
+
+    `rounds` > 1 times every deployment that many times, round after round (each round
+    all deployments, so a busy minute on a shared machine hits one round of each, not all
+    rounds of one), and keeps per layer the least of its rounds' medians, per deployment
+    the least frame and layers' sum: contention from other processes only ever adds time,
+    so the least is the closest to a quiet machine (the benchmark measures plans the same
+    way, benchmarks/granularity.py)."""
     from deploy.derive import derive as deploy_plan
 
-    table: dict[str, dict] = {}
     runs = [("whole", None)] + [(f"k={k}", k) for k in ladder_rows(cnn)]
+    best: list[dict | None] = [None] * len(runs)
     with tempfile.TemporaryDirectory() as tmp:
+        folders = []
         for i, (label, k) in enumerate(runs):
             phases = ({n: 1 for n in cnn.order()} if k is None else
                       phases_for_rows(cnn, {n: k for n in cnn.order()}))
             out = Path(tmp) / f"run{i}"
             deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out)
-            timed = _step_times_in_child(out, cnn.name, frames, threads, layout)
-            times = timed["layers"]
-            if runs_out is not None:
-                runs_out.append({"rows": k or 0, "layers_ms": round(sum(times.values()), 4),
-                                 "frame_ms": round(timed["frame_ms"], 4), "calls": timed["calls"]})
-            for name, ms in times.items():
-                entry = table.setdefault(name, {"by_phases": {}})
-                if phases[name] == 1:
-                    if k is None:
-                        entry["whole_ms"] = ms
-                else:
-                    entry["by_phases"].setdefault(phases[name], ms)
-            if progress:
-                progress(label, sum(times.values()))
+            folders.append((out, phases))
+        for _ in range(max(1, rounds)):
+            for i, (out, _) in enumerate(folders):
+                timed = _step_times_in_child(out, cnn.name, frames, threads, layout)
+                if best[i] is None:
+                    best[i] = timed
+                    continue
+                b = best[i]
+                b["layers"] = {n: min(ms, timed["layers"][n]) for n, ms in b["layers"].items()}
+                b["frame_ms"] = min(b["frame_ms"], timed["frame_ms"])
+    table: dict[str, dict] = {}
+    for (label, k), (_, phases), timed in zip(runs, folders, best):
+        times = timed["layers"]
+        if runs_out is not None:
+            runs_out.append({"rows": k or 0, "layers_ms": round(sum(times.values()), 4),
+                             "frame_ms": round(timed["frame_ms"], 4), "calls": timed["calls"]})
+        for name, ms in times.items():
+            entry = table.setdefault(name, {"by_phases": {}})
+            if phases[name] == 1:
+                if k is None:
+                    entry["whole_ms"] = ms
+            else:
+                entry["by_phases"].setdefault(phases[name], ms)
+        if progress:
+            progress(label, sum(times.values()))
     return table
 
 

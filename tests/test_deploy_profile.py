@@ -105,9 +105,10 @@ def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
 
     out = tmp_path / "prof.yaml"
     assert main(["profile", str(app_file), "--out", str(out), "--repeats", "1",
-                 "--frames", "2", "--threads", "1"]) == 0
+                 "--frames", "2", "--threads", "1", "--rounds", "2"]) == 0
     profile = load_profile(out)
     assert profile.meta["layout"] == "blocked" and profile.meta["threads"] == 1
+    assert profile.meta["rounds"] == 2
     assert profile.meta["ladder_rows"]["tiny"] == [1, 2, 4, 8]
     app = load_app(app_file)
     cnn = app.cnns["tiny"]
@@ -142,3 +143,29 @@ def test_by_phases_interpolates():
     assert t.ms(2) == pytest.approx(1.0 + 1.0 / 3)          # between Φ 1 and 4
     assert t.ms(8) == pytest.approx(2.0 + 3.0 * 4 / 12)     # between 4 and 16
     assert t.ms(20) == pytest.approx(5.0 + 3.0 * 4 / 12)    # the last segment extended
+
+
+def test_ladder_rounds_keep_each_layers_least(app_file, monkeypatch):
+    """With rounds, every deployment is timed once per round, rounds after each other, and
+    each layer keeps its least time (contention only adds time); the runs' records too."""
+    from deploy import ladder_profile
+
+    cnn = load_app(app_file).cnns["tiny"]
+    calls = []
+    noise = [3.0, 1.0, 2.0]          # round 2 is the quiet one
+
+    def fake(folder, name, frames, threads, layout):
+        calls.append(folder.name)
+        r = (len(calls) - 1) // runs
+        return {"layers": {n: noise[r] * (1 + i) for i, n in enumerate(cnn.order())},
+                "frame_ms": 10 * noise[r], "calls": 1}
+
+    runs = 1 + len(ladder_profile.ladder_rows(cnn))
+    monkeypatch.setattr(ladder_profile, "_step_times_in_child", fake)
+    records: list = []
+    table = ladder_profile.profile_ladder(cnn, frames=1, runs_out=records, rounds=3)
+    # round after round: every deployment once before any twice
+    assert calls == [f"run{i}" for i in range(runs)] * 3
+    for i, n in enumerate(cnn.order()):
+        assert table[n]["whole_ms"] == 1.0 * (1 + i)
+    assert [r["frame_ms"] for r in records] == [10.0] * runs
