@@ -76,10 +76,21 @@ class CNN:
     def layer(self, name: str) -> Layer:
         return self.graph.nodes[name]["layer"]
 
+    def _cached(self, what: str, make):
+        """`make()` kept on the graph until a layer or edge is added or removed (the search
+        asks for the order thousands of times; a copy is returned, callers may edit it)."""
+        stamp = (self.graph.number_of_nodes(), self.graph.number_of_edges())
+        hit = self.graph.graph.get(what)
+        if hit is None or hit[0] != stamp:
+            hit = self.graph.graph[what] = (stamp, tuple(make()))
+        return list(hit[1])
+
     def order(self) -> list[str]:
         """Layer names in a deterministic topological order (ties by insertion order)."""
-        index = {n: i for i, n in enumerate(self.graph.nodes)}
-        return list(nx.lexicographical_topological_sort(self.graph, key=index.__getitem__))
+        def make():
+            index = {n: i for i, n in enumerate(self.graph.nodes)}
+            return nx.lexicographical_topological_sort(self.graph, key=index.__getitem__)
+        return self._cached("_order", make)
 
     def layers(self) -> Iterator[Layer]:
         for name in self.order():
@@ -87,8 +98,10 @@ class CNN:
 
     def edges(self) -> list[tuple[str, str]]:
         """Edges in a stable order: by producer, then consumer, topological positions."""
-        pos = {n: i for i, n in enumerate(self.order())}
-        return sorted(self.graph.edges, key=lambda e: (pos[e[0]], pos[e[1]]))
+        def make():
+            pos = {n: i for i, n in enumerate(self.order())}
+            return sorted(self.graph.edges, key=lambda e: (pos[e[0]], pos[e[1]]))
+        return self._cached("_edges", make)
 
     def edge_shape(self, src: str, dst: str) -> Shape:
         return self.graph.edges[src, dst]["shape"]

@@ -9,16 +9,17 @@ CSDF token counts, which undercount sliding windows (see docs/parts.md). With on
 layer the schedule is the partition's topological order (`CNN.order()`), as the
 architecture fixes. Results are cached per CNN by (layers, phases).
 
-Real buffer sizes (what a deployment with circular row buffers needs) come from replaying
-the schedule row by row; see `edge_occupancy` and docs/parts.md.
+Real buffer sizes (what a deployment with circular row buffers needs) come from the rows
+each edge holds under the schedule, counted at every producer firing; see `edge_occupancy`
+and docs/parts.md.
 """
 from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
 from collections import Counter
-from dataclasses import dataclass, field
-from itertools import accumulate
+from dataclasses import dataclass
+from functools import cached_property
 
 from csdf.model import CNN
 from csdf.to_csdf import edge_windows, to_csdf
@@ -43,35 +44,78 @@ class PartitionAnalysis:
     edge_rows: dict[Edge, int]                  # internal edges: rows the buffer holds at most
     edge_elements: dict[Edge, int]              # rows * N * C * W
     edge_steps: dict[Edge, tuple[int, int]]     # first and last step the edge holds data
-    schedule: str = ""                          # compact, paper notation
-    # most tokens each channel holds under SDF3's rules (consumed tokens leave at firing
-    # end): fewer than the real rows when windows overlap, as a window keeps rows it consumed
-    csdf_tokens: dict[Edge, int] = field(default_factory=dict)
 
     @property
     def buffer_elements(self) -> int:
         return sum(self.edge_elements.values())
 
+    @cached_property
+    def schedule(self) -> str:
+        """The schedule in the paper's compact notation (made when asked: the search never
+        reads it)."""
+        return compact(self.firings)
 
-def edge_occupancy(prod_steps: list[int], windows: list[range], cons_steps: list[int],
-                   height: int) -> tuple[int, int, int]:
+    @cached_property
+    def csdf_tokens(self) -> dict[Edge, int]:
+        """Most tokens each channel holds under SDF3's rules (consumed tokens leave at
+        firing end): fewer than the real rows when windows overlap, as a window keeps rows
+        it consumed. Replayed when asked (sdf3.schedule.run_schedule)."""
+        tokens = run_schedule(self.graph, self.firings)
+        return {(ch.src, ch.dst): tokens[ch.name] for ch in self.graph.channels}
+
+
+_FIRST_READ: dict[int, tuple[list[range], list[int]]] = {}
+
+
+def first_reads(windows: list[range], height: int) -> list[int]:
+    """For each consumer phase p, the lowest row any phase >= p reads (`height` if none):
+    kept per windows list (edge_windows hands out one per edge and phase count)."""
+    hit = _FIRST_READ.get(id(windows))
+    if hit is None or hit[0] is not windows:
+        low, out = height, [height] * len(windows)
+        for p in range(len(windows) - 1, -1, -1):
+            rows = windows[p]
+            if rows and rows[0] < low:
+                low = rows[0]
+            out[p] = low
+        if len(_FIRST_READ) > 8192:
+            _FIRST_READ.clear()
+        hit = _FIRST_READ[id(windows)] = (windows, out)
+    return hit[1]
+
+
+def edge_occupancy(prod: list[int], prod_steps: list[int], windows: list[range],
+                   cons_steps: list[int], height: int) -> tuple[int, int, int]:
     """Largest number of rows of one edge held at once, and the first and last step it holds
     any. Row r is claimed when the producer firing that writes it starts; it is freed at the
     end of the consumer phase after which neither it nor any earlier row is read again (rows
-    leave a circular buffer in order). `prod_steps` has one step per row (a whole producer
-    repeats its one step, a part of k rows its step k times); `windows[p]` are the rows
-    consumer phase p reads."""
-    last = [-1] * height
-    for step, rows in zip(cons_steps, windows):
-        for r in rows:
-            last[r] = step
-    free = [max(t, f) for t, f in zip(prod_steps, accumulate(last, max))]
-    best = 0
-    for r in range(height):
-        if r + 1 < height and prod_steps[r + 1] == prod_steps[r]:
-            continue
-        best = max(best, r + 1 - bisect_left(free, prod_steps[r]))
-    return best, prod_steps[0], free[-1]
+    leave a circular buffer in order). Producer firing i writes `prod[i]` rows at step
+    `prod_steps[i]`; `windows[p]` are the rows consumer phase p reads, at `cons_steps[p]`
+    (increasing).
+
+    The most is reached when a producer firing starts: firing i (rows b..e-1, step s) then
+    holds every row from the first one not yet freed. Rows below b were written earlier, so
+    a row r < b is still held iff some consumer phase at step >= s reads a row <= r: the
+    first held row is min(b, lowest row read by a phase at or after s), the latter one
+    bisection into the consumer steps (`first_reads`). tests/test_search_speed.py checks
+    this against a replay of every row."""
+    if len(prod) == 1 or len(cons_steps) == 1:
+        # a whole producer or a whole consumer (one phase, all rows) holds the whole tensor
+        end = next((t for t, rows in zip(reversed(cons_steps), reversed(windows)) if rows), -1)
+        return height, prod_steps[0], max(prod_steps[-1], end)
+    low = first_reads(windows, height)
+    n_cons = len(cons_steps)
+    best = begin = 0
+    for n, step in zip(prod, prod_steps):
+        end = begin + n
+        p = bisect_left(cons_steps, step)
+        first = low[p] if p < n_cons else height
+        held = end - (first if first < begin else begin)
+        if held > best:
+            best = held
+        begin = end
+    end = next((t for t, rows in zip(reversed(cons_steps), reversed(windows)) if rows), -1)
+    return best, prod_steps[0], max(prod_steps[-1], end)
 
 
 def ring_rows(held: int, part: int, height: int) -> int:
@@ -98,8 +142,8 @@ def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[st
             continue
         edge = (ch.src, ch.dst)
         height = sum(ch.prod)
-        prod_steps = [step for step, n in zip(at[ch.src], ch.prod) for _ in range(n)]
-        held, first, last = edge_occupancy(prod_steps, windows[edge], at[ch.dst], height)
+        held, first, last = edge_occupancy(ch.prod, at[ch.src], windows[edge], at[ch.dst],
+                                           height)
         rows[edge], spans[edge] = ring_rows(held, ch.prod[0], height), (first, last)
     return rows, spans
 
@@ -107,15 +151,22 @@ def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[st
 def demand_schedule(graph: Graph, order: list[str]) -> list[str]:
     """One iteration of an acyclic CSDF graph (each actor through its phases once), one
     firing at a time: the ready actor with a starved consumer (or none) latest in `order`
-    first, else the ready actor latest in `order`. Event-driven: after a firing only the
-    actor and its neighbours are looked at again. Returns the actor of every step."""
+    first, else the ready actor latest in `order`. Returns the actor of every step.
+
+    Event-driven: the heap holds exactly one live entry, with its current key, per ready
+    actor (older entries are recognised by a stamp and skipped). A firing of `a` can make a
+    consumer of `a` ready (its key, which depends on its own consumers, is unchanged), and
+    can change the key of `a` and of its producers (their consumer `a` moved on), so only
+    those are looked at again. tests/test_search_speed.py checks the result against a
+    scan of every actor at every step."""
     index = {name: i for i, name in enumerate(order)}
     n = len(order)
     phases = [graph.actors[name].phases for name in order]
     tok: list[int] = []
     ins: list[list[tuple[int, list[int]]]] = [[] for _ in order]
     outs: list[list[tuple[int, list[int], list[int], int]]] = [[] for _ in order]
-    near: list[set[int]] = [{a} for a in range(n)]
+    producers: list[list[int]] = [[] for _ in order]
+    consumers: list[list[int]] = [[] for _ in order]
     for ch in graph.channels:
         if ch.src == ch.dst:
             continue
@@ -123,41 +174,72 @@ def demand_schedule(graph: Graph, order: list[str]) -> list[str]:
         tok.append(ch.initial_tokens)
         ins[d].append((k, ch.cons))
         outs[s].append((k, ch.prod, ch.cons, d))
-        near[s].add(d)
-        near[d].add(s)
+        producers[d].append(s)
+        consumers[s].append(d)
     nxt = [0] * n
 
     def ready(a: int) -> bool:
         p = nxt[a]
-        return p < phases[a] and all(tok[k] >= cons[p] for k, cons in ins[a])
+        if p >= phases[a]:
+            return False
+        for k, cons in ins[a]:
+            if tok[k] < cons[p]:
+                return False
+        return True
 
-    def key(a: int) -> tuple[int, int]:
-        starved = not outs[a] or any(nxt[d] < phases[d] and tok[k] < cons[nxt[d]]
-                                     for k, _, cons, d in outs[a])
-        return (0 if starved else 1, -a)
+    def starved(a: int) -> int:
+        """0 when a consumer of `a` waits for rows (or `a` is a sink), else 1."""
+        if not outs[a]:
+            return 0
+        for k, _, cons, d in outs[a]:
+            q = nxt[d]
+            if q < phases[d] and tok[k] < cons[q]:
+                return 0
+        return 1
 
-    heap = [key(a) for a in range(n) if ready(a)]
-    heapq.heapify(heap)
+    live: list[int | None] = [None] * n       # the key flag of each ready actor's entry
+    stamp = [0] * n
+    heap: list[tuple[int, int, int]] = []
+    push = heapq.heappush
+
+    def refresh(a: int) -> None:
+        """Give `a` a live entry with its current key if it is ready, none otherwise."""
+        if ready(a):
+            flag = starved(a)
+            if live[a] != flag:
+                live[a] = flag
+                stamp[a] += 1
+                push(heap, (flag, -a, stamp[a]))
+        elif live[a] is not None:
+            live[a] = None
+            stamp[a] += 1
+
+    for a in range(n):
+        refresh(a)
     firings: list[str] = []
+    append = firings.append
+    pop = heapq.heappop
     while heap:
-        entry = heapq.heappop(heap)
-        a = -entry[1]
-        if not ready(a):
-            continue
-        now = key(a)
-        if now != entry:          # stale: its consumers' needs changed since it was queued
-            heapq.heappush(heap, now)
-            continue
+        _, neg, st = pop(heap)
+        a = -neg
+        if st != stamp[a]:
+            continue                            # superseded
+        live[a] = None
+        stamp[a] += 1
         p = nxt[a]
-        firings.append(order[a])
+        append(order[a])
         for k, prod, _, _ in outs[a]:
             tok[k] += prod[p]
         for k, cons in ins[a]:
             tok[k] -= cons[p]
         nxt[a] = p + 1
-        for b in near[a]:
-            if ready(b):
-                heapq.heappush(heap, key(b))
+        refresh(a)
+        for b in producers[a]:
+            if live[b] is not None:
+                refresh(b)
+        for d in consumers[a]:
+            if live[d] is None:
+                refresh(d)
     stuck = [a for a in range(n) if nxt[a] < phases[a]]
     if stuck:
         raise InputError(f"graph {graph.name}: deadlock, layer {order[stuck[0]]} cannot finish "
@@ -195,7 +277,6 @@ def analyse_partition(cnn: CNN, layers: list[str], phases: dict[str, int]) -> Pa
     else:
         firings = demand_schedule(graph, order)
     rows, spans = row_buffers(graph, windows, firings)
-    tokens = run_schedule(graph, firings)
     counts = Counter(firings)
     result = PartitionAnalysis(
         layers=order, phases=ph, graph=graph, firings=firings,
@@ -204,7 +285,6 @@ def analyse_partition(cnn: CNN, layers: list[str], phases: dict[str, int]) -> Pa
         edge_rows=rows,
         edge_elements={(ch.src, ch.dst): rows[(ch.src, ch.dst)] * ch.token_size
                        for ch in graph.channels},
-        edge_steps=spans, schedule=compact(firings),
-        csdf_tokens={(ch.src, ch.dst): tokens[ch.name] for ch in graph.channels})
+        edge_steps=spans)
     cache[key] = result
     return result

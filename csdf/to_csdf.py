@@ -60,6 +60,22 @@ def edge_windows(cnn: CNN, layers: list[str], phases: dict[str, int]
     return out
 
 
+def channel_rates(cnn: CNN, src: str, dst: str, n_src: int, reads: list[range]
+                  ) -> tuple[list[int], list[int], int]:
+    """Production and consumption rates and token size of one edge. The search builds the
+    same channels thousands of times, so they are kept per edge and producer phase count
+    for this very `reads` list (edge_windows hands out one list per edge and consumer phase
+    count; the entry holds the list, so its identity cannot be reused)."""
+    cache = cnn.graph.graph.setdefault("_channel_rates", {})
+    key = (src, dst, n_src, len(reads))
+    hit = cache.get(key)
+    if hit is None or hit[0] is not reads:
+        height = int(cnn.edge_shape(src, dst)[2])
+        hit = cache[key] = (reads, production_rates(height, n_src),
+                            consumption_rates(reads, height), token_size(cnn, src, dst))
+    return hit[1], hit[2], hit[3]
+
+
 def to_csdf(cnn: CNN, layers: list[str], phases: dict[str, int], name: str | None = None,
             self_loops: bool = False,
             windows: dict[tuple[str, str], list[range]] | None = None) -> Graph:
@@ -74,12 +90,9 @@ def to_csdf(cnn: CNN, layers: list[str], phases: dict[str, int], name: str | Non
     if windows is None:
         windows = edge_windows(cnn, layers, phases)
     for (src, dst), reads in windows.items():
-        height = int(cnn.edge_shape(src, dst)[2])
+        prod, cons, size = channel_rates(cnn, src, dst, phases.get(src, 1), reads)
         graph.add_channel(Channel(
-            f"{src}->{dst}", src, dst,
-            prod=production_rates(height, phases.get(src, 1)),
-            cons=consumption_rates(reads, height),
-            token_size=token_size(cnn, src, dst),
+            f"{src}->{dst}", src, dst, prod=list(prod), cons=list(cons), token_size=size,
             src_port=f"out_{dst}", dst_port=f"in_{src}"))
     if self_loops:
         for actor in graph.actors.values():

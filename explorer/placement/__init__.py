@@ -96,6 +96,19 @@ def planner(name: str) -> Planner:
     return place
 
 
+_RECENT: dict[tuple, list[Buffer]] = {}
+RECENT_LIMIT = 8
+
+
 def place(uses: list[EdgeUse], pipelines: list[list[str]], name: str = DEFAULT) -> list[Buffer]:
-    """Buffers for `uses` by the planner called `name`."""
-    return planner(name)(uses, pipelines)
+    """Buffers for `uses` by the planner called `name`. The last few answers are kept:
+    during a search explorer.policies places each candidate schedule's edges and then
+    explorer.derive places the winner's again, often the very same uses (same names, sizes,
+    spans and order), which give the same buffers (planners are deterministic)."""
+    key = (tuple(uses), tuple(tuple(g) for g in pipelines), name)
+    hit = _RECENT.get(key)
+    if hit is None:
+        hit = _RECENT[key] = planner(name)(uses, pipelines)
+        if len(_RECENT) > RECENT_LIMIT:
+            del _RECENT[next(iter(_RECENT))]
+    return [Buffer(list(b.edges), b.size, b.offset) for b in hit]

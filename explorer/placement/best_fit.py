@@ -10,39 +10,43 @@ share with); ties by size, then listed order. Deterministic.
 """
 from __future__ import annotations
 
+from typing import Iterator
+
 from explorer.lifetimes import EdgeUse
 from explorer.memory import Buffer
 from explorer.placement import conflict_graph, live_bound
 from explorer.placement.greedy_size import buffers, extent, offsets
 
 
-def orders(uses: list[EdgeUse], adj: list[set[int]]) -> list[list[int]]:
+def orders(uses: list[EdgeUse], adj: list[set[int]]) -> Iterator[list[int]]:
+    """The visiting orders, made one at a time (the search often stops after the first)."""
     sizes = [u.size for u in uses]
-    life = [sum(b - a + 1 for _, a, b in u.spans) for u in uses]
-    start = [min(a for _, a, _ in u.spans) for u in uses]
-    weight = [sizes[i] + sum(sizes[j] for j in adj[i]) for i in range(len(uses))]
     idx = range(len(uses))
-    return [sorted(idx, key=lambda i: -sizes[i]),
-            sorted(idx, key=lambda i: (-sizes[i] * life[i], -sizes[i])),
-            sorted(idx, key=lambda i: (-life[i], -sizes[i])),
-            sorted(idx, key=lambda i: (start[i], -sizes[i])),
-            sorted(idx, key=lambda i: (-weight[i], -sizes[i]))]
+    yield sorted(idx, key=lambda i: -sizes[i])
+    life = [sum(b - a + 1 for _, a, b in u.spans) for u in uses]
+    yield sorted(idx, key=lambda i: (-sizes[i] * life[i], -sizes[i]))
+    yield sorted(idx, key=lambda i: (-life[i], -sizes[i]))
+    start = [min(a for _, a, _ in u.spans) for u in uses]
+    yield sorted(idx, key=lambda i: (start[i], -sizes[i]))
+    weight = [sizes[i] + sum(sizes[j] for j in adj[i]) for i in range(len(uses))]
+    yield sorted(idx, key=lambda i: (-weight[i], -sizes[i]))
 
 
 def best_offsets(uses: list[EdgeUse], adj: list[set[int]]) -> list[int]:
     """The least-arena offsets over every order and both fits (first found wins ties);
-    stops early once an order reaches the live bound."""
+    stops as soon as one reaches the live bound (no placement does better, and a later
+    one would have to be strictly better to win)."""
     sizes = [u.size for u in uses]
     floor = live_bound(uses, adj)
     best, best_end = None, None
     for order in orders(uses, adj):
-        if best_end is not None and best_end <= floor:
-            break                          # no placement does better than the live bound
         for how in (True, False):
             off = offsets(sizes, adj, order, how)
             end = extent(sizes, off)
             if best_end is None or end < best_end:
                 best, best_end = off, end
+            if best_end <= floor:
+                return best
     return best or []
 
 

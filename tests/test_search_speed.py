@@ -1,0 +1,231 @@
+"""The search's fast paths give exactly what the slow, obvious definitions give.
+
+The derivation of a chromosome is sped up by a demand-driven scheduler that only looks at
+the actors a firing can affect, by an occupancy count per producer firing instead of a
+replay per row, by per-CNN caches (topological order, channel rates) and by reusing the last
+placements. Here each is replaced by its definition, written out plainly (a scan of every
+actor at every step; a replay of every row's life; no caches; every placement order tried),
+and the results (schedules, rows, and a whole NSGA-II front with its plans) must be equal.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from itertools import accumulate
+from pathlib import Path
+
+import pytest
+
+import csdf.partition_analysis as pa
+import csdf.to_csdf as tc
+import explorer.derive as dv
+import explorer.placement as placement
+import explorer.placement.best_fit as best_fit
+import explorer.policies as policies
+from csdf.model import CNN
+from csdf.schedule_policies import asap_schedule
+from csdf.to_csdf import edge_windows, to_csdf
+from explorer.appfile import load_app
+from explorer.derive import Evaluation, derive, plan_for, whole_phases
+from explorer.genes import gene_space
+from explorer.search import algorithm2
+from explorer.throughput import make_evaluator
+
+APP1 = Path(__file__).resolve().parents[1] / "apps" / "table12_app1_mobilenet_v2.yaml"
+
+
+# ---- the obvious definitions ----------------------------------------------------------------
+
+def scan_schedule(graph, order):
+    """Demand-driven schedule by its definition: at every step look at every actor; fire
+    the ready one with a starved consumer (or none) latest in `order`, else the ready one
+    latest in `order`."""
+    idx = {name: i for i, name in enumerate(order)}
+    chans = [ch for ch in graph.channels if ch.src != ch.dst]
+    tok = {ch.name: ch.initial_tokens for ch in chans}
+    nxt = {name: 0 for name in order}
+    phases = {name: graph.actors[name].phases for name in order}
+
+    ins = {a: [ch for ch in chans if ch.dst == a] for a in order}
+    outs = {a: [ch for ch in chans if ch.src == a] for a in order}
+
+    def ready(a):
+        p = nxt[a]
+        return p < phases[a] and all(tok[ch.name] >= ch.cons[p] for ch in ins[a])
+
+    def starved(a):
+        return not outs[a] or any(nxt[ch.dst] < phases[ch.dst] and
+                                  tok[ch.name] < ch.cons[nxt[ch.dst]] for ch in outs[a])
+
+    firings = []
+    while True:
+        cands = [a for a in order if ready(a)]
+        if not cands:
+            break
+        a = min(cands, key=lambda x: (0 if starved(x) else 1, -idx[x]))
+        p = nxt[a]
+        for ch in outs[a]:
+            tok[ch.name] += ch.prod[p]
+        for ch in ins[a]:
+            tok[ch.name] -= ch.cons[p]
+        nxt[a] += 1
+        firings.append(a)
+    assert all(nxt[a] == phases[a] for a in order)
+    return firings
+
+
+def replay_rows(graph, windows, firings):
+    """Rows of every edge by replaying each row's life: claimed when the producer firing
+    writing it starts, freed at the end of the consumer phase after which neither it nor
+    an earlier row is read again; the most alive at once, rounded to whole parts."""
+    at = {name: [] for name in graph.actors}
+    for step, name in enumerate(firings):
+        at[name].append(step)
+    rows, spans = {}, {}
+    for ch in graph.channels:
+        if ch.src == ch.dst:
+            continue
+        edge = (ch.src, ch.dst)
+        height = sum(ch.prod)
+        claim = [step for step, n in zip(at[ch.src], ch.prod) for _ in range(n)]
+        last = [-1] * height
+        for step, reads in zip(at[ch.dst], windows[edge]):
+            for r in reads:
+                last[r] = max(last[r], step)
+        free = [max(c, f) for c, f in zip(claim, accumulate(last, max))]
+        events = sorted([(c, +1) for c in claim] + [(f + 1, -1) for f in free])
+        held = max(accumulate(d for _, d in events))
+        rows[edge] = pa.ring_rows(held, ch.prod[0], height)
+        spans[edge] = (claim[0], free[-1])
+    return rows, spans
+
+
+def every_order_offsets(uses, adj):
+    """Every visiting order and both fits, the strictly least arena kept (first on ties)."""
+    sizes = [u.size for u in uses]
+    best, best_end = [], None
+    for order in best_fit.orders(uses, adj):
+        for how in (True, False):
+            off = best_fit.offsets(sizes, adj, order, how)
+            end = best_fit.extent(sizes, off)
+            if best_end is None or end < best_end:
+                best, best_end = off, end
+    return best
+
+
+def random_firings(graph, order, rnd):
+    """A valid schedule under CSDF token rules, a random ready actor at each step."""
+    chans = [ch for ch in graph.channels if ch.src != ch.dst]
+    tok = {ch.name: 0 for ch in chans}
+    nxt = {a: 0 for a in order}
+    out = []
+    while True:
+        ready = [a for a in order if nxt[a] < graph.actors[a].phases and
+                 all(tok[ch.name] >= ch.cons[nxt[a]] for ch in chans if ch.dst == a)]
+        if not ready:
+            return out
+        a = rnd.choice(ready)
+        for ch in chans:
+            if ch.src == a:
+                tok[ch.name] += ch.prod[nxt[a]]
+            if ch.dst == a:
+                tok[ch.name] -= ch.cons[nxt[a]]
+        nxt[a] += 1
+        out.append(a)
+
+
+# ---- fixtures -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def app1():
+    return load_app(APP1, mem="0")
+
+
+def chromosomes(app, count, seed):
+    """Random ladder chromosomes, each gene by parts with probability 0.4 (as a search's
+    population mostly is), plus every layer at k = 2 and row by row."""
+    space = gene_space(app, "ladder")
+    rnd = random.Random(seed)
+    out = [tuple(rnd.randint(1, u) if rnd.random() < 0.4 else 0 for u in space.upper)
+           for _ in range(count)]
+    out.append(tuple(min(len(r) - 2, u) for r, u in zip(space.ladders, space.upper)))
+    out.append(space.row_by_row())
+    return space, out
+
+
+# ---- tests --------------------------------------------------------------------------------
+
+def test_schedules_and_rows_equal_their_definitions(app1):
+    cnn = app1.cnns["mobilenet_v2"]
+    order = cnn.order()
+    space, chroms = chromosomes(app1, 5, seed=11)
+    rnd = random.Random(7)
+    for genes in chroms:
+        phases = space.decode(genes, whole_phases(app1))["mobilenet_v2"]
+        windows = edge_windows(cnn, order, phases)
+        graph = to_csdf(cnn, order, phases, windows=windows)
+        prio = order[:1] + rnd.sample(order[1:], len(order) - 1)     # any priority is valid
+        for ranked in (order, prio):
+            assert pa.demand_schedule(graph, ranked) == scan_schedule(graph, ranked)
+        for firings in (pa.demand_schedule(graph, order), asap_schedule(graph, order),
+                        random_firings(graph, order, rnd)):
+            assert pa.row_buffers(graph, windows, firings) == replay_rows(graph, windows, firings)
+
+
+def test_occupancy_by_hand():
+    """One phase on either side holds every row; k = 2 rows per producer part read by a
+    3-row window of stride 2 (rows 0-1, 1-3, 3-5 at steps 1, 3, 5): rows 1-3 alive at step
+    2 and rows 3-5 at step 4, so 3 at most, from step 0 to step 5."""
+    assert pa.edge_occupancy([6], [0], [range(0, 6, 2), range(3, 6)], [1, 2], 6) == (6, 0, 2)
+    assert pa.edge_occupancy([2, 2, 2], [0, 1, 2], [range(6)], [3], 6) == (6, 0, 3)
+    windows = [range(0, 2), range(1, 4), range(3, 6)]
+    assert pa.edge_occupancy([2, 2, 2], [0, 2, 4], windows, [1, 3, 5], 6) == (3, 0, 5)
+
+
+def test_order_cache_follows_the_graph():
+    from csdf.model import Layer
+    cnn = CNN("c")
+    cnn.add_layer(Layer("a", "Input", {}, {}, [], [1, 1, 4, 4]))
+    cnn.add_layer(Layer("b", "Relu", {}, {}, ["a"], [1, 1, 4, 4]))
+    assert cnn.order() == ["a", "b"] and cnn.edges() == [("a", "b")]
+    cnn.order().append("x")                       # a copy: the cache is not touched
+    cnn.add_layer(Layer("c", "Add", {}, {}, ["a", "b"], [1, 1, 4, 4]))
+    assert cnn.order() == ["a", "b", "c"]
+    assert cnn.edges() == [("a", "b"), ("a", "c"), ("b", "c")]
+
+
+def _search(app, granularity):
+    settings = replace(app.search, population=8, generations=3, seed=5,
+                       granularity=granularity)
+    for cnn in app.cnns.values():                 # nothing carried over from earlier runs
+        for key in [k for k in cnn.graph.graph if k.startswith("_")]:
+            del cnn.graph.graph[key]
+    evaluate = Evaluation(app, make_evaluator(app), space=gene_space(app, granularity))
+    outcome = algorithm2(app, evaluate, settings)
+    plans = []
+    for p in outcome.front:
+        d = derive(app, evaluate.phases(p.genes))
+        plan = plan_for(app, d, p.fps, True, p.genes)
+        plans.append((plan.memory_bytes, plan.buffer_bytes, plan.fps, plan.firings,
+                      [(b["edges"], b["elements"], b.get("offset")) for b in plan.buffers]))
+    return [(p.genes, p.memory_bytes, p.fps) for p in outcome.front], outcome.result.unique, plans
+
+
+@pytest.mark.parametrize("granularity", ["ladder", "binary"])
+def test_search_front_and_plans_equal_the_obvious_path(app1, monkeypatch, granularity):
+    fast = _search(app1, granularity)
+    assert _search(app1, granularity) == fast                  # deterministic per seed
+    with monkeypatch.context() as m:
+        for mod in (pa, policies):
+            m.setattr(mod, "demand_schedule", scan_schedule)
+        for mod in (pa, policies, dv):
+            m.setattr(mod, "row_buffers", replay_rows)
+        m.setattr(CNN, "_cached", lambda self, what, make: list(make()))
+        m.setattr(tc, "channel_rates", lambda cnn, s, d, n, reads: (
+            tc.production_rates(int(cnn.edge_shape(s, d)[2]), n),
+            tc.consumption_rates(reads, int(cnn.edge_shape(s, d)[2])), tc.token_size(cnn, s, d)))
+        m.setattr(placement, "RECENT_LIMIT", 0)
+        m.setattr(best_fit, "best_offsets", every_order_offsets)
+        slow = _search(app1, granularity)
+    assert slow == fast
+    assert len(fast[0]) >= 3
