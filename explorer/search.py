@@ -8,7 +8,9 @@ NSGA-II example: binary tournament on dominance and crowding (selTournamentDCD),
 crossover (tools.cxTwoPoint), one-gene mutation to another value of its range
 (`mutate_one_gene`: a flip for binary genes), then selNSGA2 over parents + offspring. The
 initial population holds the all-whole (reuse only) and all-row-by-row (everything by parts,
-one row per phase) chromosomes; the others are uniform over each gene's range.
+one row per phase) chromosomes, then the gene space's seeds (explorer.genes.GeneSpace.seeds:
+binary prefixes and uniform rungs for ladder genes, none for the paper's binary genes; the
+toolbox's `seeds`); the others are uniform over each gene's range.
 
 `evaluate(genes) -> (memory_bytes, {cnn: fps})` is injected (explorer.derive builds it for an
 application), and cached here by chromosome, since NSGA-II re-evaluates the same genes often.
@@ -28,6 +30,7 @@ from deap import base, creator, tools
 from explorer.app import SearchSettings
 from explorer.pick import Point
 
+STEP_SHARE = 0.0            # ladder search: share of mutations that move one gene one rung
 Evaluate = Callable[[tuple[int, ...]], tuple[int, dict[str, float]]]
 Progress = Callable[["GenerationStats"], None]
 
@@ -102,6 +105,25 @@ def mutate_one_gene(individual: list[int], upper: list[int]) -> tuple[list[int]]
     return (individual,)
 
 
+def mutate_gene_mixed(individual: list[int], upper: list[int], step: float
+                      ) -> tuple[list[int]]:
+    """With probability `step` one gene moves one rung (to a neighbouring value: finer or
+    coarser parts), else `mutate_one_gene`. Small steps fill the front between the points
+    already found; uniform jumps keep exploring."""
+    if random.random() >= step:
+        return mutate_one_gene(individual, upper)
+    i = random.randrange(len(individual))
+    top, value = upper[i], individual[i]
+    if top >= 1:
+        if value == 0:
+            individual[i] = 1
+        elif value == top:
+            individual[i] = top - 1
+        else:
+            individual[i] = value + (1 if random.random() < 0.5 else -1)
+    return (individual,)
+
+
 def random_genes(upper: list[int]) -> list[int]:
     """One value per gene, uniform over 0..upper[i]."""
     return [random.randint(0, top) for top in upper]
@@ -125,9 +147,12 @@ def _points(individuals, cnns: list[str]) -> list[Point]:
 
 
 def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
-          progress: Progress | None = None) -> SearchResult:
+          progress: Progress | None = None, seeds: list | tuple = (),
+          step_share: float = 0.0) -> SearchResult:
     """Run NSGA-II over `genes` binary genes, or genes with values 0..genes[i]; returns every
-    non-dominated point met during the run (DEAP ParetoFront)."""
+    non-dominated point met during the run (DEAP ParetoFront). The initial population holds
+    all-zeros, all-upper, then `seeds` (explorer.genes.GeneSpace.seeds), then random
+    chromosomes."""
     upper = [1] * genes if isinstance(genes, int) else [int(u) for u in genes]
     n_genes = len(upper)
     chromosome = _fitness_class(len(cnns))
@@ -150,7 +175,11 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
     else:
         toolbox.register("individual", tools.initIterate, chromosome,
                          lambda: random_genes(upper))
-        toolbox.register("mutate", mutate_one_gene, upper=upper)
+        if step_share > 0:
+            toolbox.register("mutate", mutate_gene_mixed, upper=upper, step=step_share)
+        else:
+            toolbox.register("mutate", mutate_one_gene, upper=upper)
+    toolbox.register("seeds", lambda: [chromosome(list(g)) for g in seeds])
     toolbox.register("evaluate", fitness)
     toolbox.register("mate", two_point)
     toolbox.register("select", tools.selNSGA2)
@@ -163,6 +192,7 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
     hall = tools.ParetoFront()
     try:
         pop = [chromosome([0] * n_genes), chromosome(list(upper))]
+        pop += [ind for ind in toolbox.seeds() if ind not in pop][:max(0, mu - len(pop))]
         pop += [toolbox.individual() for _ in range(mu - len(pop))]
         for ind in pop:
             ind.fitness.values = toolbox.evaluate(ind)
@@ -211,12 +241,48 @@ class Outcome:
     genes: list[str]                      # gene labels "cnn.layer", in gene order
 
 
+def merge_fronts(*fronts: list[Point]) -> list[Point]:
+    """The non-dominated points of several fronts (one per objective vector, the first
+    met kept), sorted as `_points` sorts."""
+    def objectives(p: Point) -> tuple[float, ...]:
+        return (-p.memory_bytes,) + tuple(p.fps[c] for c in sorted(p.fps))
+
+    best: dict[tuple[float, ...], Point] = {}
+    for p in (p for front in fronts for p in front):
+        best.setdefault(objectives(p), p)
+    keep = [p for v, p in best.items()
+            if not any(all(a >= b for a, b in zip(w, v)) and w != v for w in best)]
+    return sorted(keep, key=lambda p: (p.memory_bytes, -sum(p.fps.values()), p.genes))
+
+
+def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
+                  progress: Progress | None = None) -> SearchResult:
+    """NSGA-II over ladder genes that starts from the paper's search: first the binary
+    search itself (Eq. 6 genes, the same settings and seed, each binary chromosome
+    evaluated as its ladder twin, `space.binary`), then the ladder search seeded with that
+    front and `space.seeds()`. Every point of the binary front is a ladder chromosome, so
+    the least memory found is never worse than the binary genes'. The two runs' fronts
+    are merged; evaluations, distinct chromosomes and time are the sum of both."""
+    first = nsga2(len(space.upper), cnns, lambda bits: evaluate(space.binary(bits)), settings,
+                  progress)
+    seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()))
+    second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds,
+                   step_share=STEP_SHARE)
+    return SearchResult(front=merge_fronts(second.front, first.front),
+                        evaluations=first.evaluations + second.evaluations,
+                        unique=first.unique + second.unique,
+                        seconds=first.seconds + second.seconds,
+                        generations=settings.generations, history=second.history)
+
+
 def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
-               progress: Progress | None = None) -> Outcome:
+               progress: Progress | None = None, seeded: bool = True) -> Outcome:
     """Algorithm 2 as published: early exit when reuse alone (every layer one phase) meets
     M^c; otherwise NSGA-II over one gene per layer that may go by parts; then the pick.
     `evaluate` is explorer.derive.Evaluation (memory by Algorithm 1, fps by an evaluator);
-    its `space` (explorer.genes) gives the genes' ranges, binary without one."""
+    its `space` (explorer.genes) gives the genes' ranges, binary without one. Ladder genes
+    run `ladder_search` (the binary search first, its front and the space's seeds in the
+    ladder population); `seeded=False` runs the plain NSGA-II on them instead."""
     from explorer.derive import gene_labels
     from explorer.pick import pick
 
@@ -232,6 +298,9 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
     if app.memory is None or reuse.memory_bytes <= app.memory or not labels:
         result = SearchResult([reuse], evaluations=1, unique=1,
                               seconds=time.perf_counter() - start, early_exit=True)
+    elif seeded and getattr(space, "granularity", "binary") == "ladder" and \
+            hasattr(space, "binary") and any(u > 1 for u in upper):
+        result = ladder_search(space, cnns, evaluate, settings, progress)
     else:
         result = nsga2(upper, cnns, evaluate, settings, progress)
     chosen, met = pick(result.front, app.memory, app.fps)
