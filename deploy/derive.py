@@ -261,8 +261,11 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
                                    counted is not None))
             bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
                          "shape": in_ports[-1].stored_shape})
+            # padding rows are masked; they point at a real row of the same window (not slot
+            # 0), so a step reads only rows still holding data (explorer/staircase.py)
+            anchor = next(r for r, ok in zip(rows, real) if ok) % e["slots"]
             bind.append({"kind": "const", "name": f"{port}_idx",
-                         "values": [r % e["slots"] if ok else 0 for r, ok in zip(rows, real)]})
+                         "values": [r % e["slots"] if ok else anchor for r, ok in zip(rows, real)]})
             if masked:
                 bind.append({"kind": "const", "name": f"{port}_mask", "values": [int(ok) for ok in real]})
             if counted is not None:

@@ -7,7 +7,8 @@ reading or writing outside a buffer's region, or running with wrong outputs.
   buffer (offset >= 0, slots * row bytes = its bytes, one row = N*C*W elements); every view
   a step binds inside its edge's region (slot within the ring); slot index vectors within
   the ring; edges that share bytes never live at the same time (lifetimes from the steps,
-  judged by explorer.lifetimes.conflict, the explorer's own rule);
+  judged by explorer.lifetimes.conflict, the explorer's own rule; a whole edge stored by
+  rows row by row, each row from the first to the last step touching it);
 - paths: every model and reference file relative and inside the deployment directory (a
   deployment reads only its own directory) and present;
 - models: each step model parses, and its inputs and outputs (names, element types, shapes)
@@ -274,13 +275,60 @@ def _live_overlaps(manifest, touched, fail) -> None:
             spans = tuple(spans)
         uses[name] = EdgeUse(name, "", 0, spans)
     group = group_index(manifest["pipelines"])
-    regions = sorted((e["offset"], e["offset"] + e["bytes"], n) for n, e in edges.items() if n in uses)
-    for i, (a0, a1, a) in enumerate(regions):
-        for b0, b1, b in regions[i + 1:]:
+    regions = []
+    rows = _row_steps(manifest)
+    for n, e in edges.items():
+        if n not in uses:
+            continue
+        by_row = rows.get(n)
+        if by_row is None or len(uses[n].spans) != 1:
+            regions.append((e["offset"], e["offset"] + e["bytes"], n, uses[n]))
+            continue
+        part = uses[n].spans[0][0]
+        for r, (t0, t1) in sorted(by_row.items()):     # a row holds data only while touched
+            start = e["offset"] + r * e["row_bytes"]
+            regions.append((start, start + e["row_bytes"], n, EdgeUse(n, "", 0, ((part, t0, t1),))))
+    regions.sort(key=lambda x: (x[0], x[1], x[2]))
+    for i, (a0, a1, a, ua) in enumerate(regions):
+        for b0, b1, b, ub in regions[i + 1:]:
             if b0 >= a1:
                 break
-            if b1 > b0 and a1 > a0 and conflict(uses[a], uses[b], group):
+            if a != b and b1 > b0 and a1 > a0 and conflict(ua, ub, group):
                 fail(f"edges {a} and {b} share arena bytes while both are live")
+
+
+def _row_steps(manifest) -> dict[str, dict[int, tuple[int, int]]]:
+    """Whole edges stored by rows (layout hncw, a slot per row) touched in one partition:
+    per row, the first and last step that writes or reads it (the slot indices a step
+    gathers, the slots a part writes, every row for the frame or a whole read). Offset
+    plans let other buffers use a row's bytes outside that run (explorer/staircase.py)."""
+    edges = manifest["edges"]
+    out: dict[str, dict[int, list[int]]] = {}
+    where: dict[str, set[str]] = {}
+    for part in manifest["partitions"]:
+        for t, step in enumerate(part["steps"]):
+            consts = {b.get("name"): b.get("values") for b in step["bind"] if b.get("kind") == "const"}
+            for parity in (0, 1):
+                for b in step["bind"]:
+                    if b.get("kind") not in ("frame", "edge"):
+                        continue
+                    name = b["edges"][parity]
+                    e = edges[name]
+                    if e.get("layout") != "hncw" or e["slots"] != e["shape"][2]:
+                        continue
+                    where.setdefault(name, set()).add(part["name"])
+                    if b["kind"] == "frame":
+                        touched = range(e["slots"])
+                    elif f"{b['name']}_idx" in consts and not b["name"].startswith("out"):
+                        touched = consts[f"{b['name']}_idx"]
+                    else:
+                        touched = range(b["slot"], b["slot"] + b["shape"][0])
+                    rows = out.setdefault(name, {})
+                    for r in touched:
+                        got = rows.setdefault(int(r), [t, t])
+                        got[0], got[1] = min(got[0], t), max(got[1], t)
+    return {n: {r: (a, b) for r, (a, b) in rows.items()} for n, rows in out.items()
+            if len(where[n]) == 1}
 
 
 def _signature(step, manifest) -> dict[str, tuple[int, list[int]]]:

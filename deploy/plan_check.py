@@ -276,7 +276,8 @@ def _buffers(plan, cnns, parts, firings, edges, tilings, inner, fail) -> None:
             if not _int(e.get("elements")) or e["elements"] < 1:
                 fail(f"edges.{name}: expected integer 'elements'")
             sizes[name] = e["elements"]
-    uses = edge_uses(app, firings, {k: v for k, v in sizes.items() if "(" not in k})
+    uses = edge_uses(app, firings, {k: v for k, v in sizes.items() if "(" not in k},
+                     _row_lives(plan, app, cnns, firings, edges, tilings))
     if tilings:
         from explorer.fused import _stretch
         uses = _stretch(uses, app, firings, tilings)
@@ -294,3 +295,22 @@ def _buffers(plan, cnns, parts, firings, edges, tilings, inner, fail) -> None:
                           app.pipelines)
     if problems:
         fail(problems[0])
+
+
+def _row_lives(plan, app, cnns, firings, edges, tilings) -> dict:
+    """Row-by-row lifetimes of the whole edges stored by rows (explorer/staircase.py) of an
+    offset plan, from its own firings and phases; none for shared objects or tiled plans."""
+    buffers = plan["buffers"]
+    if tilings or plan.get("placement") == "shared-objects" or not buffers \
+            or not all("offset" in b for b in buffers):
+        return {}
+    from explorer.staircase import app_row_lives
+    where = {(p.cnn, layer): p.name for p in app.partitions for layer in p.layers}
+    rows: dict[str, dict[tuple[str, str], int]] = {}
+    for name, e in edges.items():
+        m = _EDGE.match(name)
+        if m["copy"] or where.get((m["cnn"], m["src"])) != where.get((m["cnn"], m["dst"])):
+            continue
+        rows.setdefault(where[(m["cnn"], m["src"])], {})[(m["src"], m["dst"])] = int(e["rows"])
+    phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan["phases"].items()}
+    return app_row_lives(app, firings, phases, rows)

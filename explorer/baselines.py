@@ -164,7 +164,8 @@ def pisarchyk(uses_per_cnn: dict[str, list[EdgeUse]]) -> list[Buffer]:
 
 # ---- lower bound ----------------------------------------------------------------------------
 def lower_bound(uses: list[EdgeUse], pipelines: list[list[str]]) -> tuple[int, int]:
-    """(elements, uses) alive together at the worst moment. Sets of J run one at a time;
+    """(elements, uses) alive together at the worst moment (uses with row-by-row lifetimes
+    count the rows holding data at each step). Sets of J run one at a time;
     within a set the partitions run in parallel at any offset, so the worst moment of a set
     is every partition at its own worst step, plus the uses spread over several of its
     partitions (double buffers: alive throughout)."""
@@ -183,9 +184,12 @@ def lower_bound(uses: list[EdgeUse], pipelines: list[list[str]]) -> tuple[int, i
                 total, count = total + use.size, count + 1
                 continue
             p, a, b = mine[0]
+            one = use.rows is not None and len(use.spans) == 1    # row by row (EdgeUse.rows)
             for t in range(a, b + 1):
-                e, c = steps[p].get(t, (0, 0))
-                steps[p][t] = (e + use.size, c + 1)
+                n = use.alive(t) if one else use.size
+                if n:
+                    e, c = steps[p].get(t, (0, 0))
+                    steps[p][t] = (e + n, c + 1)
         for p in members:
             e, c = max(steps[p].values(), default=(0, 0))
             total, count = total + e, count + c

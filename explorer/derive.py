@@ -45,6 +45,7 @@ class PartView:
     firings: list[str]
     rows: dict[tuple[str, str], int]           # internal edges: rows held at most
     elements: dict[tuple[str, str], int]
+    lives: dict = field(default_factory=dict)  # whole edges stored by rows: Rows (offsets only)
 
 
 @dataclass
@@ -117,7 +118,7 @@ def part_view(app: Application, part_name: str, phases: Phases) -> PartView:
     if not fits and app.placement != "shared-objects":
         from explorer.policies import choose      # schedules chosen for total memory
         c = choose(app, part_name, a)
-        return PartView(c.firings, c.rows, c.elements)
+        return PartView(c.firings, c.rows, c.elements, c.lives)
     if not fits or list(given) == a.firings:
         return PartView(a.firings, a.edge_rows, a.edge_elements)
     try:
@@ -161,10 +162,13 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
 
     parts = {p.name: _cached_view(app, p, phases, cache) for p in app.partitions}
     sizes: dict[str, int] = {}
+    lives = {}
     for p in app.partitions:
         for (src, dst), n in parts[p.name].elements.items():
             sizes[edge_name(p.cnn, src, dst)] = int(n)
-    uses = edge_uses(app, {n: v.firings for n, v in parts.items()}, sizes)
+        for (src, dst), life in parts[p.name].lives.items():
+            lives[edge_name(p.cnn, src, dst)] = life
+    uses = edge_uses(app, {n: v.firings for n, v in parts.items()}, sizes, lives)
     buffers = place(uses, app.pipelines, app.placement)
     param, buf, total = memory_bytes(app, buffers)
     ws = workspace_bytes(app, phases, workspace)

@@ -16,12 +16,18 @@ partition's flat schedule (one entry per firing, so schedules with phases work u
   order) is spanned whole too: the data waits there (the paper has no such edge; this
   keeps skip edges over a middle stage safe).
 
+A whole tensor stored by rows (one end of its edge runs by parts) may also carry `Rows`: the
+steps each row holds data (explorer/staircase.py). Offset planners then let other buffers use
+a row's bytes before it is written and after its last read (explorer/placement/rows.py);
+Algorithm 1 and `conflict` keep judging the whole interval.
+
 Uses come out in Algorithm 1's visiting order: partitions in application order, then the
 partition's edges by the producer's first step, then the consumer's partition and step;
 a crossing edge is visited with its producer's partition.
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from math import prod
 
@@ -32,11 +38,38 @@ Span = tuple[str, int, int]
 
 
 @dataclass(frozen=True)
+class Rows:
+    """Row-by-row life of a whole tensor stored row after row (rows outermost): row r, the
+    elements [r * row, (r + 1) * row) of its buffer, holds data from step first[r] to step
+    last[r] (inclusive) of the use's one partition. Both tuples are nondecreasing (a
+    producer writes rows in order; a row is freed once no later window reads it or an
+    earlier row), so the rows alive at a step are one contiguous run."""
+    row: int                    # elements per row
+    first: tuple[int, ...]
+    last: tuple[int, ...]
+
+    def live(self, step: int) -> tuple[int, int]:
+        """[lo, hi): the rows holding data at `step` (lo >= hi: none)."""
+        return bisect_left(self.last, step), bisect_right(self.first, step)
+
+
+@dataclass(frozen=True)
 class EdgeUse:
     name: str                   # csdf.model.edge_name, with "(1)"/"(2)" for the copies
     cnn: str
     size: int                   # elements
     spans: tuple[Span, ...]     # (partition, first_step, last_step), inclusive
+    rows: Rows | None = None    # finer life of a whole tensor stored by rows (one span)
+
+    def alive(self, step: int) -> int:
+        """Elements holding data at `step` of its (first) partition's span."""
+        _, a, b = self.spans[0]
+        if not a <= step <= b:
+            return 0
+        if self.rows is None:
+            return self.size
+        lo, hi = self.rows.live(step)
+        return max(0, hi - lo) * self.rows.row
 
 
 def _cnn_edges(cnn: CNN) -> list[tuple[str, str, str, int]]:
@@ -79,7 +112,8 @@ def _positions(schedule: list[str]) -> tuple[dict[str, int], dict[str, int]]:
 
 
 def edge_uses(app, schedules: dict[str, list[str]] | None = None,
-              sizes: dict[str, int] | None = None) -> list[EdgeUse]:
+              sizes: dict[str, int] | None = None,
+              rows: dict[str, Rows] | None = None) -> list[EdgeUse]:
     """The edge uses of `app` in Algorithm 1's visiting order.
 
     `schedules` (qualified partition name -> flat firing list) win over the app's explicit
@@ -88,6 +122,7 @@ def edge_uses(app, schedules: dict[str, list[str]] | None = None,
     tensor. Edges crossing partitions should be given whole (docs/architecture.md)."""
     schedules = schedules or {}
     sizes = sizes or {}
+    rows = rows or {}
     group = group_index(app.pipelines)
     where: dict[str, dict[str, int]] = {}            # cnn -> layer -> partition index
     pos: list[tuple[dict[str, int], dict[str, int]]] = []
@@ -114,8 +149,11 @@ def edge_uses(app, schedules: dict[str, list[str]] | None = None,
                                  f"or never fires in its partition's schedule") from None
             size = sizes.get(name, elements)
             if i == j:
+                life = rows.get(name)
+                if life is not None and life.row * len(life.first) != size:
+                    life = None
                 keyed.append(((i, s, j, d_first, 0), EdgeUse(name, cnn_name, size,
-                                                             ((names[i], s, pos[i][1][dst]),))))
+                                                             ((names[i], s, pos[i][1][dst]),), life)))
                 continue
             lo, hi = min(i, j), max(i, j)
             middle = tuple((names[k], 0, lengths[k] - 1) for k in range(lo + 1, hi)

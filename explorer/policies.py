@@ -13,22 +13,24 @@ once where a self-timed one keeps far fewer. So, for a partition under given pha
 
 Each candidate's rows come from the row replay (`csdf.partition_analysis.row_buffers`), its
 edges become uses alive from the producer's first firing to the consumer's last (as
-explorer.lifetimes has them) and are placed by the app's planner; the least arena wins, the
+explorer.lifetimes has them; whole edges stored by rows row by row, explorer/staircase.py)
+and are placed by the app's planner; the least arena wins, the
 earlier candidate on ties. Edges that cross partitions hold whole tensors under every
 candidate and are left out of the comparison.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from csdf.model import edge_name
 from csdf.partition_analysis import PartitionAnalysis, demand_schedule, row_buffers
 from csdf.schedule_policies import asap_schedule
 from csdf.to_csdf import edge_windows
-from explorer.lifetimes import EdgeUse
+from explorer.lifetimes import EdgeUse, Rows
 from explorer.memory import buffer_elements
 from explorer.placement import place
 from explorer.reorder import partition_order
+from explorer.staircase import row_lives
 
 Edge = tuple[str, str]
 
@@ -40,6 +42,7 @@ class Candidate:
     rows: dict[Edge, int]
     elements: dict[Edge, int]
     arena: int = 0               # elements, internal edges only, after placement
+    lives: dict[Edge, Rows] = field(default_factory=dict)   # whole edges stored by rows
 
 
 def _firings(app, part_name: str, a: PartitionAnalysis) -> list[tuple[str, list[str]]]:
@@ -62,14 +65,18 @@ def _firings(app, part_name: str, a: PartitionAnalysis) -> list[tuple[str, list[
     return out
 
 
-def arena_of(app, part_name: str, cnn: str, firings: list[str], elements: dict[Edge, int]) -> int:
-    """Arena elements of the partition's internal edges under `firings` (app's planner)."""
+def arena_of(app, part_name: str, cnn: str, firings: list[str], elements: dict[Edge, int],
+             lives: dict[Edge, Rows] | None = None) -> int:
+    """Arena elements of the partition's internal edges under `firings` (app's planner;
+    `lives`: row-by-row lifetimes of whole edges stored by rows, explorer/staircase.py)."""
+    lives = lives or {}
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     for i, name in enumerate(firings):
         first.setdefault(name, i)
         last[name] = i
-    uses = [EdgeUse(edge_name(cnn, s, d), cnn, n, ((part_name, first[s], last[d]),))
+    uses = [EdgeUse(edge_name(cnn, s, d), cnn, n, ((part_name, first[s], last[d]),),
+                    lives.get((s, d)))
             for (s, d), n in elements.items()]
     return buffer_elements(place(uses, [[part_name]], app.placement))
 
@@ -88,8 +95,9 @@ def candidates(app, part_name: str, a: PartitionAnalysis) -> list[Candidate]:
             windows = windows or edge_windows(app.cnns[cnn], a.layers, a.phases)
             rows, _ = row_buffers(a.graph, windows, firings)
             elements = {e: rows[e] * row[e] for e in rows}
+        lives = row_lives(app.cnns[cnn], a.layers, a.phases, firings, rows)
         out.append(Candidate(policy, firings, rows, elements, 0 if len(made) == 1 else
-                             arena_of(app, part_name, cnn, firings, elements)))
+                             arena_of(app, part_name, cnn, firings, elements, lives), lives))
     return out
 
 

@@ -147,12 +147,16 @@ def _points(individuals, cnns: list[str]) -> list[Point]:
 
 
 def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
-          progress: Progress | None = None, seeds: list | tuple = (),
+          progress: Progress | None = None, seeds: list[tuple[int, ...]] | None = None,
           step_share: float = 0.0) -> SearchResult:
     """Run NSGA-II over `genes` binary genes, or genes with values 0..genes[i]; returns every
-    non-dominated point met during the run (DEAP ParetoFront). The initial population holds
-    all-zeros, all-upper, then `seeds` (explorer.genes.GeneSpace.seeds), then random
-    chromosomes."""
+    non-dominated point met during the run (DEAP ParetoFront, updated with every evaluated
+    chromosome, offspring that selection drops included, so the front never loses a point).
+    `seeds` (the toolbox's `seeds`): chromosomes put in the initial population after the
+    all-whole and all-by-parts ones (other searches' fronts, explorer/tiling_search.py;
+    explorer.genes.GeneSpace.seeds for ladder genes); all of them are evaluated and enter
+    the front, and selNSGA2 keeps the population's size when they are more. `step_share`:
+    that share of mutations moves one gene one rung (`mutate_gene_mixed`)."""
     upper = [1] * genes if isinstance(genes, int) else [int(u) for u in genes]
     n_genes = len(upper)
     chromosome = _fitness_class(len(cnns))
@@ -179,7 +183,7 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
             toolbox.register("mutate", mutate_gene_mixed, upper=upper, step=step_share)
         else:
             toolbox.register("mutate", mutate_one_gene, upper=upper)
-    toolbox.register("seeds", lambda: [chromosome(list(g)) for g in seeds])
+    toolbox.register("seeds", lambda: [chromosome([int(g) for g in s]) for s in seeds or ()])
     toolbox.register("evaluate", fitness)
     toolbox.register("mate", two_point)
     toolbox.register("select", tools.selNSGA2)
@@ -192,12 +196,18 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
     hall = tools.ParetoFront()
     try:
         pop = [chromosome([0] * n_genes), chromosome(list(upper))]
-        pop += [ind for ind in toolbox.seeds() if ind not in pop][:max(0, mu - len(pop))]
+        known = {tuple(ind) for ind in pop}
+        for seed in toolbox.seeds():
+            if len(seed) != n_genes:
+                raise ValueError(f"seed chromosome has {len(seed)} genes, expected {n_genes}")
+            if tuple(seed) not in known:
+                known.add(tuple(seed))
+                pop.append(seed)
         pop += [toolbox.individual() for _ in range(mu - len(pop))]
         for ind in pop:
             ind.fitness.values = toolbox.evaluate(ind)
-        pop = toolbox.select(pop, mu)              # assigns the crowding distances
         hall.update(pop)
+        pop = toolbox.select(pop, mu)              # assigns the crowding distances
 
         def report(gen: int) -> None:
             stats = GenerationStats(gen, settings.generations, counts["requests"], len(cache),
@@ -221,8 +231,8 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
             for ind in offspring:
                 if not ind.fitness.valid:
                     ind.fitness.values = toolbox.evaluate(ind)
+            hall.update(offspring)                 # every evaluated point, kept or not
             pop = toolbox.select(pop + offspring, mu)
-            hall.update(pop)
             report(gen)
     finally:
         random.setstate(state)
@@ -256,7 +266,8 @@ def merge_fronts(*fronts: list[Point]) -> list[Point]:
 
 
 def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
-                  progress: Progress | None = None) -> SearchResult:
+                  progress: Progress | None = None,
+                  extra: list[tuple[int, ...]] | None = None) -> SearchResult:
     """NSGA-II over ladder genes that starts from the paper's search: first the binary
     search itself (Eq. 6 genes, the same settings and seed, each binary chromosome
     evaluated as its ladder twin, `space.binary`), then the ladder search seeded with that
@@ -265,7 +276,8 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
     are merged; evaluations, distinct chromosomes and time are the sum of both."""
     first = nsga2(len(space.upper), cnns, lambda bits: evaluate(space.binary(bits)), settings,
                   progress)
-    seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()))
+    seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()
+                               + [tuple(int(g) for g in e) for e in extra or ()]))
     second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds,
                    step_share=STEP_SHARE)
     return SearchResult(front=merge_fronts(second.front, first.front),
@@ -276,13 +288,15 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
 
 
 def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
-               progress: Progress | None = None, seeded: bool = True) -> Outcome:
+               progress: Progress | None = None,
+               seeds: list[tuple[int, ...]] | None = None, seeded: bool = True) -> Outcome:
     """Algorithm 2 as published: early exit when reuse alone (every layer one phase) meets
     M^c; otherwise NSGA-II over one gene per layer that may go by parts; then the pick.
     `evaluate` is explorer.derive.Evaluation (memory by Algorithm 1, fps by an evaluator);
-    its `space` (explorer.genes) gives the genes' ranges, binary without one. Ladder genes
-    run `ladder_search` (the binary search first, its front and the space's seeds in the
-    ladder population); `seeded=False` runs the plain NSGA-II on them instead."""
+    its `space` (explorer.genes) gives the genes' ranges, binary without one; `seeds` go to
+    nsga2's initial population. Ladder genes run `ladder_search` (the binary search first,
+    its front and the space's seeds in the ladder population, `seeds` after them);
+    `seeded=False` runs the plain NSGA-II on them instead."""
     from explorer.derive import gene_labels
     from explorer.pick import pick
 
@@ -300,8 +314,8 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
                               seconds=time.perf_counter() - start, early_exit=True)
     elif seeded and getattr(space, "granularity", "binary") == "ladder" and \
             hasattr(space, "binary") and any(u > 1 for u in upper):
-        result = ladder_search(space, cnns, evaluate, settings, progress)
+        result = ladder_search(space, cnns, evaluate, settings, progress, seeds)
     else:
-        result = nsga2(upper, cnns, evaluate, settings, progress)
+        result = nsga2(upper, cnns, evaluate, settings, progress, seeds)
     chosen, met = pick(result.front, app.memory, app.fps)
     return Outcome(result.front, chosen, met, result, labels)

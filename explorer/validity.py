@@ -3,7 +3,9 @@ and no two uses that are alive together (`lifetimes.conflict`) share a buffer or
 buffers have arena offsets (explorer.placement), overlap in the arena.
 
 Deliberately the plain pairwise check, independent of Algorithm 1's incremental one, so it
-can judge Algorithm 1, the baselines and any plan a later stage builds.
+can judge Algorithm 1, the baselines and any plan a later stage builds. Uses with row-by-row
+lifetimes (EdgeUse.rows) are judged step by step: at every step both hold data, the
+elements each holds then must not meet (not through explorer/placement/rows.py's intervals).
 """
 from __future__ import annotations
 
@@ -53,7 +55,32 @@ def _overlaps(uses: list[EdgeUse], buffers: list[Buffer], placed: dict[str, int]
     problems = []
     for i, (a, oa, ka) in enumerate(where):
         for b, ob, kb in where[i + 1:]:
-            if ka != kb and oa < ob + b.size and ob < oa + a.size and conflict(a, b, group):
+            if ka != kb and oa < ob + b.size and ob < oa + a.size and conflict(a, b, group) \
+                    and _collide(a, oa, b, ob, group):
                 problems.append(f"edges {a.name} and {b.name} are alive together and overlap "
                                 f"in the arena")
     return problems
+
+
+def _held(use: EdgeUse, offset: int, step: int) -> tuple[int, int]:
+    """Arena elements [start, end) holding `use`'s data at `step` of its partition."""
+    if use.rows is None:
+        return offset, offset + use.size
+    lo, hi = use.rows.live(step)
+    return offset + lo * use.rows.row, offset + hi * use.rows.row
+
+
+def _collide(a: EdgeUse, oa: int, b: EdgeUse, ob: int, group: dict[str, int]) -> bool:
+    """Conflicting uses whose regions overlap: do the elements they hold meet at some step?
+    Plain uses (or uses of parallel partitions) always do."""
+    if (a.rows is None and b.rows is None) or len(a.spans) > 1 or len(b.spans) > 1:
+        return True
+    (pa, a0, a1), (pb, b0, b1) = a.spans[0], b.spans[0]
+    if pa != pb:
+        return True                       # parallel partitions: alive together throughout
+    for t in range(max(a0, b0), min(a1, b1) + 1):
+        x0, x1 = _held(a, oa, t)
+        y0, y1 = _held(b, ob, t)
+        if x0 < x1 and y0 < y1 and x0 < y1 and y0 < x1:
+            return True
+    return False

@@ -28,6 +28,7 @@ from csdf.to_csdf import edge_windows, to_csdf
 from explorer.appfile import load_app
 from explorer.derive import Evaluation, derive, plan_for, whole_phases
 from explorer.genes import gene_space
+from explorer.placement.rows import Geometry, has_rows
 from explorer.search import algorithm2
 from explorer.throughput import make_evaluator
 
@@ -100,13 +101,15 @@ def replay_rows(graph, windows, firings):
     return rows, spans
 
 
-def every_order_offsets(uses, adj):
-    """Every visiting order and both fits, the strictly least arena kept (first on ties)."""
+def every_order_offsets(uses, adj, pipelines=None):
+    """Every visiting order and both fits, the strictly least arena kept (first on ties);
+    uses with row-by-row lifetimes placed by explorer/placement/rows.py as best fit does."""
     sizes = [u.size for u in uses]
+    geometry = Geometry(uses, adj, pipelines or []) if has_rows(uses) else None
     best, best_end = [], None
     for order in best_fit.orders(uses, adj):
         for how in (True, False):
-            off = best_fit.offsets(sizes, adj, order, how)
+            off = best_fit.offsets(sizes, adj, order, how, geometry)
             end = best_fit.extent(sizes, off)
             if best_end is None or end < best_end:
                 best, best_end = off, end

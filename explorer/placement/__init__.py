@@ -13,7 +13,9 @@ steps alive per partition) and the pipeline sets J, and returns `explorer.memory
 - `optimal` (milp.py): the exact MILP of the strip-packing-with-conflicts model (HiGHS), for
   small instances; larger ones get `offsets`.
 
-Offset planners return one buffer per use with its `offset`; the arena is then the largest
+Uses may carry row-by-row lifetimes (`EdgeUse.rows`, explorer/staircase.py); the offset
+planners then place by explorer/placement/rows.py, which lets other buffers use a row's
+bytes while it holds no data. Offset planners return one buffer per use with its `offset`; the arena is then the largest
 `offset + size` (explorer.memory.buffer_elements). Two uses may overlap in memory only when
 they never conflict (explorer.lifetimes.conflict), which respects pipeline sets as Algorithm 1
 does. The conflict graph is built once per call by a sweep (`conflict_graph`).
@@ -63,16 +65,13 @@ def conflict_graph(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[set[
 
 
 def live_bound(uses: list[EdgeUse], adj: list[set[int]]) -> int:
-    """Elements alive together at the worst step of any partition, with every use that
-    conflicts with all of them added (pipelines): a clique of the conflict graph, so no
-    placement's arena is smaller. Cheap (a sweep per partition); explorer.baselines'
-    lower_bound is the full one that pipelines sets need."""
-    events: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for u in uses:
-        for p, a, b in u.spans:
-            events[p] += [(a, u.size), (b + 1, -u.size)]
+    """Elements holding data together at the worst step of any partition (row by row for
+    uses with Rows, explorer/placement/rows.py), so no placement's arena is smaller. Cheap
+    (a sweep per partition); explorer.baselines' lower_bound is the full one that pipeline
+    sets need."""
+    from explorer.placement.rows import alive_events
     best = 0
-    for ev in events.values():
+    for ev in alive_events(uses).values():
         ev.sort()
         now = 0
         for _, d in ev:

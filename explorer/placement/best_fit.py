@@ -16,6 +16,7 @@ from explorer.lifetimes import EdgeUse
 from explorer.memory import Buffer
 from explorer.placement import conflict_graph, live_bound
 from explorer.placement.greedy_size import buffers, extent, offsets
+from explorer.placement.rows import Geometry, has_rows
 
 
 def orders(uses: list[EdgeUse], adj: list[set[int]]) -> Iterator[list[int]]:
@@ -32,16 +33,19 @@ def orders(uses: list[EdgeUse], adj: list[set[int]]) -> Iterator[list[int]]:
     yield sorted(idx, key=lambda i: (-weight[i], -sizes[i]))
 
 
-def best_offsets(uses: list[EdgeUse], adj: list[set[int]]) -> list[int]:
+def best_offsets(uses: list[EdgeUse], adj: list[set[int]],
+                 pipelines: list[list[str]] | None = None) -> list[int]:
     """The least-arena offsets over every order and both fits (first found wins ties);
     stops as soon as one reaches the live bound (no placement does better, and a later
-    one would have to be strictly better to win)."""
+    one would have to be strictly better to win). Uses with row-by-row lifetimes are placed
+    by explorer/placement/rows.py (`pipelines` then say which partitions run in parallel)."""
     sizes = [u.size for u in uses]
+    geometry = Geometry(uses, adj, pipelines or []) if has_rows(uses) else None
     floor = live_bound(uses, adj)
     best, best_end = None, None
     for order in orders(uses, adj):
         for how in (True, False):
-            off = offsets(sizes, adj, order, how)
+            off = offsets(sizes, adj, order, how, geometry)
             end = extent(sizes, off)
             if best_end is None or end < best_end:
                 best, best_end = off, end
@@ -51,4 +55,4 @@ def best_offsets(uses: list[EdgeUse], adj: list[set[int]]) -> list[int]:
 
 
 def place(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
-    return buffers(uses, best_offsets(uses, conflict_graph(uses, pipelines)))
+    return buffers(uses, best_offsets(uses, conflict_graph(uses, pipelines), pipelines))

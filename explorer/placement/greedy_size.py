@@ -13,12 +13,18 @@ from explorer.lifetimes import EdgeUse
 from explorer.memory import Buffer
 from explorer.placement import conflict_graph
 from explorer.placement.gaps import fit
+from explorer.placement.rows import Geometry, has_rows
 
 
-def offsets(sizes: list[int], adj: list[set[int]], order: list[int], best: bool = True) -> list[int]:
-    """Offsets of records visited in `order` (every index once)."""
+def offsets(sizes: list[int], adj: list[set[int]], order: list[int], best: bool = True,
+            geometry: Geometry | None = None) -> list[int]:
+    """Offsets of records visited in `order` (every index once); `geometry` places uses
+    with row-by-row lifetimes (explorer/placement/rows.py), None plain rectangles."""
     off = [-1] * len(sizes)
     for i in order:
+        if geometry is not None:
+            off[i] = geometry.offset(i, off, best)
+            continue
         off[i] = fit(sizes[i], [(off[j], off[j] + sizes[j]) for j in adj[i] if off[j] >= 0], best)
     return off
 
@@ -35,4 +41,6 @@ def buffers(uses: list[EdgeUse], off: list[int]) -> list[Buffer]:
 def place(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
     sizes = [u.size for u in uses]
     order = sorted(range(len(uses)), key=lambda i: -sizes[i])
-    return buffers(uses, offsets(sizes, conflict_graph(uses, pipelines), order))
+    adj = conflict_graph(uses, pipelines)
+    geometry = Geometry(uses, adj, pipelines) if has_rows(uses) else None
+    return buffers(uses, offsets(sizes, adj, order, True, geometry))
