@@ -3,23 +3,30 @@
 1. MAFAT's Algorithm 1 on YOLOv2-16 for every configuration of Algorithm 2's space (paper:
    5x5/8/2x2 predicted at 66 MB) and Table 1's Algorithm column, paper vs ours, for both loop
    orders and the weight-count variants (docs/tiling.md). `--predictor` stops here.
-2. Per CNN, three searches with the same settings (NSGA-II, the app's default evaluator):
-   row parts only, fused tiles only, both in one chromosome; whether the combined front
-   weakly dominates each single-mode front (every point of it has a combined point with no
-   more memory and no less predicted fps).
-3. Plans at a few memory levels per mode (whole = reuse only; row parts; fused tiles): the
-   least-memory plan of each front and its fastest plan under a few levels; each deployed
-   and run on ONNX Runtime in its own process (fps, calls per frame, arena, peak RSS,
-   largest output difference measured there); then for every row-parts plan the fastest
-   measured fused-tiling plan of equal or lower memory and the fps ratio.
+2. Per CNN, three searches with the same settings (NSGA-II; evaluator: --profile, a measured
+   profile of this machine written by `explore profile`, or the jetson-tx2 roofline): row
+   parts only, fused tiles only, then both in one chromosome seeded with the two fronts
+   (explorer/tiling_search.py); how many points of each single-mode front the combined front
+   weakly dominates (no more memory, no less predicted fps).
+3. Plans at a few memory levels per mode (whole = reuse only; fused tiles; both; row parts:
+   the front's picks and its predicted-fastest plan within each tiled plan's memory), each
+   deployed once, then measured on ONNX Runtime in interleaved rounds (every plan once per
+   round, each run in its own process: fps, calls per frame, arena, peak RSS, largest output
+   difference in the first round); medians over rounds. Then, at each tiled plan's memory,
+   the fastest measured row-parts plan within that memory and the ratio; and for each
+   row-parts plan, the fastest measured tiled plan of equal or lower memory.
 
-    PYTHONPATH=$PWD flock /tmp/memtrade-bench.lock python benchmarks/fused_tiling.py \
-        [--predictor] [--cnns yolov2_16,mobilenet_v2] [--population 24 --generations 12]
+    PYTHONPATH=$PWD explore profile APP.yaml --threads 1 --out prof.yaml   # APP: zoo:yolov2_16
+    PYTHONPATH=$PWD flock /tmp/memtrade-heavy.lock python benchmarks/fused_tiling.py \
+        [--predictor] [--cnns yolov2_16,mobilenet_v2] [--population 24 --generations 12] \
+        [--profile prof.yaml --threads 1 --rounds 3 --frames 3]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,23 +66,13 @@ def predictor_table() -> None:
     print("(* differs from the paper)")
 
 
-def search_fronts(app, settings):
-    """The three single/combined searches: {mode: (evaluation, front)}."""
-    from explorer.search import algorithm2
+def search_fronts(app, settings, profile: str | None):
+    """The three searches (explorer/tiling_search.py: row parts, fused tiles, then both seeded
+    with their fronts): {mode: ModeSearch}."""
     from explorer.throughput import make_evaluator
-    from explorer.tiling_genes import TiledEvaluation
+    from explorer.tiling_search import search_modes
 
-    evaluator = make_evaluator(app)
-    out = {}
-    for mode in ("parts", "tiles", "both"):
-        ev = TiledEvaluation(app, evaluator, mode, "binary")
-        out[mode] = (ev, algorithm2(app, ev, settings).front)
-    return out
-
-
-def dominated_by(point, front, cnn) -> bool:
-    return any(q.memory_bytes <= point.memory_bytes and q.fps[cnn] >= point.fps[cnn] * (1 - 1e-9)
-               for q in front)
+    return search_modes(app, make_evaluator(app, profile), settings, "binary")
 
 
 def picks(front, cnn, levels: int):
@@ -91,18 +88,25 @@ def picks(front, cnn, levels: int):
     return chosen
 
 
+def fastest_under(front, cap: int, cnn):
+    """The front's predicted-fastest point of memory <= cap (None when none is that small)."""
+    under = [p for p in front if p.memory_bytes <= cap]
+    return max(under, key=lambda p: p.fps[cnn]) if under else None
+
+
 MEASURE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from deploy.measure import measure
-r = measure(sys.argv[2], frames=int(sys.argv[3]), warmup=1)
+r = measure(sys.argv[2], frames=int(sys.argv[3]), warmup=2, threads=int(sys.argv[4]),
+            layout=sys.argv[5], check=sys.argv[6] == "1")
 print(json.dumps({k: r.get(k) for k in ("fps", "calls_per_frame", "arena_bytes", "max_abs_diff",
                                          "peak_rss_bytes")}))
 """
 
 
-def measure_plan(app, ev, point, work: Path, tag: str, frames: int) -> dict:
-    """Deploy one plan and run it in a child process (its own peak RSS)."""
+def deploy_plan(app, ev, point, work: Path, tag: str) -> dict:
+    """Write and deploy one plan; its figures (memory, groups, layers by parts)."""
     from explorer.cli import main as cli
     from explorer.plan import to_json
     from explorer.tiling_genes import plan_tiled
@@ -111,76 +115,119 @@ def measure_plan(app, ev, point, work: Path, tag: str, frames: int) -> dict:
     to_json(plan, work / f"{tag}.json")
     if cli(["deploy", str(work / f"{tag}.json"), "--out", str(work / tag), "--force"]) != 0:
         raise RuntimeError(f"deploy of {tag} failed")
-    done = subprocess.run([sys.executable, "-c", MEASURE, str(ROOT), str(work / tag), str(frames)],
+    return {"dir": work / tag, "plan_memory": plan.memory_bytes, "tilings": plan.tilings,
+            "parts": sum(1 for ph in plan.phases.values() for n in ph.values() if n > 1),
+            "predicted": point.fps, "fps_rounds": []}
+
+
+def measure_once(res: dict, frames: int, threads: int, layout: str, check: bool) -> None:
+    """One child process: deploy/measure.py on the deployment; its fps joins the rounds."""
+    done = subprocess.run([sys.executable, "-c", MEASURE, str(ROOT), str(res["dir"]), str(frames),
+                           str(threads), layout, "1" if check else "0"],
                           capture_output=True, text=True, check=True)
-    res = json.loads(done.stdout.strip().splitlines()[-1])
-    res["plan_memory"] = plan.memory_bytes
-    res["tilings"] = plan.tilings
-    res["parts"] = sum(1 for ph in plan.phases.values() for n in ph.values() if n > 1)
-    return res
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    res["fps_rounds"].append(out["fps"])
+    if check:
+        res.update({k: out[k] for k in ("calls_per_frame", "arena_bytes", "max_abs_diff",
+                                        "peak_rss_bytes")})
+
+
+def median_fps(res: dict, cnn: str) -> float:
+    return float(statistics.median(r[cnn] for r in res["fps_rounds"]))
 
 
 def parts_note(res: dict) -> str:
     return f" ({res['parts']} layers by parts)" if res["parts"] else ""
 
 
-def mode_table(name: str, population: int, generations: int, levels: int, frames: int) -> None:
+def load_avg() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def mode_table(name: str, args) -> None:
     from dataclasses import replace
 
     from explorer.appfile import load_app
+    from explorer.pick import Point
+    from explorer.tiling_search import dominated_count
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "app.yaml").write_text(f"name: {name}\nplatform: jetson-tx2\nprecision: fp32\n"
                                        f"cnns:\n  - name: {name}\n    fps: 0\n    model: zoo:{name}\n")
         app = load_app(str(work / "app.yaml"), mem="0")
-        settings = replace(app.search, population=population, generations=generations, seed=1,
-                           granularity="binary")
-        fronts = search_fronts(app, settings)
-        print(f"\n== {name}: searches (population {population}, generations {generations}, seed 1, "
-              "evaluator jetson-tx2 profile) ==")
-        for mode, (_, front) in fronts.items():
-            print(f"{mode:<6} front {len(front):>3} points, memory {front[0].memory_bytes / MB:8.2f} .. "
-                  f"{front[-1].memory_bytes / MB:8.2f} MB")
-        both = fronts["both"][1]
+        settings = replace(app.search, population=args.population, generations=args.generations,
+                           seed=1, granularity="binary")
+        fronts = search_fronts(app, settings, args.profile)
+        print(f"\n== {name}: searches (population {args.population}, generations "
+              f"{args.generations}, seed 1, evaluator {args.profile or 'jetson-tx2'}) ==")
+        for mode, ms in fronts.items():
+            f = ms.front
+            print(f"{mode:<6} front {len(f):>3} points, memory {f[0].memory_bytes / MB:8.2f} .. "
+                  f"{f[-1].memory_bytes / MB:8.2f} MB, {ms.outcome.result.unique} chromosomes evaluated")
+        both = fronts["both"].front
         for mode in ("parts", "tiles"):
-            ok = sum(dominated_by(p, both, name) for p in fronts[mode][1])
-            print(f"combined front weakly dominates {mode} front: {ok}/{len(fronts[mode][1])} points")
+            single = fronts[mode].front
+            print(f"combined front weakly dominates {mode} front: "
+                  f"{dominated_count(single, both, [name])}/{len(single)} points")
+        ev_parts = fronts["parts"].evaluation
+        zeros = (0,) * len(ev_parts.labels)
+        mem, f = ev_parts(zeros)
+        cases = [("whole", ev_parts, Point(zeros, mem, f))]
+        for mode in ("tiles", "both"):
+            cases += [(mode, fronts[mode].evaluation, p) for p in picks(fronts[mode].front, name, args.levels)]
+        # row parts: the front's picks, and its predicted-fastest plan within each tiled plan's memory
+        parts = picks(fronts["parts"].front, name, args.levels)
+        for _, _, p in cases[1:]:
+            q = fastest_under(fronts["parts"].front, p.memory_bytes, name)
+            if q is not None and q not in parts:
+                parts.append(q)
+        cases += [("parts", ev_parts, p) for p in parts]
         rows = []
-        ev_parts = fronts["parts"][0]
-        whole = [p for p in fronts["parts"][1] if not any(p.genes)] or []
-        cases = [("whole", ev_parts, whole[0] if whole else None)]
-        if cases[0][2] is None:
-            from explorer.pick import Point
-            zeros = (0,) * len(ev_parts.labels)
-            mem, f = ev_parts(zeros)
-            cases[0] = ("whole", ev_parts, Point(zeros, mem, f))
-        for mode in ("parts", "tiles", "both"):
-            ev, front = fronts[mode]
-            cases += [(mode, ev, p) for p in picks(front, name, levels)]
-        print(f"\n{'mode':<6} {'plan MB':>9} {'pred fps':>9} {'meas fps':>9} {'calls':>7} "
-              f"{'arena MB':>9} {'RSS MB':>8} {'max diff':>9}  groups")
         for k, (mode, ev, p) in enumerate(cases):
-            res = measure_plan(app, ev, p, work, f"{mode}{k}", frames)
+            res = deploy_plan(app, ev, p, work, f"{mode}{k}")
             res["mode"] = mode
             rows.append(res)
+        print(f"\nmeasuring {len(rows)} plans: {args.rounds} interleaved rounds x {args.frames} frames, "
+              f"each plan in its own process per round, ORT threads {args.threads}, layout "
+              f"{args.layout}; load average before: {load_avg()}", flush=True)
+        for r in range(args.rounds):
+            for res in rows:
+                measure_once(res, args.frames, args.threads, args.layout, check=(r == 0))
+        print(f"load average after: {load_avg()}")
+        print(f"\n{'mode':<6} {'plan MB':>9} {'pred fps':>9} {'meas fps':>9} {'min..max':>13} {'calls':>7} "
+              f"{'arena MB':>9} {'RSS MB':>8} {'max diff':>9}  groups")
+        for res in sorted(rows, key=lambda r: (r["mode"], r["plan_memory"])):
             groups = "; ".join(f"{g['layers'][0]}..{g['layers'][-1]} {g['grid'][0]}x{g['grid'][1]}"
                                for gs in res["tilings"].values() for g in gs)
-            print(f"{mode:<6} {res['plan_memory'] / MB:>9.2f} {p.fps[name]:>9.1f} {res['fps'][name]:>9.2f} "
+            vals = [r[name] for r in res["fps_rounds"]]
+            res["fps"] = median_fps(res, name)
+            print(f"{res['mode']:<6} {res['plan_memory'] / MB:>9.2f} {res['predicted'][name]:>9.2f} "
+                  f"{res['fps']:>9.2f} {min(vals):>6.2f}..{max(vals):<6.2f} "
                   f"{res['calls_per_frame'][name]:>7} {res['arena_bytes'] / MB:>9.2f} "
                   f"{(res.get('peak_rss_bytes') or 0) / MB:>8.1f} {res['max_abs_diff'][name]:>9.2e}  "
                   f"{groups or '-'}{parts_note(res)}")
-        print("\nrow parts vs the fastest measured fused-tiling plan of equal or lower memory:")
-        tiles = [r for r in rows if r["mode"] == "tiles" or (r["mode"] == "both" and r["tilings"])]
-        for r in (r for r in rows if r["mode"] == "parts"):
-            under = [t for t in tiles if t["plan_memory"] <= r["plan_memory"]]
+        row_parts = [r for r in rows if r["mode"] in ("parts", "whole")]
+        tiled = [r for r in rows if r["tilings"]]
+        print("\nat each tiled plan's memory M: the fastest measured row-parts plan (whole included) "
+              "of memory <= M, and the ratio (tiles / parts, median fps):")
+        for t in sorted(tiled, key=lambda r: r["plan_memory"]):
+            under = [r for r in row_parts if r["plan_memory"] <= t["plan_memory"]]
             if not under:
-                print(f"  parts {r['plan_memory'] / MB:8.2f} MB {r['fps'][name]:8.2f} fps: no tiled plan that small")
+                print(f"  tiles {t['plan_memory'] / MB:8.2f} MB {t['fps']:7.2f} fps: no row-parts plan that small")
                 continue
-            t = max(under, key=lambda t: t["fps"][name])
-            print(f"  parts {r['plan_memory'] / MB:8.2f} MB {r['fps'][name]:8.2f} fps | tiles "
-                  f"{t['plan_memory'] / MB:8.2f} MB {t['fps'][name]:8.2f} fps | ratio "
-                  f"{t['fps'][name] / r['fps'][name]:.2f}")
+            r = max(under, key=lambda r: r["fps"])
+            print(f"  tiles {t['plan_memory'] / MB:8.2f} MB {t['fps']:7.2f} fps | parts "
+                  f"{r['plan_memory'] / MB:8.2f} MB {r['fps']:7.2f} fps | ratio {t['fps'] / r['fps']:.2f}")
+        print("for each row-parts plan: the fastest measured tiled plan of memory <= its memory:")
+        for r in sorted(row_parts, key=lambda r: r["plan_memory"]):
+            under = [t for t in tiled if t["plan_memory"] <= r["plan_memory"]]
+            if not under:
+                print(f"  parts {r['plan_memory'] / MB:8.2f} MB {r['fps']:7.2f} fps: no tiled plan that small")
+                continue
+            t = max(under, key=lambda t: t["fps"])
+            print(f"  parts {r['plan_memory'] / MB:8.2f} MB {r['fps']:7.2f} fps | tiles "
+                  f"{t['plan_memory'] / MB:8.2f} MB {t['fps']:7.2f} fps | ratio {t['fps'] / r['fps']:.2f}")
 
 
 def main() -> None:
@@ -190,14 +237,21 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=24)
     parser.add_argument("--generations", type=int, default=12)
     parser.add_argument("--levels", type=int, default=3, help="plans per front (memory levels)")
-    parser.add_argument("--frames", type=int, default=3, help="measured frames per plan")
+    parser.add_argument("--frames", type=int, default=3, help="measured frames per plan and round")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved measuring rounds (each plan once per round; median)")
+    parser.add_argument("--profile", default=None,
+                        help="evaluator of the searches: a measured profile file from `explore "
+                             "profile APP --threads N` (same N as --threads), default jetson-tx2")
+    parser.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads")
+    parser.add_argument("--layout", default="blocked", help="as `explore run --layout`")
     args = parser.parse_args()
     predictor_table()
     if args.predictor:
         return
     print("\n(the machine is shared: timings are indicative; one plan per child process)")
     for name in args.cnns.split(","):
-        mode_table(name, args.population, args.generations, args.levels, args.frames)
+        mode_table(name, args)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Granularity genes end to end (issue 15): predicted fps from a measured ladder profile
 against measured fps of the deployed plans, and the fronts with and without the genes.
 
-    flock /tmp/memtrade-bench.lock python benchmarks/granularity.py [--cnns mobilenet_v2,resnet50]
+    flock /tmp/memtrade-heavy.lock python benchmarks/granularity.py [--cnns mobilenet_v2,resnet50]
         [--frames 20] [--rounds 3] [--threads 1] [--generations N] [--population N]
+        [--skip-binary]
 
 Per CNN (one partition, fp32, ONNX Runtime CPU, one thread by default):
 1. `explore profile`'s ladder measurement (deploy/ladder_profile.py): every layer whole and in
@@ -14,9 +15,18 @@ Per CNN (one partition, fp32, ONNX Runtime CPU, one thread by default):
 3. Plans: reuse only, the least-memory point, and the fastest (predicted) ladder-front points
    within 1.1x, 1.25x and 2x the least memory; each deployed (`explore deploy`) and measured
    in its own process (`explore run`'s measure, blocked layout, --threads), interleaved with
-   a plain ONNX Runtime session on the original model over --rounds rounds; medians.
-Printed per plan: memory, predicted fps, measured fps, measured/predicted, x plain session,
-calls per frame, max |diff| to the plain session.
+   a plain ONNX Runtime session on the original model over --rounds rounds.
+Printed per plan: memory, predicted fps, measured fps (1000 / the median frame time of the
+best round: contention from other processes only adds time, and the profile keeps each
+layer's best round the same way, `--rounds` rounds each), measured/predicted, the median
+round's fps, fps from this thread's CPU time per frame (median round; ONNX Runtime with one
+thread computes in the calling thread, so it equals wall time on a quiet core), fps from
+elapsed time (frames / seconds, what `explore run` prints; median round), x plain session
+(best rounds), calls per frame, arena = plan, max |diff| to the plain session. The
+profile's runs are printed too: each ladder deployment's median frame beside the sum of its
+layers' medians (the loop's own cost). Medians within a round because the machine is
+shared: a preempted frame is an outlier in a median and a bias in a mean
+(docs/throughput.md, "Measured profiles").
 """
 from __future__ import annotations
 
@@ -44,13 +54,14 @@ def _app(cnn_name: str, folder: Path) -> Path:
     return path
 
 
-def _profile(app, cnn_name: str, frames: int, threads: int, path: Path):
+def _profile(app, cnn_name: str, frames: int, threads: int, path: Path, runs: list,
+             rounds: int):
     from deploy.ladder_profile import ladder_rows, profile_ladder
     from explorer.device_profile import DeviceProfile, LayerTimes, save_profile
     cnn = app.cnns[cnn_name]
     table = profile_ladder(cnn, "fp32", frames, threads, "blocked",
                            lambda label, ms: print(f"  profile {label}: {ms:.2f} ms/frame",
-                                                   file=sys.stderr, flush=True))
+                                                   file=sys.stderr, flush=True), runs, rounds)
     models = {cnn_name: {layer: LayerTimes(t["whole_ms"], by_phases=t["by_phases"])
                          for layer, t in table.items()}}
     save_profile(DeviceProfile(name="granularity-bench", models=models,
@@ -70,14 +81,16 @@ def child(args) -> None:
         from deploy.backend_ort import init_runtime
         init_runtime(args.threads, False)
         sess = reference.session(args.path, args.threads)
-        print(json.dumps({"fps": reference.plain_fps(sess, args.frames)}))
+        print(json.dumps(reference.plain_timings(sess, args.frames)))
         return
     from deploy.measure import measure
     res = measure(args.path, frames=args.frames, threads=args.threads, check=False,
                   shared_pool=True, layout="blocked")
     cnn = next(iter(res["fps"]))
     print(json.dumps({"fps": res["fps"][cnn], "arena_bytes": res["arena_bytes"],
-                      "calls": res["calls_per_frame"][cnn]}))
+                      "calls": res["calls_per_frame"][cnn],
+                      "frame_ms_median": res["frame_ms_median"][cnn],
+                      "frame_cpu_ms_median": res["frame_cpu_ms_median"][cnn]}))
 
 
 def _run_child(kind: str, path: str, frames: int, threads: int) -> dict:
@@ -98,8 +111,11 @@ def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
     from explorer.throughput import make_evaluator
 
     app = load_app(_app(cnn_name, tmp), mem="0")
+    load_before = _load()
     start = time.perf_counter()
-    prof = _profile(app, cnn_name, max(5, args.frames // 2), args.threads, tmp / f"{cnn_name}-prof.yaml")
+    prof_runs: list[dict] = []
+    prof = _profile(app, cnn_name, args.frames, args.threads, tmp / f"{cnn_name}-prof.yaml",
+                    prof_runs, args.rounds)
     t_prof = time.perf_counter() - start
     evaluator = make_evaluator(app, str(prof))
     settings = app.search
@@ -107,16 +123,16 @@ def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
         if getattr(args, key):
             settings = replace(settings, **{key: getattr(args, key)})
     outcomes, secs = {}, {}
-    for gran in ("ladder", "binary"):
+    for gran in ("ladder",) if args.skip_binary else ("ladder", "binary"):
         ev = Evaluation(app, evaluator, space=gene_space(app, gran))
         start = time.perf_counter()
         outcomes[gran] = (algorithm2(app, ev, replace(settings, granularity=gran)), ev)
         secs[gran] = time.perf_counter() - start
     ladder, lev = outcomes["ladder"]
-    binary, _ = outcomes["binary"]
+    binary = outcomes["binary"][0] if "binary" in outcomes else None
     zeros = tuple([0] * len(ladder.genes))
     reuse_mem, reuse_fps = lev(zeros)
-    least = min(ladder.front[0].memory_bytes, binary.front[0].memory_bytes)
+    least_mem = min([ladder.front[0].memory_bytes] + ([binary.front[0].memory_bytes] if binary else []))
     picks = [("reuse only", zeros, reuse_mem, reuse_fps[cnn_name]),
              ("least memory", ladder.front[0].genes, ladder.front[0].memory_bytes,
               ladder.front[0].fps[cnn_name])]
@@ -141,25 +157,49 @@ def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
     results: list[list[dict]] = [[] for _ in runs]
     for _ in range(args.rounds):
         for i, (kind, path) in enumerate(runs):
-            frames = args.frames if kind == "plain" else max(3, args.frames // 2)
-            results[i].append(_run_child(kind, path, frames, args.threads))
-    plain = float(np.median([r["fps"] for r in results[0]]))
+            results[i].append(_run_child(kind, path, args.frames, args.threads))
+
+    def med(rs: list[dict], key: str) -> float:
+        return float(np.median([r[key] for r in rs]))
+
+    def least(rs: list[dict], key: str) -> float:
+        return float(min(r[key] for r in rs))
+
+    plain_ms = least(results[0], "frame_ms_median")
     print(f"\n{cnn_name}: ONNX Runtime CPU, threads={args.threads}, blocked layout, "
-          f"{args.rounds} interleaved rounds (medians); profile {t_prof:.0f} s")
-    print(f"plain ORT session: {plain:.1f} fps")
+          f"{args.frames} frames x {args.rounds} interleaved rounds; profile {t_prof:.0f} s; "
+          f"load average {load_before} before, {_load()} after")
+    print("profile runs (median ms per frame): " + ", ".join(
+        f"{'whole' if r['rows'] == 0 else 'k=%d' % r['rows']} {r['frame_ms']:.2f} "
+        f"(layers {r['layers_ms']:.2f}, {r['calls']} calls)" for r in prof_runs))
+    print(f"plain ORT session: {1000 / plain_ms:.1f} fps (best round's median frame "
+          f"{plain_ms:.2f} ms; median round {1000 / med(results[0], 'frame_ms_median'):.1f} fps, "
+          f"CPU time {1000 / med(results[0], 'frame_cpu_ms_median'):.1f} fps, elapsed "
+          f"{med(results[0], 'fps'):.1f} fps)")
     print(f"{'plan':18} {'memory MB':>10} {'x least':>8} {'pred fps':>9} {'meas fps':>9} "
-          f"{'meas/pred':>10} {'x plain':>8} {'calls':>6} {'arena=plan':>10} {'max|diff|':>10}")
+          f"{'meas/pred':>10} {'med.round':>9} {'cpu fps':>8} {'elapsed':>8} {'x plain':>8} "
+          f"{'calls':>6} {'arena=plan':>10} {'max|diff|':>10}")
     for (label, mem, fps, diff, arena_ok), rs in zip(rows, results[1:]):
-        meas = float(np.median([r["fps"] for r in rs]))
-        xplain = float(np.median([r["fps"] / p["fps"] for r, p in zip(rs, results[0])]))
-        print(f"{label:18} {mem / MB:10.3f} {mem / least:8.2f} {fps:9.1f} {meas:9.1f} "
-              f"{meas / fps:10.2f} {xplain:8.2f} {rs[0]['calls']:>6} {str(arena_ok):>10} "
+        meas = 1000 / least(rs, "frame_ms_median")
+        print(f"{label:18} {mem / MB:10.3f} {mem / least_mem:8.2f} {fps:9.1f} {meas:9.1f} "
+              f"{meas / fps:10.2f} {1000 / med(rs, 'frame_ms_median'):9.1f} "
+              f"{1000 / med(rs, 'frame_cpu_ms_median'):8.1f} {med(rs, 'fps'):8.1f} "
+              f"{plain_ms * meas / 1000:8.2f} {rs[0]['calls']:>6} {str(arena_ok):>10} "
               f"{diff:10.2e}")
+    binary_note = ("binary search skipped (--skip-binary)" if binary is None else
+                   f"binary {_between(binary.front, binary.front[0].memory_bytes, reuse_mem)} "
+                   f"points (least {binary.front[0].memory_bytes / MB:.3f} MB, search "
+                   f"{secs['binary']:.1f} s)")
     print(f"front between reuse-only ({reuse_mem / MB:.3f} MB) and least memory: "
           f"ladder {_between(ladder.front, ladder.front[0].memory_bytes, reuse_mem)} points "
           f"(least {ladder.front[0].memory_bytes / MB:.3f} MB, search {secs['ladder']:.1f} s), "
-          f"binary {_between(binary.front, binary.front[0].memory_bytes, reuse_mem)} points "
-          f"(least {binary.front[0].memory_bytes / MB:.3f} MB, search {secs['binary']:.1f} s)")
+          f"{binary_note}", flush=True)
+
+
+def _load() -> str:
+    """The 1-minute load average: timing figures taken above 2 are not evidence."""
+    import os
+    return f"{os.getloadavg()[0]:.2f}"
 
 
 def main() -> None:
@@ -170,11 +210,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--population", type=int, default=0)
     parser.add_argument("--generations", type=int, default=0)
+    parser.add_argument("--skip-binary", action="store_true",
+                        help="search with the ladder genes only (no front comparison)")
+    parser.add_argument("--keep", default=None, help="write the profile, plans and "
+                        "deployments into this folder instead of a temporary one")
     parser.add_argument("--child", default=None)
     parser.add_argument("--path", default=None)
     args = parser.parse_args()
     if args.child:
         child(args)
+        return
+    if args.keep:       # profile, plans and deployments kept for a closer look
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+        for name in args.cnns.split(","):
+            bench_cnn(name.strip(), args, Path(args.keep))
         return
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.cnns.split(","):

@@ -11,6 +11,7 @@ it again. Otherwise a CNN's partitions run one after another.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -47,6 +48,9 @@ class Executor:
         edges = manifest["edges"]
         self.consts: list[np.ndarray] = []     # idx vectors: scratch outside the arena
         self.cnns: dict[str, CnnRun] = {}
+        # (partition, step index, parity) -> the step's bound (inputs, outputs): a caller may
+        # bind another model of the same step to them (deploy/primitive_timing.py)
+        self.views: dict[tuple[str, int, int], tuple[dict, dict]] = {}
         for name, info in manifest["cnns"].items():
             outs = [[np.zeros(self._stored(o), self.dtype) for o in info["outputs"]] for _ in (0, 1)]
             groups = [g for g in manifest["pipelines"] if set(g) & set(info["partitions"])]
@@ -58,7 +62,7 @@ class Executor:
         for part in manifest["partitions"]:
             run = self.cnns[part["cnn"]]
             calls: list[list[Callable]] = [[], []]
-            for step in part["steps"]:
+            for index, step in enumerate(part["steps"]):
                 if step.get("tiles"):             # a fused-tiled group: one call per tile
                     from deploy.tiles_onnx import tile_calls
                     for parity in (0, 1):
@@ -83,6 +87,7 @@ class Executor:
                             e = edges[b["edges"][parity]]
                             view = self._edge_view(e, b["slot"], b["shape"])
                             (outs if b["name"].startswith("out") else ins)[b["name"]] = view
+                    self.views[(part["name"], index, parity)] = (ins, outs)
                     if session is None:
                         calls[parity].append(_frame_copy(frame_targets, run, parity))
                     else:
@@ -107,23 +112,30 @@ class Executor:
         return arr[b["slot"]: b["slot"] + int(b["shape"][0])]     # a part's rows
 
     # -- running ------------------------------------------------------------------------
-    def run_stream(self, cnn: str, frames, keep_outputs: bool | int = True
-                   ) -> list[list[np.ndarray]]:
+    def run_stream(self, cnn: str, frames, keep_outputs: bool | int = True,
+                   timings: list | None = None) -> list[list[np.ndarray]]:
         """Run `frames` (a sequence of NCHW float32 frames, indexed as they are used) through
         `cnn`; returns its outputs (NCHW) for every frame, or (`keep_outputs` an int) for the
-        first that many, so a long run holds a bounded number of outputs."""
+        first that many, so a long run holds a bounded number of outputs. `timings` (a list,
+        sequential CNNs only) receives (wall s, this thread's CPU s) per frame: a frame's
+        median is what a shared machine cannot inflate by preempting some frames."""
         run = self.cnns[cnn]
         keep = len(frames) if keep_outputs is True else int(keep_outputs or 0)
         results: list[list[np.ndarray]] = [[] for _ in range(min(keep, len(frames)))]
         if run.pipelined:
             self._pipelined(run, frames, results, keep)
         else:
+            clock = (time.perf_counter, time.thread_time) if timings is not None else None
             for f in range(len(frames)):
                 _FRAME.frame = frames[f]
+                if clock:
+                    wall, cpu = clock[0](), clock[1]()
                 for part in run.partitions:
                     for call in part.calls[f % 2]:
                         call()
                     run.calls += len(part.calls[f % 2])
+                if clock:
+                    timings.append((clock[0]() - wall, clock[1]() - cpu))
                 if f < keep:
                     results[f] = self._collect(run, f % 2)
         return results

@@ -97,17 +97,24 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
                   "scratch_bytes": scratch_bytes(ex)}
     fp.loaded()
     fps, calls, outputs = {}, {}, {}
+    frame_ms: dict[str, float] = {}
+    frame_cpu_ms: dict[str, float] = {}
     for name, stream in routed.items():
         # warm-up: ORT sessions plan and allocate over their first runs (measured: the
         # first three frames of ResNet-50 run 20x slower than the rest)
         ex.run_stream(name, [stream[f % len(stream)] for f in range(warmup)], keep_outputs=False)
         run = ex.cnns[name]
         run.calls = 0
+        per_frame: list = []
         start = time.perf_counter()
-        outputs[name] = ex.run_stream(name, stream, keep_outputs=CHECKED if check else False)
+        outputs[name] = ex.run_stream(name, stream, keep_outputs=CHECKED if check else False,
+                                      timings=per_frame)
         elapsed = time.perf_counter() - start
         fps[name] = len(stream) / elapsed
         calls[name] = run.calls / len(stream)
+        if per_frame:      # sequential CNNs: medians per frame (wall, this thread's CPU)
+            frame_ms[name] = float(np.median([w for w, _ in per_frame])) * 1e3
+            frame_cpu_ms[name] = float(np.median([c for _, c in per_frame])) * 1e3
     fp.ran()
     diff: dict[str, float | None] = {}
     magnitude: dict[str, float | None] = {}   # largest |reference output|: the diff's scale
@@ -130,6 +137,7 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
               "param_bytes": be.param_bytes(), "max_abs_diff": diff, "max_abs_output": magnitude,
               "calls_per_frame": {k: int(v) if float(v).is_integer() else v for k, v in calls.items()},
               "scratch_bytes": fp.counted["scratch_bytes"],
+              "frame_ms_median": frame_ms, "frame_cpu_ms_median": frame_cpu_ms,
               "backend": backend_name, "frames": sum(len(s) for s in routed.values())}
     result.update(fp.report())
     result.update(plan_figures(manifest))

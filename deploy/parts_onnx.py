@@ -144,7 +144,8 @@ def _activations(b: _Builder, layer: Layer, x: str) -> str:
 
 
 def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list[str | None],
-          part: bool, primitive: str | None = None, count: str | None = None) -> str:
+          part: bool, primitive: str | None = None, count: str | None = None,
+          premasked: bool = False) -> str:
     """The layer's computation on NCHW float32 inputs `xs`; returns the NCHW output name.
     By parts (`part`), a window op computes its phase's output rows from the gathered window
     rows: vertical stride and dilation as in the layer, no vertical padding (padding rows
@@ -152,7 +153,9 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list
     `primitive`: a whole Conv written by that primitive of deploy/primitives. `count`: rows
     an AveragePool with count_include_pad divides by (float [1, 1, rows, 1]) when a window
     runs past the bottom padding (ceil_mode): ONNX leaves those rows out of the divisor.
-    A Pad by parts with no input writes a row of its pad value (a phase in its padding)."""
+    A Pad by parts with no input writes a row of its pad value (a phase in its padding).
+    `premasked`: the window rows were masked already (step_model does it on the gathered
+    rows, where it is cheap); `masks` still give AveragePool its divisor."""
     op, hyper, params = layer.op, layer.hyper, layer.params
     n, c_out, h_out, w_out = layer.output_shape
     if op == OPAQUE:
@@ -176,12 +179,8 @@ def _core(b: _Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list
             pads = [0, pads[1], 0, pads[3]]
         attrs.update(strides=strides, pads=pads)
         x = xs[0]
-        if mask is not None:
-            x = b.node("Mul", [x, mask])
-            if op == "MaxPool":    # padding rows never win: x*m + (m-1)*|lowest|
-                low = b.node("Sub", [mask, b.const(b.tmp("one"), np.array(1.0, np.float32))])
-                low = b.node("Mul", [low, b.const(b.tmp("lowest"), np.array(-LOWEST, np.float32))])
-                x = b.node("Add", [x, low])
+        if mask is not None and not premasked:
+            x = _apply_mask(b, op, x, mask)
         if op == "Conv":
             attrs.update(dilations=dil, group=int(hyper.get("group", 1)))
             ins = [x, b.param(layer, "W")]
@@ -256,6 +255,17 @@ def _pad(b: _Builder, layer: Layer, xs: list[str], part: bool) -> str:
                   mode=str(layer.hyper.get("mode", "constant")))
 
 
+def _apply_mask(b: _Builder, op: str, x: str, mask: str) -> str:
+    """Window rows times their 0/1 mask (broadcast over the other axes); for MaxPool padding
+    rows never win: x*m + (m-1)*|lowest|."""
+    x = b.node("Mul", [x, mask])
+    if op == "MaxPool":
+        low = b.node("Sub", [mask, b.const(b.tmp("one"), np.array(1.0, np.float32))])
+        low = b.node("Mul", [low, b.const(b.tmp("lowest"), np.array(-LOWEST, np.float32))])
+        x = b.node("Add", [x, low])
+    return x
+
+
 def _row_vector(b: _Builder, graph_inputs: list, name: str, rows: int) -> str:
     """An int32 0/1 input per gathered row, as float [1, 1, rows, 1]."""
     graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.INT32, [rows]))
@@ -296,7 +306,16 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
     output port gets the same result in its own layout."""
     b = _Builder(dtype)
     elem = ONNX_TYPE[dtype]
+    from deploy import parts_rowwise
+    if parts_rowwise.applies(layer, inputs, outputs, part):   # 1x1 conv: no transposes
+        port = inputs[0]
+        graph_inputs = [helper.make_tensor_value_info(port.name, elem, port.stored_shape),
+                        helper.make_tensor_value_info(f"{port.name}_idx", TensorProto.INT32,
+                                                      [port.rows])]
+        return _finish(b, layer, graph_inputs, outputs, elem,
+                       parts_rowwise.build(b, layer, port, dtype, _activations), rowwise=True)
     graph_inputs, xs, masks, in_shapes, counts = [], [], [], [], []
+    premasked = False
     for port in inputs:
         graph_inputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
         x, mask = port.name, None
@@ -304,9 +323,17 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
             idx = f"{port.name}_idx"
             graph_inputs.append(helper.make_tensor_value_info(idx, TensorProto.INT32, [port.rows]))
             x = b.node("Gather", [x, idx], axis=0)
-            x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
             if port.masked:
                 mask = _row_vector(b, graph_inputs, f"{port.name}_mask", port.rows)
+                if not xs and dtype == "float32" and layer.op in WINDOW_OPS:
+                    # masked on the gathered [rows, N, C, W]: one factor per contiguous row
+                    # (measured on MobileNetV2's features_2_dw part of 8 rows: the Mul on
+                    # the transposed [N, C, rows, W] window took 60 of 250 us)
+                    by_row = b.node("Reshape", [mask, b.const(b.tmp("shape"), np.array(
+                        [port.rows, 1, 1, 1], np.int64))])
+                    x = _apply_mask(b, layer.op, x, by_row)
+                    premasked = True
+            x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
             if port.counted:
                 counts.append(_row_vector(b, graph_inputs, f"{port.name}_count", port.rows))
         elif port.layout == "hncw":
@@ -316,12 +343,20 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
         xs.append(x)
         masks.append(mask)
         in_shapes.append(port.shape)
-    y = _core(b, layer, xs, in_shapes, masks, part, primitive, counts[0] if counts else None)
+    y = _core(b, layer, xs, in_shapes, masks, part, primitive, counts[0] if counts else None,
+              premasked)
     if dtype != "float32":
         y = b.node("Cast", [y], to=elem)
+    return _finish(b, layer, graph_inputs, outputs, elem, y)
+
+
+def _finish(b: _Builder, layer: Layer, graph_inputs: list, outputs: list[OutPort], elem: int,
+            y: str, rowwise: bool = False) -> onnx.ModelProto:
+    """The step model: `y` (NCHW, or already [k, N, C, W] when `rowwise`) written to every
+    output port in its layout."""
     graph_outputs = []
     for port in outputs:
-        if port.layout == "hncw" or port.part:
+        if not rowwise and (port.layout == "hncw" or port.part):
             src = b.node("Transpose", [y], perm=[2, 0, 1, 3])
         else:
             src = y

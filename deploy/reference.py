@@ -50,13 +50,26 @@ _NP = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(doubl
 def plain_fps(sess: ort.InferenceSession, frames: int, warmup: int = 3) -> float:
     """Frames per second of a plain session on seeded random frames: the baseline every
     deployment benchmark compares against, measured the same way in each."""
+    return plain_timings(sess, frames, warmup)["fps"]
+
+
+def plain_timings(sess: ort.InferenceSession, frames: int, warmup: int = 3) -> dict[str, float]:
+    """`fps` (frames over elapsed time) and the medians per frame of wall and of this
+    thread's CPU time (`frame_ms_median`, `frame_cpu_ms_median`), as deploy.measure reports
+    them for a deployment."""
     import time
     shape = [d if isinstance(d, int) else 1 for d in sess.get_inputs()[0].shape]
     data = [np.random.default_rng(i).standard_normal(shape).astype(np.float32)
             for i in range(frames)]
     for f in data[:warmup]:
         run(sess, f)
+    walls, cpus = [], []
     start = time.perf_counter()
     for f in data:
+        wall, cpu = time.perf_counter(), time.thread_time()
         run(sess, f)
-    return frames / (time.perf_counter() - start)
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.thread_time() - cpu)
+    elapsed = time.perf_counter() - start
+    return {"fps": frames / elapsed, "frame_ms_median": float(np.median(walls)) * 1e3,
+            "frame_cpu_ms_median": float(np.median(cpus)) * 1e3}

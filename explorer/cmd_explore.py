@@ -43,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "whole/row-by-row (default: the app's search.granularity, ladder)")
     parser.add_argument("--tiling", choices=["parts", "tiles", "both"],
                         help="fused tiling of layer groups (MAFAT / DeepThings, docs/tiling.md): "
-                             "search tiled groups alone (tiles) or with the per-layer genes (both); "
+                             "search tiled groups alone (tiles) or with the per-layer genes (both: "
+                             "after the parts and tiles searches, seeded with their fronts); "
                              "parts = the tiling search space without tiling genes")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     from explorer.cmd_baselines import add_placement
@@ -176,8 +177,14 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     evaluator = make_evaluator(app, args.evaluator)
     if getattr(args, "tiling", None):     # fused tiling as a mode (explorer/tiling_genes.py)
         from explorer.tiling_genes import TiledEvaluation, plan_tiled
-        evaluation = TiledEvaluation(app, evaluator, args.tiling, settings.granularity)
-        outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
+        progress = None if args.quiet else stderr_progress
+        if args.tiling == "both":         # seeded with both modes' fronts (tiling_search.py)
+            from explorer.tiling_search import search_modes
+            combined = search_modes(app, evaluator, settings, settings.granularity, progress)["both"]
+            evaluation, outcome = combined.evaluation, combined.outcome
+        else:
+            evaluation = TiledEvaluation(app, evaluator, args.tiling, settings.granularity)
+            outcome = algorithm2(app, evaluation, settings, progress)
         chosen = outcome.chosen
         derived, _ = evaluation.derive(chosen.genes)
         plan = plan_tiled(app, evaluation, chosen.genes, chosen.fps, outcome.met)

@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default blocked, explore run's default)")
     parser.add_argument("--frames", type=int, default=10,
                         help="frames per ladder deployment (median per layer; default 10)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time every ladder deployment this many times, round after round, "
+                        "and keep each layer's least median (a shared machine; default 1)")
     parser.add_argument("--precision", default=None, help="override the app's precision")
     parser.add_argument("--primitives", action="store_true",
                         help="also time every whole layer with every primitive that computes it, "
@@ -61,15 +64,19 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
     dtype = "float32" if app.precision.data_bytes == 4 else "float16"
     if args.frames < 1:
         raise InputError(f"--frames: expected a positive number, got {args.frames}")
-    models, prims, rungs = {}, {}, {}
+    if args.rounds < 1:
+        raise InputError(f"--rounds: expected a positive number, got {args.rounds}")
+    models, prims, rungs, runs = {}, {}, {}, {}
     for name, cnn in app.cnns.items():
         print(f"profiling {name}: {len(cnn.graph)} layers", file=sys.stderr)
         table = profile_cnn(cnn, dtype, args.repeats, args.threads)
         # the times the evaluator uses: every layer where it runs, in deployments whole and
         # in parts of every k of the ladder, layout and threads as `explore run`
+        runs[name] = []
         ladder = profile_ladder(cnn, app.precision.name, args.frames, args.threads, args.layout,
                                 lambda label, ms: print(f"  {label}: {ms:.2f} ms/frame",
-                                                        file=sys.stderr))
+                                                        file=sys.stderr), runs[name],
+                                args.rounds)
         models[name] = {layer: LayerTimes(ladder.get(layer, {}).get("whole_ms", t["whole_ms"]),
                                           t.get("part_ms"), t.get("phases"),
                                           t.get("whole_ws_bytes"), t.get("part_ws_bytes"),
@@ -83,11 +90,14 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
         name=f"{platform.node()}-onnxruntime", models=models, precision=app.precision.name,
         meta={"backend": "onnxruntime", "device": platform.processor() or platform.machine(),
               "threads": args.threads, "repeats": args.repeats, "layout": args.layout,
-              "frames": args.frames, "ladder_rows": rungs,
+              "frames": args.frames, "rounds": args.rounds, "ladder_rows": rungs,
+              "ladder_runs": runs,
               "how": "whole_ms and by_phases {phases: ms per frame}: median over frames of "
-                     "the layer's calls in deployments whole and in parts of every k of "
-                     "ladder_rows (explore run's layout and threads); part_ms is one interior "
-                     "phase timed alone (explore profile)"},
+                     "the layer's calls (the least over rounds) in deployments whole and in "
+                     "parts of every k of ladder_rows (explore run's layout and threads); "
+                     "ladder_runs: each "
+                     "deployment's median frame beside its layers' sum; part_ms is one "
+                     "interior phase timed alone (explore profile)"},
         primitives=prims)
     save_profile(profile, tmp)
     total = {n: sum(t.whole_ms for t in table.values()) for n, table in models.items()}

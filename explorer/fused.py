@@ -14,8 +14,11 @@ recomputed). In the derivation (DeriveApplicationWithReducedBufs with tilings):
 - each internal edge is one per-tile buffer of the largest tile region of that tensor,
   alive over the group's steps; Algorithm 1 places all of them like any other buffer;
 - time: per tile and layer, the whole layer's time from the evaluator scaled by the tile's
-  share of the layer's output (so the recomputed halo costs what it computes), plus one
-  call overhead per tile beyond the first.
+  share of the layer's output (so the recomputed halo costs what it computes), plus, for
+  every tile beyond the first, each layer's cost of one more call: what one more phase of
+  that layer costs by parts in the same profile (`layer_call_ms`), so tiles and row parts
+  pay for their calls alike (a roofline's phase_overhead_us; a measured profile's slope of
+  the layer's time over its phase count, measured in deployments by `explore profile`).
 """
 from __future__ import annotations
 
@@ -92,7 +95,7 @@ def _ends(name: str) -> tuple[str, str]:
 def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
                  cache: ViewCache | None = None, workspace: dict | None = None) -> Derived:
     """explorer.derive.derive with tiled groups (module doc). `workspace`: measured tables
-    as there; a group's layers count their whole-layer workspace (an upper bound)."""
+    as there; a group's layers count theirs as `tile_workspace` scales it."""
     from explorer.lifetimes import edge_uses
     from explorer.memory import memory_bytes, workspace_bytes
     from explorer.reuse import algorithm1
@@ -112,14 +115,36 @@ def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
     uses = _stretch(edge_uses(app, firings, sizes), app, firings, tilings)
     buffers = algorithm1(uses, app.pipelines)
     param, buf, total = memory_bytes(app, buffers)
-    ws = workspace_bytes(app, phases, workspace)
+    ws = workspace_bytes(app, phases, tile_workspace(app, tilings, workspace))
     parts = {n: PartView(firings[n], v.rows, v.elements) for n, v in views.items()}
     return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws), sizes, ws)
 
 
+def tile_workspace(app: Application, tilings: Tilings, tables: dict | None) -> dict | None:
+    """Measured workspace tables with each tiled layer's whole-layer workspace scaled by its
+    largest tile's share of the layer's output pixels: the backend's scratch (im2col-like)
+    grows with the output it computes per call. An estimate: tile models are not measured."""
+    if not tables or not tilings:
+        return tables
+    from dataclasses import replace
+    out = {c: dict(t) for c, t in tables.items()}
+    for cnn, groups in tilings.items():
+        model, table = app.cnns[cnn], out.get(cnn, {})
+        for g in groups:
+            tiles = tile_group(model, list(g.layers), g.n, g.m)
+            for k, layer in enumerate(g.layers):
+                t = table.get(layer)
+                if t is None or not t.whole_ws_bytes:
+                    continue
+                h, w = (int(v) for v in model.layer(layer).output_shape[2:])
+                most = max(tt.layers[k].out_h.size * tt.layers[k].out_w.size for tt in tiles)
+                table[layer] = replace(t, whole_ws_bytes=-(-t.whole_ws_bytes * most // (h * w)))
+    return out
+
+
 def group_ms(evaluator, cnn: str, group: Group, processor: str) -> float:
     """Time of one tiled group per frame: every tile's share of every layer's whole time
-    (halo recomputation included) + a call overhead per extra tile."""
+    (halo recomputation included) + each layer's call cost per extra tile (module doc)."""
     model = evaluator.app.cnns[cnn]
     tiles = tile_group(model, list(group.layers), group.n, group.m)
     total = 0.0
@@ -127,17 +152,27 @@ def group_ms(evaluator, cnn: str, group: Group, processor: str) -> float:
         whole = evaluator._layer(cnn, layer, 1, processor)
         h, w = (int(v) for v in model.layer(layer).output_shape[2:])
         share = sum(t.layers[k].out_h.size * t.layers[k].out_w.size for t in tiles) / (h * w)
-        total += whole * share
-    return total + (len(tiles) - 1) * call_overhead_ms(evaluator, processor)
+        total += whole * share + (len(tiles) - 1) * layer_call_ms(evaluator, cnn, layer, processor)
+    return total
 
 
-def call_overhead_ms(evaluator, processor: str) -> float:
-    """One more call of a compiled model: the profile's per-layer call overhead."""
+def layer_call_ms(evaluator, cnn: str, layer: str, processor: str) -> float:
+    """The cost of one more call of `layer`, as the profile charges one more phase by parts:
+    a measured layer's time per frame rises from whole (1 phase) to its most phases measured
+    by this much per phase (never below 0; `default_phase_us` for a layer measured whole
+    only); a roofline processor's phase_overhead_us."""
     prof = evaluator.profile
+    table = getattr(evaluator, "_tables", {}).get(cnn)
+    if table is not None and layer in table:
+        t = table[layer]
+        if t.by_phases:
+            most = max(t.by_phases)
+            return max(0.0, (t.by_phases[most] - t.whole_ms) / (most - 1))
+        if t.part_ms is not None and t.phases and t.phases > 1:
+            return max(0.0, (t.part_ms * t.phases - t.whole_ms) / (t.phases - 1))
+        return prof.default_phase_us * 1e-3
     roof = prof.processors.get(processor)
-    if roof is not None:
-        return roof.layer_overhead_us * 1e-3
-    return prof.default_phase_us * 1e-3
+    return roof.phase_overhead_us * 1e-3 if roof is not None else prof.default_phase_us * 1e-3
 
 
 def frame_ms(evaluator, phases: Phases, tilings: Tilings) -> dict[str, float]:

@@ -125,9 +125,14 @@ def _points(individuals, cnns: list[str]) -> list[Point]:
 
 
 def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
-          progress: Progress | None = None) -> SearchResult:
+          progress: Progress | None = None, seeds: list[tuple[int, ...]] | None = None
+          ) -> SearchResult:
     """Run NSGA-II over `genes` binary genes, or genes with values 0..genes[i]; returns every
-    non-dominated point met during the run (DEAP ParetoFront)."""
+    non-dominated point met during the run (DEAP ParetoFront, updated with every evaluated
+    chromosome, offspring that selection drops included, so the front never loses a point).
+    `seeds`: chromosomes put in the initial population after the all-whole and all-by-parts
+    ones (e.g. other searches' fronts, explorer/tiling_search.py); all of them are evaluated
+    and enter the front, and selNSGA2 keeps the population's size when they are more."""
     upper = [1] * genes if isinstance(genes, int) else [int(u) for u in genes]
     n_genes = len(upper)
     chromosome = _fitness_class(len(cnns))
@@ -163,11 +168,18 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
     hall = tools.ParetoFront()
     try:
         pop = [chromosome([0] * n_genes), chromosome(list(upper))]
+        known = {tuple(ind) for ind in pop}
+        for seed in seeds or ():
+            if len(seed) != n_genes:
+                raise ValueError(f"seed chromosome has {len(seed)} genes, expected {n_genes}")
+            if tuple(seed) not in known:
+                known.add(tuple(seed))
+                pop.append(chromosome([int(g) for g in seed]))
         pop += [toolbox.individual() for _ in range(mu - len(pop))]
         for ind in pop:
             ind.fitness.values = toolbox.evaluate(ind)
-        pop = toolbox.select(pop, mu)              # assigns the crowding distances
         hall.update(pop)
+        pop = toolbox.select(pop, mu)              # assigns the crowding distances
 
         def report(gen: int) -> None:
             stats = GenerationStats(gen, settings.generations, counts["requests"], len(cache),
@@ -191,8 +203,8 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
             for ind in offspring:
                 if not ind.fitness.valid:
                     ind.fitness.values = toolbox.evaluate(ind)
+            hall.update(offspring)                 # every evaluated point, kept or not
             pop = toolbox.select(pop + offspring, mu)
-            hall.update(pop)
             report(gen)
     finally:
         random.setstate(state)
@@ -212,11 +224,13 @@ class Outcome:
 
 
 def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
-               progress: Progress | None = None) -> Outcome:
+               progress: Progress | None = None,
+               seeds: list[tuple[int, ...]] | None = None) -> Outcome:
     """Algorithm 2 as published: early exit when reuse alone (every layer one phase) meets
     M^c; otherwise NSGA-II over one gene per layer that may go by parts; then the pick.
     `evaluate` is explorer.derive.Evaluation (memory by Algorithm 1, fps by an evaluator);
-    its `space` (explorer.genes) gives the genes' ranges, binary without one."""
+    its `space` (explorer.genes) gives the genes' ranges, binary without one; `seeds` go to
+    nsga2's initial population."""
     from explorer.derive import gene_labels
     from explorer.pick import pick
 
@@ -233,6 +247,6 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
         result = SearchResult([reuse], evaluations=1, unique=1,
                               seconds=time.perf_counter() - start, early_exit=True)
     else:
-        result = nsga2(upper, cnns, evaluate, settings, progress)
+        result = nsga2(upper, cnns, evaluate, settings, progress, seeds)
     chosen, met = pick(result.front, app.memory, app.fps)
     return Outcome(result.front, chosen, met, result, labels)

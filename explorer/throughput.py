@@ -64,6 +64,7 @@ class Evaluator:
                 if key in self.profile.models:
                     self._tables[name] = self.profile.models[key]
                     break
+        self._loop = {name: loop_factor(self.profile, cnn) for name, cnn in self.app.cnns.items()}
         self._memo: dict[tuple[str, str, int, str], float] = {}
         for part in self.app.partitions:        # check now, not in the middle of a search
             for layer in part.layers:
@@ -105,8 +106,8 @@ class Evaluator:
         """Frame time of one partition: the sum of its layers' times."""
         part = self.app.partition(partition)
         ph = (phases or {}).get(part.cnn, {})
-        return sum(self._layer(part.cnn, layer, max(1, int(ph.get(layer, 1))),
-                               part.processor) for layer in part.layers)
+        return self._loop[part.cnn] * sum(self._layer(part.cnn, layer, max(1, int(ph.get(layer, 1))),
+                                                      part.processor) for layer in part.layers)
 
     def set_period_ms(self, group: list[str], times: dict[str, float]) -> float:
         """Period of one pipeline set: stages on one processor share it."""
@@ -133,6 +134,25 @@ class Evaluator:
         """Frames per second of each CNN for `phases` ({cnn: {layer: Φ}}, missing = 1)."""
         return {cnn: (1000.0 / ms if ms > 0 else float("inf"))
                 for cnn, ms in self.frame_ms(phases).items()}
+
+
+def loop_factor(profile: DeviceProfile, cnn: CNN) -> float:
+    """What a frame takes over the sum of its layers' times in `explore profile`'s ladder
+    deployments of `cnn` (meta.ladder_runs: each run's median frame, run as explore run
+    runs it, over its layers' summed medians; the median over runs): the executor's loop
+    between calls, which no layer's time contains. 1 without such runs (roofline profiles,
+    older files). Measured on MobileNetV2, one thread: 1.004-1.026 over 8 runs."""
+    runs = []
+    for key in model_keys(cnn):
+        runs = (profile.meta.get("ladder_runs") or {}).get(key) or []
+        if runs:
+            break
+    ratios = sorted(float(r["frame_ms"]) / float(r["layers_ms"]) for r in runs
+                    if float(r.get("layers_ms") or 0) > 0 and float(r.get("frame_ms") or 0) > 0)
+    if not ratios:
+        return 1.0
+    mid = len(ratios) // 2
+    return ratios[mid] if len(ratios) % 2 else 0.5 * (ratios[mid - 1] + ratios[mid])
 
 
 EVALUATORS = ("profile", "measured")

@@ -3,11 +3,13 @@
 The chromosome is the per-layer genes of explorer.genes (row parts) followed by one integer
 gene per *block*: every chain of tileable layers in a partition (csdf.tiling.segments) is cut
 into blocks after each layer that shrinks the map (csdf.tiling.blocks: MAFAT's cut
-candidates, after the pools). A block's gene v in 0 .. MAX_TILES: 0 leaves its layers to
-their per-layer genes, v > 0 tiles it v x v; consecutive blocks of one chain with the same v
-form one group (MAFAT's 5x5/8/2x2 on YOLOv2-16 is blocks [0-1] [2-3] [4-7] = 5 and [8-11]
-[12-15] = 2; two neighbouring groups with equal grids are not expressible). A grid that would
-leave a tile empty is lowered to the largest that fits. `TiledEvaluation.space` gives
+candidates, after the pools). A block's gene v in 0 .. len(GRIDS): 0 leaves its layers to
+their per-layer genes, v > 0 tiles it GRIDS[v - 1] (N rows x M columns of tiles): v = 1 .. 7
+is v x v, the following values the non-square grids N != M of 1 .. MAX_SIDE (strips 1 x 2,
+2 x 1, ...); consecutive blocks of one chain with the same v form one group (MAFAT's
+5x5/8/2x2 on YOLOv2-16 is blocks [0-1] [2-3] [4-7] = 5 and [8-11] [12-15] = 2; two
+neighbouring groups with equal grids are not expressible). A grid that would leave a tile
+empty is lowered, per axis, to the largest that fits. `TiledEvaluation.space` gives
 explorer.search.algorithm2 the labels and ranges of the longer chromosome, so the search
 (NSGA-II with its operators) runs unchanged.
 """
@@ -24,6 +26,10 @@ from explorer.genes import GeneSpace, gene_space
 from explorer.plan import Plan
 
 MAX_TILES = 7
+MAX_SIDE = 4     # non-square grids: N, M in 1 .. MAX_SIDE
+GRIDS: tuple[tuple[int, int], ...] = (
+    tuple((v, v) for v in range(1, MAX_TILES + 1))
+    + tuple((n, m) for n in range(1, MAX_SIDE + 1) for m in range(1, MAX_SIDE + 1) if n != m))
 MODES = ("parts", "tiles", "both")
 
 
@@ -53,16 +59,30 @@ def slot_labels(slots: list[Slot]) -> list[str]:
     return [f"{s.cnn}.{s.layers[0]}..{s.layers[-1]}:tiles" for s in slots]
 
 
-def _fit(cnn, layers: tuple[str, ...], v: int) -> int:
-    """The largest grid <= v that leaves no tile empty on the group's output."""
-    h, w = (int(x) for x in cnn.layer(layers[-1]).output_shape[2:])
-    for n in range(min(v, h, w), 0, -1):
+def _fit_axis(size: int, v: int) -> int:
+    """The largest count <= v of DeepThings' grid on `size` that leaves no tile empty."""
+    for n in range(min(v, size), 0, -1):
         try:
-            grid(h, n), grid(w, n)
+            grid(size, n)
             return n
         except ValueError:
             continue
     return 1
+
+
+def _fit(cnn, layers: tuple[str, ...], n: int, m: int) -> tuple[int, int]:
+    """The grid (rows, columns of tiles) <= n x m that leaves no tile empty on the group's
+    output; a square grid stays square."""
+    h, w = (int(x) for x in cnn.layer(layers[-1]).output_shape[2:])
+    if n != m:
+        return _fit_axis(h, n), _fit_axis(w, m)
+    for side in range(min(n, h, w), 0, -1):
+        try:
+            grid(h, side), grid(w, side)
+            return side, side
+        except ValueError:
+            continue
+    return 1, 1
 
 
 def decode(app: Application, values, slots: list[Slot]) -> Tilings:
@@ -73,14 +93,14 @@ def decode(app: Application, values, slots: list[Slot]) -> Tilings:
     out: Tilings = {}
     run: list[str] = []
     for k, (slot, v) in enumerate(zip(slots, values)):
-        if not 0 <= v <= MAX_TILES:
-            raise ValueError(f"tiling gene of {slot.layers[0]}: {v} is outside 0..{MAX_TILES}")
+        if not 0 <= v <= len(GRIDS):
+            raise ValueError(f"tiling gene of {slot.layers[0]}: {v} is outside 0..{len(GRIDS)}")
         run.extend(slot.layers)
         if k + 1 < len(slots) and slots[k + 1].chain == slot.chain and values[k + 1] == v:
             continue
         if v > 0:
-            n = _fit(app.cnns[slot.cnn], tuple(run), v)
-            out.setdefault(slot.cnn, []).append(Group(tuple(run), n, n))
+            n, m = _fit(app.cnns[slot.cnn], tuple(run), *GRIDS[v - 1])
+            out.setdefault(slot.cnn, []).append(Group(tuple(run), n, m))
         run = []
     return out
 
@@ -98,7 +118,7 @@ class TiledSpace:
 
     @property
     def upper(self) -> list[int]:
-        return (self.layer.upper if self.layer else []) + [MAX_TILES] * len(self.slots)
+        return (self.layer.upper if self.layer else []) + [len(GRIDS)] * len(self.slots)
 
 
 @dataclass

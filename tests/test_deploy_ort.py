@@ -66,7 +66,13 @@ def test_by_parts_needs_less_arena_and_more_calls(cnn, tmp_path):
     # one call per output row of every split layer: count them from the shapes
     expected = sum(cnn.layer(n).output_shape[2] if can_split(cnn.layer(n)) else 1 for n in cnn.order())
     derive(plans["p"], {cnn.name: cnn}, tmp_path)
-    assert measure(tmp_path, frames=2, check=False)["calls_per_frame"][cnn.name] == expected
+    result = measure(tmp_path, frames=3, check=False, threads=1)
+    assert result["calls_per_frame"][cnn.name] == expected
+    # the per-frame medians: a thread's CPU time does not exceed the wall time it spans
+    # (up to the kernel's accounting, some microseconds), one frame's wall time never
+    # exceeds the whole run's
+    wall, cpu = result["frame_ms_median"][cnn.name], result["frame_cpu_ms_median"][cnn.name]
+    assert 0 < cpu <= wall + 0.05 and wall <= 3 / result["fps"][cnn.name] * 1e3
 
 
 def test_reuse_shares_regions(cnn, tmp_path):
@@ -105,6 +111,7 @@ def test_pipelined_double_buffers(tmp_path, parts):
         assert one != manifest["edges"][name]["buffer"]
     result = measure(tmp_path / "dep", frames=5)   # odd count: both parities, uneven end
     _check(result, plan)
+    assert result["frame_ms_median"] == {}     # stage threads overlap frames: no per-frame time
 
 
 def test_sequential_partitions(tmp_path):

@@ -49,6 +49,9 @@ CASES = {
                           ["w", "b"], [_w("w", [4, 1, 3, 3]), _w("b", [4])]),
     "Conv grouped": _case("Conv", dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1], group=2),
                           ["w"], [_w("w", [6, 2, 2, 3])]),
+    # 1x1: parts computed in the ring's layout (deploy/parts_rowwise.py)
+    "Conv 1x1": _case("Conv", dict(kernel_shape=[1, 1], pads=[0, 1, 0, 2], strides=[1, 2], group=2),
+                      ["w", "b"], [_w("w", [6, 2, 1, 1]), _w("b", [6])]),
     "MaxPool": _case("MaxPool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2],
                                      ceil_mode=1)),
     "AveragePool": _case("AveragePool", dict(kernel_shape=[3, 2], strides=[2, 2])),

@@ -74,3 +74,27 @@ def test_every_op_in_parts_of_k_rows(key, tmp_path):
         assert result["max_abs_diff"]["m"] < TOL, (key, k_op, result["max_abs_diff"])
         assert result["arena_bytes"] == plan["buffer_bytes"]
         assert result["calls_per_frame"]["m"] == len(plan["firings"]["m.all"])
+
+
+def test_one_by_one_conv_parts_need_no_transpose(tmp_path):
+    """A 1x1 conv's part model gathers its k rows and computes them as a batch of one-row
+    images: no Transpose in the graph (its outputs are checked against ONNX Runtime on the
+    unmodified model by test_every_op_in_parts_of_k_rows' "Conv 1x1")."""
+    import onnx
+    from csdf.onnx_import import load_onnx
+    from test_deploy_parts_ops import CASES, _save
+
+    nodes, inits, shape = CASES["Conv 1x1"]
+    cnn = load_onnx(_save(nodes, inits, shape, str(tmp_path / "m.onnx")), "m")
+    op = next(n for n in cnn.order() if cnn.layer(n).op == "Conv")
+    plan = make_plan([cnn], {"m": phases_for_rows(cnn, {n: 3 for n in cnn.order()})})
+    manifest = derive(plan, {"m": cnn}, tmp_path / "dep")
+    models = {s["model"] for p in manifest["partitions"] for s in p["steps"] if s["layer"] == op}
+    assert len(models) == 2          # parts of 3 rows and the last part's 1 (H = 7)
+    for rel in models:
+        ops = [n.op_type for n in onnx.load(str(tmp_path / "dep" / rel)).graph.node]
+        assert "Conv" in ops and "Transpose" not in ops, (rel, ops)
+    # the layers around it (Relu parts) still transpose: the rule is the 1x1 conv's only
+    pre = next(n for n in cnn.order() if cnn.layer(n).op == "Relu")
+    rel = next(s["model"] for p in manifest["partitions"] for s in p["steps"] if s["layer"] == pre)
+    assert "Transpose" in [n.op_type for n in onnx.load(str(tmp_path / "dep" / rel)).graph.node]

@@ -68,6 +68,14 @@ def test_genes_decode_to_groups(app):
     # 7 x 7 on c5's 6 x 5 output: 6 rows in 5 or 4 tiles of ceil(6 / n) = 2 leave the last
     # empty (DeepThings' grid); 3 x 3 is the largest grid that fits
     assert decode(app, [0, 0, 7], ev.slots) == {"small": [Group(("c5",), 3, 3)]}
+    # non-square grids follow the squares: GRIDS[v - 1] is (rows, columns) of tiles
+    from explorer.tiling_genes import GRIDS
+    assert GRIDS[:7] == tuple((v, v) for v in range(1, 8)) and len(set(GRIDS)) == len(GRIDS)
+    v = GRIDS.index((1, 3)) + 1
+    assert decode(app, [v, v, 0], ev.slots) == {"small": [Group(("c0", "p1", "c2", "c3", "p4"), 1, 3)]}
+    # c5's 6 x 5 output: 4 rows of tiles fit 6 rows? ceil(6/4) = 2 leaves the 4th empty -> 3
+    assert decode(app, [0, 0, GRIDS.index((4, 2)) + 1], ev.slots) == {"small": [Group(("c5",), 3, 2)]}
+    assert max(ev.space.upper) == len(GRIDS)
 
 
 def test_plan_holds_per_tile_buffers_hand_count(app):
@@ -102,7 +110,9 @@ def test_group_time_counts_recomputed_halo(app):
     assert group_ms(ev, "small", Group(group.layers, 1, 1), "gpu") == pytest.approx(sum(whole.values()))
     # how often each output pixel of each layer is computed by the 4 tiles, counted pixel by pixel
     tiles = tile_group(cnn, list(group.layers), 2, 2)
-    expect = 3 * ev.profile.processors["gpu"].layer_overhead_us * 1e-3
+    # each extra tile calls every layer once more: one phase overhead each, as by parts
+    expect = 3 * len(group.layers) * ev.profile.processors["gpu"].phase_overhead_us * 1e-3
+    assert expect > 0
     for k, name in enumerate(group.layers):
         h, w = cnn.layer(name).output_shape[2:]
         cover = np.zeros((h, w), int)
@@ -115,6 +125,54 @@ def test_group_time_counts_recomputed_halo(app):
             assert cover.max() > 1        # c5's 3x3/2 window overlaps: halo recomputed below it
     assert group_ms(ev, "small", group, "gpu") == pytest.approx(expect)
     assert expect > sum(whole.values())
+
+
+def test_group_time_with_a_measured_profile_charges_calls_as_phases(app):
+    """With measured layer times, an extra tile costs each layer what one more phase costs
+    it in the same profile: the slope of its measured time over its phase count."""
+    from explorer.device_profile import DeviceProfile, LayerTimes
+    from explorer.throughput import Evaluator
+
+    cnn = app.cnns["small"]
+    names = [n for n in cnn.order() if n != "input"]
+    # c2 measured in a ladder: 2.0 ms whole, 2.0 + 23 * 0.05 ms at 24 phases
+    table = {n: LayerTimes(1.0) for n in names}
+    table["c2"] = LayerTimes(2.0, by_phases={4: 2.3, 24: 2.0 + 23 * 0.05})
+    table["c3"] = LayerTimes(0.5, part_ms=0.04, phases=24)      # one phase timed alone
+    table["p4"] = LayerTimes(0.3, by_phases={12: 0.2})           # faster by parts: no charge
+    prof = DeviceProfile("m", models={"small": table}, default_phase_us=7.0)
+    ev = Evaluator(app, prof, "measured")
+    group = Group(("c2", "c3", "p4", "c5"), 2, 2)
+    tiles = tile_group(cnn, list(group.layers), 2, 2)
+    expect = 0.0
+    for k, name in enumerate(group.layers):
+        h, w = cnn.layer(name).output_shape[2:]
+        computed = sum(t.layers[k].out_h.size * t.layers[k].out_w.size for t in tiles)
+        expect += table[name].whole_ms * computed / (h * w)
+    calls = 0.05 + (0.04 * 24 - 0.5) / 23 + 0.0 + 0.007      # c2, c3, p4, c5 (default)
+    assert group_ms(ev, "small", group, "gpu") == pytest.approx(expect + 3 * calls)
+
+
+def test_tiled_layers_count_workspace_of_their_largest_tile(app):
+    """Measured whole-layer workspace, scaled for a tiled layer by its largest tile's share
+    of the output (c2: 24 x 20, 2x2 tiles computing at most 13 x 11 with the halo)."""
+    from explorer.device_profile import LayerTimes
+    from explorer.fused import derive_tiled
+    from explorer.derive import whole_phases
+
+    cnn = app.cnns["small"]
+    table = {n: LayerTimes(1.0, whole_ws_bytes=0) for n in cnn.order() if n != "input"}
+    table["c2"] = LayerTimes(1.0, whole_ws_bytes=24 * 20 * 100)
+    table["c0"] = LayerTimes(1.0, whole_ws_bytes=1000)
+    group = Group(("c2", "c3", "p4", "c5"), 2, 2)
+    tiles = tile_group(cnn, list(group.layers), 2, 2)
+    most = max(t.layers[0].out_h.size * t.layers[0].out_w.size for t in tiles)
+    assert most < 24 * 20 // 2
+    d = derive_tiled(app, whole_phases(app), {"small": [group]}, None, {"small": table})
+    assert d.workspace_bytes == most * 100
+    untiled = derive_tiled(app, whole_phases(app), {}, None, {"small": table})
+    assert untiled.workspace_bytes == 24 * 20 * 100
+    assert d.memory_bytes - d.workspace_bytes == d.param_bytes + d.buffer_bytes
 
 
 def test_deployed_two_groups_equal_outputs_arena_is_plan(app, tmp_path):
@@ -184,3 +242,19 @@ def test_groups_beside_row_parts(app, tmp_path, genes):
     assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d")]) == 0
     res = measure(tmp_path / "d", frames=1, warmup=1)
     assert res["max_abs_diff"]["small"] < 1e-5 and res["arena_bytes"] == plan.buffer_bytes
+
+
+def test_non_square_grid_deploys_with_equal_outputs(app, tmp_path):
+    """A 3 x 2 grid (3 rows of 2 tiles) from the genes: 6 tile calls, outputs equal."""
+    from explorer.tiling_genes import GRIDS
+    ev = TiledEvaluation(app, make_evaluator(app), "tiles")
+    v = GRIDS.index((3, 2)) + 1
+    genes = [v, v, 0]
+    assert ev.tilings(genes) == {"small": [Group(("c0", "p1", "c2", "c3", "p4"), 3, 2)]}
+    mem, fps = ev(genes)
+    plan = plan_tiled(app, ev, genes, fps, True)
+    to_json(plan, tmp_path / "plan.json")
+    assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d")]) == 0
+    res = measure(tmp_path / "d", frames=1, warmup=1)
+    assert res["max_abs_diff"]["small"] < 1e-5 and res["arena_bytes"] == plan.buffer_bytes
+    assert res["calls_per_frame"]["small"] == 1 + 6 + 1 + 1     # input, tiles, c5, gap
