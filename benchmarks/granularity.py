@@ -8,7 +8,10 @@ against measured fps of the deployed plans, and the fronts with and without the 
 Per CNN (one partition, fp32, ONNX Runtime CPU, one thread by default):
 1. `explore profile`'s ladder measurement (deploy/ladder_profile.py): every layer whole and in
    parts of k = 1, 2, 4, ... rows, inside deployments run as `explore run` runs them
-   (blocked layout, --threads) -> a measured device profile.
+   (blocked layout, --threads) -> a measured device profile (one round for the search; one
+   more round before each measurement round below, and the predictions printed come from
+   every round's best, so profile and measurements see the same stretches of a shared
+   machine).
 2. Algorithm 2 (least memory asked, so NSGA-II runs) with granularity genes (ladder) and with
    the paper's binary genes, both evaluated with that profile; the fronts' sizes counted
    between the reuse-only and the least-memory points.
@@ -54,19 +57,18 @@ def _app(cnn_name: str, folder: Path) -> Path:
     return path
 
 
-def _profile(app, cnn_name: str, frames: int, threads: int, path: Path, runs: list,
-             rounds: int):
-    from deploy.ladder_profile import ladder_rows, profile_ladder
+def _save_profile(app, cnn_name: str, ladder, threads: int, path: Path, runs: list) -> Path:
+    """The ladder's rounds so far as a measured device profile (as `explore profile` writes
+    it, with the runs' frames for the evaluator's loop factor)."""
+    from deploy.ladder_profile import ladder_rows
     from explorer.device_profile import DeviceProfile, LayerTimes, save_profile
-    cnn = app.cnns[cnn_name]
-    table = profile_ladder(cnn, "fp32", frames, threads, "blocked",
-                           lambda label, ms: print(f"  profile {label}: {ms:.2f} ms/frame",
-                                                   file=sys.stderr, flush=True), runs, rounds)
+    table = ladder.table(runs)
     models = {cnn_name: {layer: LayerTimes(t["whole_ms"], by_phases=t["by_phases"])
                          for layer, t in table.items()}}
     save_profile(DeviceProfile(name="granularity-bench", models=models,
                                meta={"layout": "blocked", "threads": threads,
-                                     "ladder_rows": {cnn_name: ladder_rows(cnn)}}), path)
+                                     "ladder_rows": {cnn_name: ladder_rows(app.cnns[cnn_name])},
+                                     "ladder_runs": {cnn_name: runs}}), path)
     return path
 
 
@@ -110,12 +112,16 @@ def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
     from explorer.search import algorithm2
     from explorer.throughput import make_evaluator
 
+    from deploy.ladder_profile import Ladder
+
     app = load_app(_app(cnn_name, tmp), mem="0")
     load_before = _load()
     start = time.perf_counter()
-    prof_runs: list[dict] = []
-    prof = _profile(app, cnn_name, args.frames, args.threads, tmp / f"{cnn_name}-prof.yaml",
-                    prof_runs, args.rounds)
+    ladder_runs = Ladder(app.cnns[cnn_name], tmp / f"{cnn_name}-ladder", "fp32", args.frames,
+                         args.threads, "blocked")
+    ladder_runs.time_round()      # the search's profile: one round
+    prof = _save_profile(app, cnn_name, ladder_runs, args.threads,
+                         tmp / f"{cnn_name}-prof-search.yaml", [])
     t_prof = time.perf_counter() - start
     evaluator = make_evaluator(app, str(prof))
     settings = app.search
@@ -155,9 +161,17 @@ def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
             manifest = json.loads((folder / "manifest.json").read_text())
             runs.insert(0, ("plain", str(folder / manifest["cnns"][cnn_name]["reference"])))
     results: list[list[dict]] = [[] for _ in runs]
-    for _ in range(args.rounds):
+    for r in range(args.rounds):
+        if r:      # the profile's next round right before this round's measurements
+            ladder_runs.time_round()
         for i, (kind, path) in enumerate(runs):
             results[i].append(_run_child(kind, path, args.frames, args.threads))
+    # the predictions: the profile of every round (each layer's best), as for the plans
+    prof_runs: list[dict] = []
+    final = make_evaluator(app, str(_save_profile(app, cnn_name, ladder_runs, args.threads,
+                                                  tmp / f"{cnn_name}-prof.yaml", prof_runs)))
+    rows = [(label, mem, final.fps(lev.phases(genes))[cnn_name], diff, ok)
+            for (label, mem, _, diff, ok), (_, genes, _, _) in zip(rows, picks)]
 
     def med(rs: list[dict], key: str) -> float:
         return float(np.median([r[key] for r in rs]))
@@ -167,7 +181,8 @@ def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
 
     plain_ms = least(results[0], "frame_ms_median")
     print(f"\n{cnn_name}: ONNX Runtime CPU, threads={args.threads}, blocked layout, "
-          f"{args.frames} frames x {args.rounds} interleaved rounds; profile {t_prof:.0f} s; "
+          f"{args.frames} frames x {args.rounds} interleaved rounds (a profile round before "
+          f"each); first profile round {t_prof:.0f} s; "
           f"load average {load_before} before, {_load()} after")
     print("profile runs (median ms per frame): " + ", ".join(
         f"{'whole' if r['rows'] == 0 else 'k=%d' % r['rows']} {r['frame_ms']:.2f} "

@@ -3,8 +3,8 @@
 points, the front's size, the solver's time per budget, the paper's ratios, the GA's
 hypervolume ratio, and deployed plans' measured time against the profile's sum.
 
-    flock /tmp/memtrade-bench.lock python benchmarks/primitives.py [--nets vgg_small,...]
-        [--repeats 10] [--threads 1] [--frames 30] [--out DIR]
+    flock /tmp/memtrade-heavy.lock python benchmarks/primitives.py [--nets vgg_small,...]
+        [--repeats 10] [--threads 1] [--frames 200] [--out DIR]
 
 Per network, each in its own process: `explore profile APP --primitives` (times, measured
 workspaces, transitions), `explore primitives APP --profile P` for the time-only plan and
@@ -48,7 +48,8 @@ from deploy import manifest as mf, executor as ex
 from deploy.backend_ort import OrtBackend
 m = mf.load({str(dep)!r})
 net = list(m["cnns"])[0]
-run = ex.Executor(m, {str(dep)!r}, OrtBackend(m["dtype"], 1, layout="blocked")).cnns[net]
+EX = ex.Executor(m, {str(dep)!r}, OrtBackend(m["dtype"], 1, layout="blocked"))   # kept: it owns the weights
+run = EX.cnns[net]
 ex._FRAME.frame = np.random.default_rng(0).standard_normal(m["cnns"][net]["inputs"][0]["shape"]).astype(np.float32)
 calls = [c for part in run.partitions for c in part.calls[0]]
 cpu, wall = [], []
@@ -69,10 +70,8 @@ print(json.dumps({{"cpu_ms": float(np.median(cpu)) * 1e3, "wall_ms": float(np.me
 
 def run_net(net: str, out: Path, args) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    from csdf import zoo
-    app = out / "app.yaml"
-    model = zoo.model_path(net)            # built once, cached (csdf/zoo/small.py)
-    app.write_text(f"name: {net}\nprecision: fp32\ncnns:\n  - name: {net}\n    model: {model}\n")
+    app = out / "app.yaml"                 # csdf/zoo/small.py, built once and cached
+    app.write_text(f"name: {net}\nprecision: fp32\ncnns:\n  - name: {net}\n    model: zoo:{net}\n")
     prof = out / "profile.yaml"
     explore("profile", str(app), "--primitives", "--out", str(prof), "--force",
             "--repeats", str(args.repeats), "--threads", str(args.threads))
@@ -117,6 +116,7 @@ def run_net(net: str, out: Path, args) -> dict:
                                 "frame_cpu_ms": own["cpu_ms"], "frame_wall_ms": own["wall_ms"],
                                 "cpu_ratio": own["cpu_ms"] / chosen["time_ms"],
                                 "max_abs_diff": res["max_abs_diff"][net],
+                                "verdict": res.get("verdict", {}).get(net, {}).get("verdict"),
                                 "arena_bytes": res["arena_bytes"], "peak_rss_bytes": res["peak_rss_bytes"],
                                 "counts": chosen["counts"], "memory_bytes": chosen["memory_bytes"]}
     return row
@@ -127,7 +127,7 @@ def main() -> None:
     parser.add_argument("--nets", default=",".join(NETS))
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--frames", type=int, default=30)
+    parser.add_argument("--frames", type=int, default=200)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="primitives-bench-"))
@@ -153,7 +153,7 @@ def main() -> None:
                   f"sum {v['sum_workspace_bytes'] / 2**20:.2f} MB")
         for tag, v in d.items():
             print(f"  deployed {tag}: predicted {v['predicted_ms']:.3f} ms; explore run "
-                  f"{v['measured_ms']:.3f} ms wall ({v['ratio']:.3f}x), max|diff| {v['max_abs_diff']:.2e}, "
+                  f"{v['measured_ms']:.3f} ms wall ({v['ratio']:.3f}x), verdict {v['verdict']}, max|diff| {v['max_abs_diff']:.2e}, "
                   f"peak RSS {v['peak_rss_bytes'] / 2**20:.1f} MiB; frame median CPU "
                   f"{v['frame_cpu_ms']:.3f} ms ({v['cpu_ratio']:.3f}x), wall {v['frame_wall_ms']:.3f} ms")
     (out / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -48,6 +48,9 @@ class Executor:
         edges = manifest["edges"]
         self.consts: list[np.ndarray] = []     # idx vectors: scratch outside the arena
         self.cnns: dict[str, CnnRun] = {}
+        # (partition, step index, parity) -> the step's bound (inputs, outputs): a caller may
+        # bind another model of the same step to them (deploy/primitive_timing.py)
+        self.views: dict[tuple[str, int, int], tuple[dict, dict]] = {}
         for name, info in manifest["cnns"].items():
             outs = [[np.zeros(self._stored(o), self.dtype) for o in info["outputs"]] for _ in (0, 1)]
             groups = [g for g in manifest["pipelines"] if set(g) & set(info["partitions"])]
@@ -59,7 +62,7 @@ class Executor:
         for part in manifest["partitions"]:
             run = self.cnns[part["cnn"]]
             calls: list[list[Callable]] = [[], []]
-            for step in part["steps"]:
+            for index, step in enumerate(part["steps"]):
                 if step.get("tiles"):             # a fused-tiled group: one call per tile
                     from deploy.tiles_onnx import tile_calls
                     for parity in (0, 1):
@@ -84,6 +87,7 @@ class Executor:
                             e = edges[b["edges"][parity]]
                             view = self._edge_view(e, b["slot"], b["shape"])
                             (outs if b["name"].startswith("out") else ins)[b["name"]] = view
+                    self.views[(part["name"], index, parity)] = (ins, outs)
                     if session is None:
                         calls[parity].append(_frame_copy(frame_targets, run, parity))
                     else:

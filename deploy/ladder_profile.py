@@ -127,43 +127,64 @@ def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads:
     the least frame and layers' sum: contention from other processes only ever adds time,
     so the least is the closest to a quiet machine (the benchmark measures plans the same
     way, benchmarks/granularity.py)."""
-    from deploy.derive import derive as deploy_plan
-
-    runs = [("whole", None)] + [(f"k={k}", k) for k in ladder_rows(cnn)]
-    best: list[dict | None] = [None] * len(runs)
     with tempfile.TemporaryDirectory() as tmp:
-        folders = []
-        for i, (label, k) in enumerate(runs):
+        ladder = Ladder(cnn, Path(tmp), precision, frames, threads, layout)
+        for _ in range(max(1, rounds)):
+            ladder.time_round()
+        return ladder.table(runs_out, progress)
+
+
+class Ladder:
+    """The ladder's deployments of one CNN (whole, and every layer in parts of each k of
+    `ladder_rows`), written once into `folder` and timed round by round, so a caller can
+    interleave its own measurements between rounds (benchmarks/granularity.py)."""
+
+    def __init__(self, cnn: CNN, folder: Path, precision: str = "fp32", frames: int = 10,
+                 threads: int = 0, layout: str = "blocked"):
+        from deploy.derive import derive as deploy_plan
+        self.cnn, self.frames, self.threads, self.layout = cnn, frames, threads, layout
+        self.runs = [("whole", None)] + [(f"k={k}", k) for k in ladder_rows(cnn)]
+        self.folders: list[tuple[Path, dict[str, int]]] = []
+        for i, (_, k) in enumerate(self.runs):
             phases = ({n: 1 for n in cnn.order()} if k is None else
                       phases_for_rows(cnn, {n: k for n in cnn.order()}))
-            out = Path(tmp) / f"run{i}"
+            out = Path(folder) / f"run{i}"
             deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out)
-            folders.append((out, phases))
-        for _ in range(max(1, rounds)):
-            for i, (out, _) in enumerate(folders):
-                timed = _step_times_in_child(out, cnn.name, frames, threads, layout)
-                if best[i] is None:
-                    best[i] = timed
-                    continue
-                b = best[i]
-                b["layers"] = {n: min(ms, timed["layers"][n]) for n, ms in b["layers"].items()}
-                b["frame_ms"] = min(b["frame_ms"], timed["frame_ms"])
-    table: dict[str, dict] = {}
-    for (label, k), (_, phases), timed in zip(runs, folders, best):
-        times = timed["layers"]
-        if runs_out is not None:
-            runs_out.append({"rows": k or 0, "layers_ms": round(sum(times.values()), 4),
-                             "frame_ms": round(timed["frame_ms"], 4), "calls": timed["calls"]})
-        for name, ms in times.items():
-            entry = table.setdefault(name, {"by_phases": {}})
-            if phases[name] == 1:
-                if k is None:
-                    entry["whole_ms"] = ms
-            else:
-                entry["by_phases"].setdefault(phases[name], ms)
-        if progress:
-            progress(label, sum(times.values()))
-    return table
+            self.folders.append((out, phases))
+        self.best: list[dict | None] = [None] * len(self.runs)
+
+    def time_round(self) -> None:
+        """Time every deployment once more; keep each layer's least median."""
+        for i, (out, _) in enumerate(self.folders):
+            timed = _step_times_in_child(out, self.cnn.name, self.frames, self.threads,
+                                         self.layout)
+            b = self.best[i]
+            if b is None:
+                self.best[i] = timed
+                continue
+            b["layers"] = {n: min(ms, timed["layers"][n]) for n, ms in b["layers"].items()}
+            b["frame_ms"] = min(b["frame_ms"], timed["frame_ms"])
+
+    def table(self, runs_out: list | None = None, progress=None) -> dict[str, dict]:
+        """{layer: {"whole_ms", "by_phases"}} from the rounds timed so far (see profile_ladder)."""
+        table: dict[str, dict] = {}
+        for (label, k), (_, phases), timed in zip(self.runs, self.folders, self.best):
+            if timed is None:
+                raise RuntimeError("Ladder.table before any round was timed")
+            times = timed["layers"]
+            if runs_out is not None:
+                runs_out.append({"rows": k or 0, "layers_ms": round(sum(times.values()), 4),
+                                 "frame_ms": round(timed["frame_ms"], 4), "calls": timed["calls"]})
+            for name, ms in times.items():
+                entry = table.setdefault(name, {"by_phases": {}})
+                if phases[name] == 1:
+                    if k is None:
+                        entry["whole_ms"] = ms
+                else:
+                    entry["by_phases"].setdefault(phases[name], ms)
+            if progress:
+                progress(label, sum(times.values()))
+        return table
 
 
 if __name__ == "__main__":

@@ -3,54 +3,40 @@ deploy/primitives that computes it, its measured workspace and weight bytes, and
 measured cost of each layout transition between neighbours (TASO's device profiling, Wen
 et al. 2020 Sec. 4.3: the T_i, M_i vectors and the Trans matrices of Eq. 4-12).
 
-A layer is timed with the ports a deployment gives it (one output per consumer edge, plus
-the sink output), reading and writing plain NCHW for the NCHW primitives and ONNX Runtime's
-blocked layout on every port for `ort_nchwc` (deploy/primitive_forms.py), so a transition
-is priced separately: a ReorderInput (NCHW -> NCHWc) or ReorderOutput (NCHWc -> NCHW) of the
-edge's tensor, timed alone; its workspace is the reordered copy it makes inside a step.
-Workspaces come from deploy/workspace_probe.py (peak resident set in a child process).
+A layer's step is built with the ports a deployment gives it (one output per consumer edge,
+plus the sink output), reading and writing plain NCHW for the NCHW primitives and ONNX
+Runtime's blocked layout on every port for `ort_nchwc` (deploy/primitive_forms.py), and timed
+inside a deployment's frame as `explore run` runs it (deploy/primitive_timing.py). A
+transition is priced where a deployment runs it: inside the NCHWc step, as that step's time
+with the edge's port plain (ONNX Runtime's ReorderInput / ReorderOutput in the step) minus
+its time with every port blocked. Workspaces come from deploy/workspace_probe.py (peak
+resident set in a child process); a transition's is the reordered copy it makes.
 """
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from csdf.model import CNN, INPUT, edge_name
 from deploy import ort_blocked as ob
-from deploy import primitives, workspace_probe
+from deploy import primitive_timing, primitives, workspace_probe
 from deploy.backend_ort import OrtBackend
 from deploy.parts_onnx import ONNX_TYPE, InPort, OutPort, step_model
 from deploy.primitive_forms import blocked_form, stripped_step
 
-FLUSH_BYTES = 4 << 20        # written between timed calls: evicts the core's L1/L2 (docs/primitives.md)
-_SCRATCH = np.zeros(FLUSH_BYTES // 8)
-
-
-def _time(call, repeats: int, warmup: int = 3) -> float:
-    """Median ms of `call`, each timed call after FLUSH_BYTES of other writes: a step in a
-    frame finds its weights and input evicted by the steps between its runs, not hot as
-    when called back to back."""
-    for _ in range(warmup):
-        call()
-    times = []
-    for _ in range(repeats):
-        np.add(_SCRATCH, 1.0, out=_SCRATCH)
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
-
-HOW = ("ms: median of --repeats bound calls after 3 warm-ups, ports as deployed (ort_nchwc: "
-       "every port blocked); workspace_bytes: peak resident set during one call minus before "
+HOW = ("ms: median of --repeats bound calls after 3 warm-ups inside the frame of a deployment "
+       "of the CNN with ORT's plain Conv (the frame's other steps run before each call; "
+       "deploy/primitive_timing.py), ports as deployed (ort_nchwc: every port blocked); "
+       "workspace_bytes: peak resident set during one call minus before "
        "it, ORT arena off, in a child process (deploy/workspace_probe.py); weight_bytes: "
        "initializers the step holds (ort_nchwc: as ONNX Runtime reordered them); transitions: "
-       "one reorder of the edge's tensor")
+       "the NCHWc end's step with the edge's port plain minus with every port blocked, in the "
+       "frame; their workspace: one reorder of the edge's tensor")
 
 
 def layer_ports(cnn: CNN, name: str) -> tuple[list[InPort], list[OutPort], list[str], list[str]]:
@@ -76,12 +62,6 @@ def _io(ins: list[InPort], outs: list[OutPort], dtype: str, seed: int = 0):
     feeds = {p.name: rng.standard_normal(p.stored_shape).astype(dtype) for p in ins}
     fetches = {p.name: np.zeros(p.stored_shape, dtype) for p in outs}
     return feeds, fetches
-
-
-def _job(path: Path, mode: str, feeds: dict, fetches: dict, threads: int) -> dict:
-    return {"model": str(path), "mode": mode, "threads": threads,
-            "inputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in feeds.items()},
-            "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in fetches.items()}}
 
 
 def reorder_model(op: str, shape: list[int], dtype: str, copy: bool) -> onnx.ModelProto:
@@ -112,20 +92,20 @@ def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, thre
     opts = backend._options()
     block = ob.block_size(opts)
     layers: dict[str, dict] = {}
-    jobs, where = [], []
+    jobs, where = [], []            # workspace probes, and (layer, primitive) of each
+    timing, timed = [], []          # frame timings, and what each one prices
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "m"
         folder.mkdir()
         for name in cnn.order():
             layer = cnn.layer(name)
             if layer.op == INPUT:        # the executor's frame copy into the arena
-                frame = np.zeros(layer.output_shape, np.float32)
-                arena = np.zeros(layer.output_shape, dtype)
-                ms = _time(lambda: np.copyto(arena, frame, casting="same_kind"), repeats)
-                layers[name] = {primitives.DEFAULT: {"ms": ms, "workspace_bytes": 0,
+                layers[name] = {primitives.DEFAULT: {"ms": 0.0, "workspace_bytes": 0,
                                                      "weight_bytes": 0, "layout": "nchw"}}
+                timing.append({"layer": name, "model": None})
+                timed.append((name, primitives.DEFAULT, []))
                 continue
-            ins, outs, _, _ = layer_ports(cnn, name)
+            ins, outs, srcs, succ = layer_ports(cnn, name)
             shapes = [p.shape for p in ins] + [p.shape for p in outs]
             can_block = (cnn.graph.out_degree(name) > 0
                          and all(s[0] == 1 and s[1] % block == 0 for s in shapes))
@@ -138,29 +118,43 @@ def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, thre
                 if layout == "nchwc":
                     if not can_block:
                         continue
-                    ports = {p.name for p in ins} | {p.name for p in outs}
+                    ports = [p.name for p in ins] + [p.name for p in outs]
                     found = blocked_form(path, tmp, opts, [p.name for p in ins], [p.name for p in outs])
                     if found is None:
                         continue
-                    model = stripped_step(*found, ports, ports)
+                    model = stripped_step(*found, set(ports), set(ports))
                     probe = folder / f"{len(jobs)}_{prim}.stripped.onnx"
                     onnx.save(model, str(probe))
-                    backend.fix_form(path, "nchwc", frozenset(ports),
-                                     lambda m, f=found[1], p=ports: stripped_step(m, f, p, p))
                     mode = "stripped"
+                    # every port blocked, then each edge's port plain: its transition
+                    ends = [(src, name, "to_nchwc_ms") for src in srcs] + \
+                           [(name, dst, "to_nchw_ms") for dst in succ]
+                    variants = [{"blocked": ports, "plain": []}] + [
+                        {"blocked": [p for p in ports if p != port], "plain": [port]} for port in ports]
+                    timing.append({"layer": name, "model": str(path), "layout": layout,
+                                   "variants": variants})
+                    timed.append((name, prim, ends))
                 else:
                     model, probe, mode = onnx.load(str(path)), path, "nchw"
-                    backend.fix_form(path, "nchw")
-                call = backend.bind(backend.load(path), feeds, fetches)
-                entries[prim] = {"ms": _time(call, repeats), "workspace_bytes": 0,
+                    timing.append({"layer": name, "model": str(path), "layout": layout,
+                                   "variants": [{"blocked": [], "plain": []}]})
+                    timed.append((name, prim, []))
+                entries[prim] = {"ms": 0.0, "workspace_bytes": 0,
                                  "weight_bytes": _weight_bytes(model), "layout": layout}
-                jobs.append(_job(probe, mode, feeds, fetches, threads))
+                jobs.append(workspace_probe.job(probe, mode, feeds, fetches, threads))
                 where.append((name, prim))
             layers[name] = entries
-            if progress:
-                progress(name, entries)
-        transitions, tjobs = _transitions(cnn, layers, block, backend, dtype, repeats, threads, folder)
+        transitions, tjobs = _transitions(cnn, layers, dtype, threads, folder)
+        ms = primitive_timing.measure(_context(cnn, layers, dtype, Path(tmp) / "context"), timing,
+                                      threads, repeats)
         measured = workspace_probe.measure(jobs + [j for j, _ in tjobs])
+    for (name, prim, ends), t in zip(timed, ms):
+        layers[name][prim]["ms"] = t["ms"][0]
+        for (src, dst, field), extra in zip(ends, t["diff"][1:]):   # port plain - all blocked
+            transitions[edge_name(cnn.name, src, dst)][field] = max(0.0, extra)
+    if progress:
+        for name in cnn.order():
+            progress(name, layers[name])
     for (name, prim), ws in zip(where, measured):
         layers[name][prim]["workspace_bytes"] = int(ws)
     for (_, (key, field)), ws in zip(tjobs, measured[len(jobs):]):
@@ -172,10 +166,25 @@ def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, thre
     return {"block": block, "layers": layers, "transitions": transitions, "how": HOW}
 
 
-def _transitions(cnn: CNN, layers: dict, block: int, backend: OrtBackend, dtype: str,
-                 repeats: int, threads: int, folder: Path):
-    """Reorder costs for every edge with an NCHWc form at one end, timed once per shape."""
-    timed: dict[tuple, dict] = {}
+def _context(cnn: CNN, layers: dict, dtype: str, out: Path) -> Path:
+    """The deployment whose frame candidates are timed in: `cnn` whole, every layer with
+    ONNX Runtime's own kernels, NCHWc where the layer has that form (the fastest primitive
+    on almost every layer here, so what the plans chosen mostly run), else the plain Conv;
+    arena placed as `explore` plans it. A context of plain Convs only (MLAS's im2col
+    buffers evicting more of the cache) predicted the ResNet-style plans 13 % slow."""
+    from deploy.derive import derive
+    from deploy.ladder_profile import _plan
+    plan = _plan(cnn, {n: 1 for n in cnn.order()}, {"float32": "fp32", "float16": "fp16"}[dtype])
+    plan["primitives"] = {cnn.name: {n: ("ort_nchwc" if "ort_nchwc" in layers[n] else primitives.DEFAULT)
+                                     for n in cnn.order() if cnn.layer(n).op != INPUT}}
+    derive(plan, {cnn.name: cnn}, out)
+    return out
+
+
+def _transitions(cnn: CNN, layers: dict, dtype: str, threads: int, folder: Path):
+    """Every edge with an NCHWc form at one end: its transition entry (times filled in from
+    the frame timings) and one workspace probe per tensor shape of each reorder."""
+    probed: set[tuple] = set()
     jobs = []
     out: dict[str, dict] = {}
     for src, dst in cnn.graph.edges:
@@ -183,21 +192,16 @@ def _transitions(cnn: CNN, layers: dict, block: int, backend: OrtBackend, dtype:
             continue
         shape = [int(v) for v in cnn.edge_shape(src, dst)]
         key = tuple(shape)
-        if key not in timed:
-            timed[key] = {}
+        if key not in probed:
+            probed.add(key)
+            x = np.zeros(shape, dtype)
             for op, tag in (("ReorderInput", "to_nchwc"), ("ReorderOutput", "to_nchw")):
-                path = folder / f"t{len(timed)}_{op}.onnx"
-                onnx.save(reorder_model(op, shape, dtype, False), str(path))
-                backend.fix_form(path, "nchwc")
-                x = np.random.default_rng(1).standard_normal(shape).astype(dtype)
-                y = np.zeros(shape, dtype)      # bound by pointer: kept alive while timed
-                call = backend.bind(backend.load(path), {"x": x}, {"y": y})
-                timed[key][f"{tag}_ms"] = _time(call, repeats)
-                cpath = folder / f"t{len(timed)}_{op}.copy.onnx"
+                cpath = folder / f"t{len(probed)}_{op}.copy.onnx"
                 onnx.save(reorder_model(op, shape, dtype, True), str(cpath))
                 y2 = np.zeros([2 * shape[0]] + shape[1:], dtype)
-                jobs.append((_job(cpath, "stripped", {"x": x}, {"y": y2}, threads),
+                jobs.append((workspace_probe.job(cpath, "stripped", {"x": x}, {"y": y2}, threads),
                              (key, f"{tag}_workspace_bytes")))
-        out[edge_name(cnn.name, src, dst)] = {"src": src, "dst": dst, **timed[key], "_shape": key,
-                                         "to_nchwc_workspace_bytes": 0, "to_nchw_workspace_bytes": 0}
+        out[edge_name(cnn.name, src, dst)] = {"src": src, "dst": dst, "to_nchwc_ms": 0.0,
+                                              "to_nchw_ms": 0.0, "_shape": key,
+                                              "to_nchwc_workspace_bytes": 0, "to_nchw_workspace_bytes": 0}
     return out, jobs

@@ -18,6 +18,7 @@ import onnx
 
 from csdf.model import CNN, INPUT
 from csdf.parts import can_split, window
+from deploy import workspace_probe
 from deploy.backend_ort import OrtBackend
 from deploy.parts_onnx import InPort, OutPort, needs_mask, step_model, window_rows
 
@@ -69,7 +70,8 @@ def layer_model(cnn: CNN, name: str, dtype: str, part: bool):
 def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: int,
                part: bool, workspace: dict | None = None) -> float:
     """Milliseconds of one call of layer `name` whole, or of one interior phase. With
-    `workspace` (a dict), also measures the step's workspace into workspace["bytes"]."""
+    `workspace` (a dict), also puts the step's workspace probe job into workspace["job"]
+    (measured with others in one child: deploy/workspace_probe.py)."""
     model, ins, outs, idx = layer_model(cnn, name, backend.dtype.name, part)
     path = folder / cnn.name / f"{len(list(folder.rglob('*.onnx')))}.onnx"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,32 +87,24 @@ def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: 
     ms = _time(backend.bind(session, feeds, fetches), repeats)
     if workspace is not None:
         layout = backend.chosen.get(str(path), backend.layout)
-        workspace["bytes"] = step_workspace(path, backend, layout, feeds, fetches)
+        workspace["job"] = workspace_probe.job(path, "nchw" if layout == "nchw" else "nchwc",
+                                               feeds, fetches, backend.threads)
     return ms
 
 
 def step_workspace(path: Path, backend: OrtBackend, layout: str, feeds: dict, fetches: dict
                    ) -> int | None:
-    """Bytes ONNX Runtime allocates while running one step beyond its bound inputs and
-    outputs (kernel scratch such as im2col buffers, NCHWc reorders, gathered windows):
-    the step run once in a session of its own without a memory arena, after the C heap
-    is trimmed, as the rise of this process's peak RSS (deploy/footprint.py). In a
-    deployment these bytes come from the one arena all steps share, so the plan counts
-    the largest step's (explorer/memory.py). None where the peak cannot be reset."""
-    import ctypes
-    from deploy.footprint import peak_rss_bytes, reset_peak, rss_bytes
-    probe = OrtBackend(backend.dtype.name, backend.threads,
-                       layout=layout if layout in ("nchw", "nchwc") else "nchwc", arena=False)
-    call = probe.bind(probe.load(path), feeds, fetches)
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:   # not glibc: freed heap may hide some of the rise
-        pass
-    if not reset_peak():
+    """Bytes ONNX Runtime allocates while running one step beyond its bound inputs,
+    outputs and weights (kernel scratch such as im2col buffers, NCHWc reorders, gathered
+    windows), measured by deploy/workspace_probe.py (peak RSS of a fresh thread in a child
+    process, ONNX Runtime's arena off). In a deployment these bytes come from the one arena
+    all steps share, so the plan counts the largest step's (explorer/memory.py). None where
+    the peak cannot be reset (not Linux)."""
+    if not workspace_probe.available():
         return None
-    before = rss_bytes()
-    call()
-    return max(0, peak_rss_bytes() - before)
+    job = workspace_probe.job(path, "nchw" if layout == "nchw" else "nchwc", feeds, fetches,
+                              backend.threads)
+    return workspace_probe.measure([job])[0]
 
 
 def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path) -> list[dict]:
@@ -150,6 +144,7 @@ def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: in
     layout "auto" as `explore run` uses it: each step with the faster ORT kernel layout."""
     backend = OrtBackend(dtype, threads, layout=layout)
     table: dict[str, dict] = {}
+    probes: list[tuple[str, str, dict]] = []       # (layer, key, workspace probe job)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name in cnn.order():
@@ -161,14 +156,15 @@ def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: in
                 continue
             ws: dict = {}
             entry = {"whole_ms": time_layer(cnn, name, backend, folder, repeats, False, ws)}
-            if ws.get("bytes") is not None:
-                entry["whole_ws_bytes"] = ws["bytes"]
+            probes.append((name, "whole_ws_bytes", ws["job"]))
             if can_split(layer) and layer.output_shape[2] > 1:
                 entry["part_ms"] = time_layer(cnn, name, backend, folder, repeats, True, ws)
                 entry["phases"] = int(layer.output_shape[2])
-                if ws.get("bytes") is not None:
-                    entry["part_ws_bytes"] = ws["bytes"]
+                probes.append((name, "part_ws_bytes", ws["job"]))
             table[name] = entry
             if progress:
                 progress(name, entry)
+        if workspace_probe.available():
+            for (name, key, _), ws_bytes in zip(probes, workspace_probe.measure([j for _, _, j in probes])):
+                table[name][key] = int(ws_bytes)
     return table

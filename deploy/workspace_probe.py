@@ -14,6 +14,9 @@ Runtime's arena and memory patterns, so every intermediate and kernel buffer is 
 allocation; page granularity (4 KiB) and blocks under 16 KiB from the heap make it a lower
 bound for tiny steps.
 
+The one workspace probe of the project: `explore profile` uses it for every layer's
+whole and part step (deploy/profile.py) and for every primitive (deploy/primitive_profile.py).
+
 Usage (internal): python -m deploy.workspace_probe JOBS.json OUT.json
 """
 from __future__ import annotations
@@ -96,6 +99,25 @@ def _overhead() -> int:
         job = {"model": str(path), "mode": "nchw", "inputs": {"x": {"shape": [1, 1, 1, 1]}},
                "outputs": {"y": {"shape": [1, 1, 1, 1]}}}
         return min(_probe(job) for _ in range(3))
+
+
+def available() -> bool:
+    """Whether this system lets the probe reset a process's peak RSS (Linux >= 4.0)."""
+    return os.path.exists("/proc/self/clear_refs") and os.path.exists("/proc/self/status")
+
+
+def job(path: str | Path, mode: str, feeds: dict, fetches: dict, threads: int = 1) -> dict:
+    """The probe job of step model `path` bound to arrays shaped like `feeds`/`fetches`
+    (integer feeds, such as a part's row slots and mask, are passed by value). `mode`:
+    "nchw" (ONNX Runtime's NCHWc rewrite off), "nchwc" (on), "stripped" (an optimised,
+    blocked model, run as it is)."""
+    def spec(v: np.ndarray) -> dict:
+        if v.dtype.kind in "iu":
+            return {"shape": list(v.shape), "values": v.tolist()}
+        return {"shape": list(v.shape), "dtype": str(v.dtype)}
+    return {"model": str(path), "mode": mode, "threads": threads,
+            "inputs": {k: spec(v) for k, v in feeds.items()},
+            "outputs": {k: spec(v) for k, v in fetches.items()}}
 
 
 def measure(jobs: list[dict]) -> list[int]:

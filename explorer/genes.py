@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from csdf.parts import can_split, phases_of_rows
 
 GRANULARITIES = ("ladder", "binary")
+PREFIX_SHARES = (1 / 8, 1 / 4, 1 / 2, 3 / 4)   # binary seeds: this share of each CNN's genes by parts
 Phases = dict[str, dict[str, int]]
 
 
@@ -65,6 +66,31 @@ class GeneSpace:
 
     def row_by_row(self) -> tuple[int, ...]:
         return tuple(self.upper)
+
+    def binary(self, bits) -> tuple[int, ...]:
+        """The paper's binary chromosome in this space: 0 whole, 1 row by row (Eq. 6)."""
+        return tuple(top if b else 0 for b, top in zip(bits, self.upper))
+
+    def seeds(self) -> list[tuple[int, ...]]:
+        """Chromosomes the search starts from besides all-whole and all-row-by-row (none
+        for binary genes, so the paper's search is unchanged). Binary ones (Eq. 6) that
+        hold the memory end of the front: in each CNN the first 1/8, 1/4, 1/2, 3/4 of the
+        genes row by row and the rest whole (the large early tensors go by parts first);
+        and ones spread along the front: every layer in 2^r parts (rung r, or row by row
+        when its ladder is shorter), r = 1, 2, ..., one per rung of the longest ladder."""
+        if self.granularity == "binary" or not self.layers:
+            return []
+        by_cnn: dict[str, list[int]] = {}
+        for i, (cnn, _) in enumerate(self.layers):
+            by_cnn.setdefault(cnn, []).append(i)
+        out: list[tuple[int, ...]] = []
+        for share in PREFIX_SHARES:
+            first = {i for idx in by_cnn.values() for i in idx[:max(1, int(len(idx) * share))]}
+            out.append(self.binary([i in first for i in range(len(self.layers))]))
+        for rung in range(1, max(self.upper)):
+            out.append(tuple(min(rung, top) for top in self.upper))
+        known = {self.whole(), self.row_by_row()}
+        return [g for g in dict.fromkeys(out) if g not in known]
 
     def decode(self, genes, base: Phases) -> Phases:
         """{cnn: {layer: Φ}} for every layer: `base` (every layer 1) with the genes' Φ."""

@@ -8,7 +8,9 @@ NSGA-II example: binary tournament on dominance and crowding (selTournamentDCD),
 crossover (tools.cxTwoPoint), one-gene mutation to another value of its range
 (`mutate_one_gene`: a flip for binary genes), then selNSGA2 over parents + offspring. The
 initial population holds the all-whole (reuse only) and all-row-by-row (everything by parts,
-one row per phase) chromosomes; the others are uniform over each gene's range.
+one row per phase) chromosomes, then the gene space's seeds (explorer.genes.GeneSpace.seeds:
+binary prefixes and uniform rungs for ladder genes, none for the paper's binary genes; the
+toolbox's `seeds`); the others are uniform over each gene's range.
 
 `evaluate(genes) -> (memory_bytes, {cnn: fps})` is injected (explorer.derive builds it for an
 application), and cached here by chromosome, since NSGA-II re-evaluates the same genes often.
@@ -28,6 +30,7 @@ from deap import base, creator, tools
 from explorer.app import SearchSettings
 from explorer.pick import Point
 
+STEP_SHARE = 0.0            # ladder search: share of mutations that move one gene one rung
 Evaluate = Callable[[tuple[int, ...]], tuple[int, dict[str, float]]]
 Progress = Callable[["GenerationStats"], None]
 
@@ -102,6 +105,25 @@ def mutate_one_gene(individual: list[int], upper: list[int]) -> tuple[list[int]]
     return (individual,)
 
 
+def mutate_gene_mixed(individual: list[int], upper: list[int], step: float
+                      ) -> tuple[list[int]]:
+    """With probability `step` one gene moves one rung (to a neighbouring value: finer or
+    coarser parts), else `mutate_one_gene`. Small steps fill the front between the points
+    already found; uniform jumps keep exploring."""
+    if random.random() >= step:
+        return mutate_one_gene(individual, upper)
+    i = random.randrange(len(individual))
+    top, value = upper[i], individual[i]
+    if top >= 1:
+        if value == 0:
+            individual[i] = 1
+        elif value == top:
+            individual[i] = top - 1
+        else:
+            individual[i] = value + (1 if random.random() < 0.5 else -1)
+    return (individual,)
+
+
 def random_genes(upper: list[int]) -> list[int]:
     """One value per gene, uniform over 0..upper[i]."""
     return [random.randint(0, top) for top in upper]
@@ -125,14 +147,16 @@ def _points(individuals, cnns: list[str]) -> list[Point]:
 
 
 def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
-          progress: Progress | None = None, seeds: list[tuple[int, ...]] | None = None
-          ) -> SearchResult:
+          progress: Progress | None = None, seeds: list[tuple[int, ...]] | None = None,
+          step_share: float = 0.0) -> SearchResult:
     """Run NSGA-II over `genes` binary genes, or genes with values 0..genes[i]; returns every
     non-dominated point met during the run (DEAP ParetoFront, updated with every evaluated
     chromosome, offspring that selection drops included, so the front never loses a point).
-    `seeds`: chromosomes put in the initial population after the all-whole and all-by-parts
-    ones (e.g. other searches' fronts, explorer/tiling_search.py); all of them are evaluated
-    and enter the front, and selNSGA2 keeps the population's size when they are more."""
+    `seeds` (the toolbox's `seeds`): chromosomes put in the initial population after the
+    all-whole and all-by-parts ones (other searches' fronts, explorer/tiling_search.py;
+    explorer.genes.GeneSpace.seeds for ladder genes); all of them are evaluated and enter
+    the front, and selNSGA2 keeps the population's size when they are more. `step_share`:
+    that share of mutations moves one gene one rung (`mutate_gene_mixed`)."""
     upper = [1] * genes if isinstance(genes, int) else [int(u) for u in genes]
     n_genes = len(upper)
     chromosome = _fitness_class(len(cnns))
@@ -155,7 +179,11 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
     else:
         toolbox.register("individual", tools.initIterate, chromosome,
                          lambda: random_genes(upper))
-        toolbox.register("mutate", mutate_one_gene, upper=upper)
+        if step_share > 0:
+            toolbox.register("mutate", mutate_gene_mixed, upper=upper, step=step_share)
+        else:
+            toolbox.register("mutate", mutate_one_gene, upper=upper)
+    toolbox.register("seeds", lambda: [chromosome([int(g) for g in s]) for s in seeds or ()])
     toolbox.register("evaluate", fitness)
     toolbox.register("mate", two_point)
     toolbox.register("select", tools.selNSGA2)
@@ -169,12 +197,12 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
     try:
         pop = [chromosome([0] * n_genes), chromosome(list(upper))]
         known = {tuple(ind) for ind in pop}
-        for seed in seeds or ():
+        for seed in toolbox.seeds():
             if len(seed) != n_genes:
                 raise ValueError(f"seed chromosome has {len(seed)} genes, expected {n_genes}")
             if tuple(seed) not in known:
                 known.add(tuple(seed))
-                pop.append(chromosome([int(g) for g in seed]))
+                pop.append(seed)
         pop += [toolbox.individual() for _ in range(mu - len(pop))]
         for ind in pop:
             ind.fitness.values = toolbox.evaluate(ind)
@@ -223,14 +251,52 @@ class Outcome:
     genes: list[str]                      # gene labels "cnn.layer", in gene order
 
 
+def merge_fronts(*fronts: list[Point]) -> list[Point]:
+    """The non-dominated points of several fronts (one per objective vector, the first
+    met kept), sorted as `_points` sorts."""
+    def objectives(p: Point) -> tuple[float, ...]:
+        return (-p.memory_bytes,) + tuple(p.fps[c] for c in sorted(p.fps))
+
+    best: dict[tuple[float, ...], Point] = {}
+    for p in (p for front in fronts for p in front):
+        best.setdefault(objectives(p), p)
+    keep = [p for v, p in best.items()
+            if not any(all(a >= b for a, b in zip(w, v)) and w != v for w in best)]
+    return sorted(keep, key=lambda p: (p.memory_bytes, -sum(p.fps.values()), p.genes))
+
+
+def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
+                  progress: Progress | None = None,
+                  extra: list[tuple[int, ...]] | None = None) -> SearchResult:
+    """NSGA-II over ladder genes that starts from the paper's search: first the binary
+    search itself (Eq. 6 genes, the same settings and seed, each binary chromosome
+    evaluated as its ladder twin, `space.binary`), then the ladder search seeded with that
+    front and `space.seeds()`. Every point of the binary front is a ladder chromosome, so
+    the least memory found is never worse than the binary genes'. The two runs' fronts
+    are merged; evaluations, distinct chromosomes and time are the sum of both."""
+    first = nsga2(len(space.upper), cnns, lambda bits: evaluate(space.binary(bits)), settings,
+                  progress)
+    seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()
+                               + [tuple(int(g) for g in e) for e in extra or ()]))
+    second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds,
+                   step_share=STEP_SHARE)
+    return SearchResult(front=merge_fronts(second.front, first.front),
+                        evaluations=first.evaluations + second.evaluations,
+                        unique=first.unique + second.unique,
+                        seconds=first.seconds + second.seconds,
+                        generations=settings.generations, history=second.history)
+
+
 def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
                progress: Progress | None = None,
-               seeds: list[tuple[int, ...]] | None = None) -> Outcome:
+               seeds: list[tuple[int, ...]] | None = None, seeded: bool = True) -> Outcome:
     """Algorithm 2 as published: early exit when reuse alone (every layer one phase) meets
     M^c; otherwise NSGA-II over one gene per layer that may go by parts; then the pick.
     `evaluate` is explorer.derive.Evaluation (memory by Algorithm 1, fps by an evaluator);
     its `space` (explorer.genes) gives the genes' ranges, binary without one; `seeds` go to
-    nsga2's initial population."""
+    nsga2's initial population. Ladder genes run `ladder_search` (the binary search first,
+    its front and the space's seeds in the ladder population, `seeds` after them);
+    `seeded=False` runs the plain NSGA-II on them instead."""
     from explorer.derive import gene_labels
     from explorer.pick import pick
 
@@ -246,6 +312,9 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
     if app.memory is None or reuse.memory_bytes <= app.memory or not labels:
         result = SearchResult([reuse], evaluations=1, unique=1,
                               seconds=time.perf_counter() - start, early_exit=True)
+    elif seeded and getattr(space, "granularity", "binary") == "ladder" and \
+            hasattr(space, "binary") and any(u > 1 for u in upper):
+        result = ladder_search(space, cnns, evaluate, settings, progress, seeds)
     else:
         result = nsga2(upper, cnns, evaluate, settings, progress, seeds)
     chosen, met = pick(result.front, app.memory, app.fps)

@@ -70,8 +70,11 @@ def test_profile_tensorrt_is_measured_on_the_board(app_file, tmp_path, capsys):
 
 
 def test_profile_measures_conv_workspace():
-    """A 3x3 conv on a 64-channel 56x56 map in plain NCHW: ONNX Runtime expands the input
-    (im2col) into scratch while it runs; profile sees it as workspace (Linux only)."""
+    """A 3x3 conv on a 64-channel 56x56 map: in ONNX Runtime's NCHWc form the step reorders
+    its input and its output into scratch (two tensors of 64*56*56 floats); in plain NCHW,
+    MLAS expands the input segment by segment into one small per-thread buffer (16K floats),
+    far below one tensor. The probe (deploy/workspace_probe.py, Linux only) reads both,
+    to its resolution of about 128 KiB."""
     import sys
     import numpy as np
     from csdf.model import Layer
@@ -89,13 +92,16 @@ def test_profile_measures_conv_workspace():
                        [OutPort("out0", (1, 64, 56, 56), "nchw")], "float32")
     import tempfile
     from pathlib import Path
+    tensor = 64 * 56 * 56 * 4
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "c.onnx"
         onnx.save(model, str(path))
         feeds = {"in0": rng.standard_normal((1, 64, 56, 56)).astype(np.float32)}
         fetches = {"out0": np.zeros((1, 64, 56, 56), np.float32)}
-        ws = step_workspace(path, OrtBackend("float32", 1, layout="nchw"), "nchw", feeds, fetches)
-    assert ws is not None and ws > 0
+        blocked = step_workspace(path, OrtBackend("float32", 1, layout="nchwc"), "nchwc", feeds, fetches)
+        plain = step_workspace(path, OrtBackend("float32", 1, layout="nchw"), "nchw", feeds, fetches)
+    assert tensor <= blocked <= 3 * tensor
+    assert plain < tensor // 4
 
 
 def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):

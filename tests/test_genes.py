@@ -126,3 +126,57 @@ def test_ladder_search_on_the_worked_example(app, tmp_path):
     assert from_dict(data).rows == plan.rows
     del data["rows"]                        # a plan written before rows per phase
     assert from_dict(data).phases == plan.phases
+
+
+def test_ladder_seeds_binary_prefixes_then_uniform_rungs(app):
+    """GeneSpace.seeds: none for binary genes (the paper's search is unchanged); for the
+    ladder, per CNN the first 1/8, 1/4, 1/2, 3/4 of the genes row by row (at least one),
+    then every gene at rung r = 1, 2, ... (its last rung when shorter), duplicates and the
+    two extremes left out."""
+    assert gene_space(app, "binary").seeds() == []
+    space = gene_space(app, "ladder")
+    cnn1 = [i for i, label in enumerate(space.labels) if label.startswith("CNN1.")]
+    cnn2 = [i for i, label in enumerate(space.labels) if label.startswith("CNN2.")]
+    up = space.upper
+    expected = []
+    for n1, n2 in [(max(1, len(cnn1) // 8), max(1, len(cnn2) // 8)),
+                   (max(1, len(cnn1) // 4), max(1, len(cnn2) // 4)),
+                   (len(cnn1) // 2, len(cnn2) // 2),
+                   (3 * len(cnn1) // 4, 3 * len(cnn2) // 4)]:
+        on = set(cnn1[:n1]) | set(cnn2[:n2])
+        expected.append(tuple(up[i] if i in on else 0 for i in range(len(up))))
+    expected += [tuple(min(r, u) for u in up) for r in range(1, max(up))]
+    expected = [g for g in dict.fromkeys(expected) if g not in (space.whole(), space.row_by_row())]
+    assert space.seeds() == expected
+    assert all(set(g[i] for i in range(len(up))) <= {0, *up} for g in expected[:2])
+    assert len(expected) >= 5
+
+
+def test_ladder_search_starts_from_the_binary_search_and_the_seeds(app):
+    """The ladder search runs the binary search first (same settings and seed), then seeds
+    its population with that front (as ladder chromosomes) and the space's seeds: its least
+    memory is never above the binary search's, and every seed was evaluated."""
+    settings = SearchSettings(population=16, generations=3, seed=3)
+    evaluator = make_evaluator(app)
+    app.memory = 1                         # no early exit
+    binary = algorithm2(app, Evaluation(app, evaluator, space=gene_space(app, "binary")),
+                        settings)
+    space = gene_space(app, "ladder")
+    evaluate = Evaluation(app, evaluator, space=space)
+    seen = []
+
+    def counting(genes):
+        seen.append(tuple(genes))
+        return evaluate(genes)
+
+    counting.space = space
+    out = algorithm2(app, counting, settings)
+    assert out.front[0].memory_bytes <= binary.front[0].memory_bytes
+    assert {space.binary(p.genes) for p in binary.front} | set(space.seeds()) <= set(seen)
+    # the binary stage asked for exactly the binary search's chromosomes, as ladder twins
+    assert out.result.unique > binary.result.unique
+    for b in binary.front:                 # each binary point kept, or beaten, in the front
+        assert any(p.memory_bytes <= b.memory_bytes and
+                   all(p.fps[c] >= b.fps[c] for c in b.fps) for p in out.front)
+    plain = algorithm2(app, Evaluation(app, evaluator, space=space), settings, seeded=False)
+    assert plain.result.unique < out.result.unique          # seeded=False: one NSGA-II run

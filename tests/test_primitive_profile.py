@@ -62,7 +62,42 @@ def test_weights_and_transitions(table):
     assert conv["winograd"]["weight_bytes"] >= (64 * 64 * 16 + 64) * 4     # U = G g G^T: 16/9
     t = table["transitions"]
     assert set(t) == {"c.x->conv", "c.conv->relu"}
-    assert all(v["to_nchwc_ms"] > 0 and v["to_nchw_ms"] > 0 for v in t.values())
+    # priced in the NCHWc end's step (port plain - every port blocked): never negative, and
+    # only the direction a plan can take: x and relu have no NCHWc form
+    assert all(v[k] >= 0 for v in t.values() for k in ("to_nchwc_ms", "to_nchw_ms"))
+    assert t["c.x->conv"]["to_nchw_ms"] == 0 and t["c.conv->relu"]["to_nchwc_ms"] == 0
+
+
+def test_candidates_are_timed_computing_the_step(tmp_path):
+    """Every primitive of the conv, bound to the views of the conv's step in the context
+    deployment the profile times it in (deploy/primitive_timing.py, a child process as in
+    `explore profile`), writes what the deployment's own step writes there."""
+    import onnx
+    from deploy import primitive_timing, primitives
+    from deploy.parts_onnx import step_model
+    from deploy.primitive_profile import _context, layer_ports
+    layer, shape, _ = conv_layer(CASE, 0)
+    g = nx.DiGraph()
+    g.add_node("x", layer=Layer("x", "Input", output_shape=shape))
+    g.add_node("conv", layer=layer)
+    g.add_node("relu", layer=Layer("relu", "Relu", inputs=["conv"], output_shape=layer.output_shape))
+    g.add_edge("x", "conv", shape=shape)
+    g.add_edge("conv", "relu", shape=layer.output_shape)
+    cnn = CNN("c", g)
+    context = _context(cnn, {"x": {}, "conv": {"ort_nchwc": {}}, "relu": {}}, "float32", tmp_path / "ctx")
+    ins, outs, _, _ = layer_ports(cnn, "conv")
+    jobs = []
+    for prim in primitives.applicable(layer, shape):
+        path = tmp_path / f"{prim}.onnx"
+        onnx.save(step_model(layer, ins, outs, "float32", primitive=prim), str(path))
+        plain = {"blocked": [], "plain": ["in0", "out0"]}      # the context's edges are plain
+        jobs.append({"layer": "conv", "model": str(path), "layout": primitives.get(prim).layout,
+                     "variants": [plain], "check": True})
+    results = primitive_timing.measure(context, jobs, threads=1, repeats=2)
+    assert len(results) == 5
+    for job, r in zip(jobs, results):
+        assert r["ms"][0] > 0 and r["diff"] == [0.0]
+        assert r["max_abs_diff"][0] < 1e-4, job["model"]
 
 
 def test_profile_file_keeps_the_table(table, tmp_path):

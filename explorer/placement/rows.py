@@ -21,6 +21,7 @@ contiguous region at its offset, so the arena is still max(offset + size).
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import groupby
 
 from explorer.lifetimes import EdgeUse, group_index
 
@@ -144,9 +145,9 @@ def alive_events(uses: list[EdgeUse]) -> dict[str, list[tuple[int, int]]]:
     events: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for u in uses:
         if u.rows is not None and len(u.spans) == 1:
-            p = u.spans[0][0]
-            for f, l in zip(u.rows.first, u.rows.last):
-                events[p] += [(f, u.rows.row), (l + 1, -u.rows.row)]
+            ev, row = events[u.spans[0][0]], u.rows.row
+            ev += [(f, row * len(list(g))) for f, g in groupby(u.rows.first)]
+            ev += [(t + 1, -row * len(list(g))) for t, g in groupby(u.rows.last)]
             continue
         for p, a, b in u.spans:
             events[p] += [(a, u.size), (b + 1, -u.size)]
