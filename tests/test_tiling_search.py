@@ -12,7 +12,7 @@ from explorer.search import nsga2
 from explorer.throughput import make_evaluator
 from explorer.tiling_genes import TiledEvaluation
 from explorer.tiling_search import embed, search_modes
-from tests.test_fused_tiling import app  # noqa: F401  (the small two-group network)
+from test_fused_tiling import app  # noqa: F401  (the small two-group network)
 
 
 def test_combined_front_weakly_dominates_each_single_mode_front(app):  # noqa: F811
