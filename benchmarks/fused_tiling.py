@@ -211,24 +211,22 @@ def mode_table(name: str, args) -> None:
         tiled = [r for r in rows if r["tilings"]]
         print("\nat each tiled plan's memory M: the fastest measured row-parts plan (whole included) "
               "of memory <= M, and the ratio (tiles / parts, median fps):")
-        for t in sorted(tiled, key=lambda r: r["plan_memory"]):
-            under = [r for r in row_parts if r["plan_memory"] <= t["plan_memory"]]
-            if not under:
-                print(f"  tiles {t['plan_memory'] / MB:8.2f} MB {t['fps']:7.2f} fps: no row-parts plan that small")
-                continue
-            r = max(under, key=lambda r: r["fps"])
-            print(f"  tiles {t['plan_memory'] / MB:8.2f} MB {t['fps']:7.2f} fps | parts "
-                  f"{r['plan_memory'] / MB:8.2f} MB {r['fps']:7.2f} fps | ratio {t['fps'] / r['fps']:.2f}")
+        _best_under(tiled, row_parts, "tiles", "row-parts")
         print("for each row-parts plan: the fastest measured tiled plan of memory <= its memory:")
-        for r in sorted(row_parts, key=lambda r: r["plan_memory"]):
-            under = [t for t in tiled if t["plan_memory"] <= r["plan_memory"]]
-            if not under:
-                print(f"  parts {r['plan_memory'] / MB:8.2f} MB {r['fps']:7.2f} fps: no tiled plan that small")
-                continue
-            t = max(under, key=lambda t: t["fps"])
-            print(f"  parts {r['plan_memory'] / MB:8.2f} MB {r['fps']:7.2f} fps | tiles "
-                  f"{t['plan_memory'] / MB:8.2f} MB {t['fps']:7.2f} fps | ratio {t['fps'] / r['fps']:.2f}")
+        _best_under(row_parts, tiled, "parts", "tiled")
 
+
+def _best_under(plans: list[dict], others: list[dict], mode: str, other: str) -> None:
+    """For each plan, the fastest of `others` of no more memory, and the tiles / parts ratio."""
+    for a in sorted(plans, key=lambda r: r["plan_memory"]):
+        under = [b for b in others if b["plan_memory"] <= a["plan_memory"]]
+        if not under:
+            print(f"  {mode} {a['plan_memory'] / MB:8.2f} MB {a['fps']:7.2f} fps: no {other} plan that small")
+            continue
+        b = max(under, key=lambda r: r["fps"])
+        tiles, parts = (a, b) if mode == "tiles" else (b, a)
+        print(f"  {mode} {a['plan_memory'] / MB:8.2f} MB {a['fps']:7.2f} fps | {'parts' if mode == 'tiles' else 'tiles'} "
+              f"{b['plan_memory'] / MB:8.2f} MB {b['fps']:7.2f} fps | ratio {tiles['fps'] / parts['fps']:.2f}")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from csdf.model import CNN
 from csdf.tiling import Group, tile_group
-from csdf.to_csdf import to_csdf
+from csdf.to_csdf import add_self_loops, to_csdf
 from sdf3.graph import Actor, Channel, Graph
 
 
@@ -54,9 +54,5 @@ def tiled_csdf(cnn: CNN, layers: list[str], phases: dict[str, int], groups: list
         graph.add_channel(Channel(ch.name, src, dst, prod, cons, ch.initial_tokens, ch.token_size,
                                   ch.src_port, ch.dst_port, ch.capacity))
     if self_loops:
-        for actor in graph.actors.values():
-            one = [1] * actor.phases
-            graph.add_channel(Channel(f"{actor.name}->{actor.name}", actor.name, actor.name,
-                                      prod=one, cons=list(one), initial_tokens=1,
-                                      src_port="out_self", dst_port="in_self"))
+        add_self_loops(graph)
     return graph

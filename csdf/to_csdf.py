@@ -95,9 +95,14 @@ def to_csdf(cnn: CNN, layers: list[str], phases: dict[str, int], name: str | Non
             f"{src}->{dst}", src, dst, prod=list(prod), cons=list(cons), token_size=size,
             src_port=f"out_{dst}", dst_port=f"in_{src}"))
     if self_loops:
-        for actor in graph.actors.values():
-            one = [1] * actor.phases
-            graph.add_channel(Channel(f"{actor.name}->{actor.name}", actor.name, actor.name,
-                                      prod=one, cons=list(one), initial_tokens=1,
-                                      src_port="out_self", dst_port="in_self"))
+        add_self_loops(graph)
     return graph
+
+
+def add_self_loops(graph: Graph) -> None:
+    """A channel "L->L" with one initial token on every actor: no actor fires two phases at once."""
+    for actor in graph.actors.values():
+        one = [1] * actor.phases
+        graph.add_channel(Channel(f"{actor.name}->{actor.name}", actor.name, actor.name,
+                                  prod=one, cons=list(one), initial_tokens=1,
+                                  src_port="out_self", dst_port="in_self"))

@@ -21,8 +21,8 @@ from test_primitives import conv_layer
 CASE = (1, 64, 28, 28, 64, 3, 1, [1, 1, 1, 1], 1, 1, True)
 
 
-@pytest.fixture(scope="module")
-def table():
+def conv_relu():
+    """Input -> the CASE conv -> Relu, the network both tests time."""
     layer, shape, _ = conv_layer(CASE, 0)
     g = nx.DiGraph()
     g.add_node("x", layer=Layer("x", "Input", output_shape=shape))
@@ -30,7 +30,12 @@ def table():
     g.add_node("relu", layer=Layer("relu", "Relu", inputs=["conv"], output_shape=layer.output_shape))
     g.add_edge("x", "conv", shape=shape)
     g.add_edge("conv", "relu", shape=layer.output_shape)
-    return profile_primitives(CNN("c", g), repeats=3, threads=1)
+    return CNN("c", g), layer, shape
+
+
+@pytest.fixture(scope="module")
+def table():
+    return profile_primitives(conv_relu()[0], repeats=3, threads=1)
 
 
 def test_every_primitive_is_measured(table):
@@ -76,14 +81,7 @@ def test_candidates_are_timed_computing_the_step(tmp_path):
     from deploy import primitive_timing, primitives
     from deploy.parts_onnx import step_model
     from deploy.primitive_profile import _context, layer_ports
-    layer, shape, _ = conv_layer(CASE, 0)
-    g = nx.DiGraph()
-    g.add_node("x", layer=Layer("x", "Input", output_shape=shape))
-    g.add_node("conv", layer=layer)
-    g.add_node("relu", layer=Layer("relu", "Relu", inputs=["conv"], output_shape=layer.output_shape))
-    g.add_edge("x", "conv", shape=shape)
-    g.add_edge("conv", "relu", shape=layer.output_shape)
-    cnn = CNN("c", g)
+    cnn, layer, shape = conv_relu()
     context = _context(cnn, {"x": {}, "conv": {"ort_nchwc": {}}, "relu": {}}, "float32", tmp_path / "ctx")
     ins, outs, _, _ = layer_ports(cnn, "conv")
     jobs = []
