@@ -30,7 +30,6 @@ from deap import base, creator, tools
 from explorer.app import SearchSettings
 from explorer.pick import Point
 
-STEP_SHARE = 0.0            # ladder search: share of mutations that move one gene one rung
 Evaluate = Callable[[tuple[int, ...]], tuple[int, dict[str, float]]]
 Progress = Callable[["GenerationStats"], None]
 
@@ -105,25 +104,6 @@ def mutate_one_gene(individual: list[int], upper: list[int]) -> tuple[list[int]]
     return (individual,)
 
 
-def mutate_gene_mixed(individual: list[int], upper: list[int], step: float
-                      ) -> tuple[list[int]]:
-    """With probability `step` one gene moves one rung (to a neighbouring value: finer or
-    coarser parts), else `mutate_one_gene`. Small steps fill the front between the points
-    already found; uniform jumps keep exploring."""
-    if random.random() >= step:
-        return mutate_one_gene(individual, upper)
-    i = random.randrange(len(individual))
-    top, value = upper[i], individual[i]
-    if top >= 1:
-        if value == 0:
-            individual[i] = 1
-        elif value == top:
-            individual[i] = top - 1
-        else:
-            individual[i] = value + (1 if random.random() < 0.5 else -1)
-    return (individual,)
-
-
 def random_genes(upper: list[int]) -> list[int]:
     """One value per gene, uniform over 0..upper[i]."""
     return [random.randint(0, top) for top in upper]
@@ -147,16 +127,14 @@ def _points(individuals, cnns: list[str]) -> list[Point]:
 
 
 def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
-          progress: Progress | None = None, seeds: list[tuple[int, ...]] | None = None,
-          step_share: float = 0.0) -> SearchResult:
+          progress: Progress | None = None, seeds: list[tuple[int, ...]] | None = None) -> SearchResult:
     """Run NSGA-II over `genes` binary genes, or genes with values 0..genes[i]; returns every
     non-dominated point met during the run (DEAP ParetoFront, updated with every evaluated
     chromosome, offspring that selection drops included, so the front never loses a point).
     `seeds` (the toolbox's `seeds`): chromosomes put in the initial population after the
     all-whole and all-by-parts ones (other searches' fronts, explorer/tiling_search.py;
     explorer.genes.GeneSpace.seeds for ladder genes); all of them are evaluated and enter
-    the front, and selNSGA2 keeps the population's size when they are more. `step_share`:
-    that share of mutations moves one gene one rung (`mutate_gene_mixed`)."""
+    the front, and selNSGA2 keeps the population's size when they are more."""
     upper = [1] * genes if isinstance(genes, int) else [int(u) for u in genes]
     n_genes = len(upper)
     chromosome = _fitness_class(len(cnns))
@@ -179,10 +157,7 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
     else:
         toolbox.register("individual", tools.initIterate, chromosome,
                          lambda: random_genes(upper))
-        if step_share > 0:
-            toolbox.register("mutate", mutate_gene_mixed, upper=upper, step=step_share)
-        else:
-            toolbox.register("mutate", mutate_one_gene, upper=upper)
+        toolbox.register("mutate", mutate_one_gene, upper=upper)
     toolbox.register("seeds", lambda: [chromosome([int(g) for g in s]) for s in seeds or ()])
     toolbox.register("evaluate", fitness)
     toolbox.register("mate", two_point)
@@ -278,8 +253,7 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
                   progress)
     seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()
                                + [tuple(int(g) for g in e) for e in extra or ()]))
-    second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds,
-                   step_share=STEP_SHARE)
+    second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds)
     return SearchResult(front=merge_fronts(second.front, first.front),
                         evaluations=first.evaluations + second.evaluations,
                         unique=first.unique + second.unique,
