@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from explorer.appfile import load_app  # noqa: E402
 from explorer.derive import Evaluation, derive, gene_labels, uniform_phases  # noqa: E402
 from explorer.genes import gene_space  # noqa: E402
+from explorer.parallel import resolve_workers  # noqa: E402
 from explorer.search import algorithm2, stderr_progress  # noqa: E402
 from explorer.throughput import make_evaluator  # noqa: E402
 
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--placement", default="offsets",
                         help="explorer.placement planner (shared-objects: the paper's)")
     parser.add_argument("--granularity", choices=["binary", "ladder"])
+    parser.add_argument("--workers", type=int, help="processes evaluating (0 = one per CPU)")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
     app = load_app(args.app, mem="0")
@@ -45,13 +47,15 @@ def main() -> None:
     settings = app.search if args.seed is None else replace(app.search, seed=args.seed)
     if args.granularity:
         settings = replace(settings, granularity=args.granularity)
+    if args.workers is not None:
+        settings = replace(settings, workers=args.workers)
     start = time.perf_counter()
     evaluate = Evaluation(app, make_evaluator(app), space=gene_space(app, settings.granularity))
     outcome = algorithm2(app, evaluate, settings, None if args.quiet else stderr_progress)
     wall = time.perf_counter() - start
     r = outcome.result
     print(f"{app.name}: {len(gene_labels(app))} {settings.granularity} genes, "
-          f"population {settings.population}, "
+          f"population {settings.population}, {resolve_workers(settings.workers)} worker(s), "
           f"{settings.generations} generations, seed {settings.seed}")
     print(f"search: {wall:.1f} s, {r.evaluations} evaluations ({r.unique} unique): "
           f"{r.evaluations / r.seconds:.0f} evaluations/s, {r.unique / r.seconds:.0f} derivations/s")

@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="random seed (default: the app's search.seed)")
     parser.add_argument("--population", type=int, help="NSGA-II population (app's default)")
     parser.add_argument("--generations", type=int, help="NSGA-II generations (app's default)")
+    parser.add_argument("--workers", type=int,
+                        help="processes evaluating chromosomes (0 = one per CPU, the default; "
+                             "results do not depend on it)")
     parser.add_argument("--granularity", choices=["ladder", "binary"],
                         help="genes: rows per phase from a ladder, or the paper's binary "
                              "whole/row-by-row (default: the app's search.granularity, ladder)")
@@ -63,11 +66,12 @@ def settings_of(app, args: argparse.Namespace):
     if getattr(args, "granularity", None):
         s = replace(s, granularity=args.granularity)
     from explorer.appfile import SEARCH_LIMITS
-    for key in ("seed", "population", "generations"):
+    for key in ("seed", "population", "generations", "workers"):
         value = getattr(args, key, None)
         if value is not None:
-            if not (0 if key == "seed" else 1) <= value <= SEARCH_LIMITS[key]:
-                raise InputError(f"--{key}: expected a {'non-negative' if key == 'seed' else 'positive'}"
+            low = 0 if key in ("seed", "workers") else 1
+            if not low <= value <= SEARCH_LIMITS[key]:
+                raise InputError(f"--{key}: expected a {'non-negative' if low == 0 else 'positive'}"
                                  f" integer up to {SEARCH_LIMITS[key]}, got {value}")
             s = replace(s, **{key: value})
     return s

@@ -28,7 +28,7 @@ from csdf.schedule_policies import asap_schedule
 from csdf.to_csdf import edge_windows
 from explorer.lifetimes import EdgeUse, Rows
 from explorer.memory import buffer_elements
-from explorer.placement import place
+from explorer.placement import live_bound, place
 from explorer.reorder import partition_order
 from explorer.staircase import row_lives
 
@@ -65,28 +65,30 @@ def _firings(app, part_name: str, a: PartitionAnalysis) -> list[tuple[str, list[
     return out
 
 
-def arena_of(app, part_name: str, cnn: str, firings: list[str], elements: dict[Edge, int],
-             lives: dict[Edge, Rows] | None = None) -> int:
-    """Arena elements of the partition's internal edges under `firings` (app's planner;
-    `lives`: row-by-row lifetimes of whole edges stored by rows, explorer/staircase.py)."""
+def uses_of(part_name: str, cnn: str, firings: list[str], elements: dict[Edge, int],
+            lives: dict[Edge, Rows] | None = None) -> list[EdgeUse]:
+    """The partition's internal edges under `firings` as uses (`lives`: row-by-row lifetimes
+    of whole edges stored by rows, explorer/staircase.py)."""
     lives = lives or {}
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     for i, name in enumerate(firings):
         first.setdefault(name, i)
         last[name] = i
-    uses = [EdgeUse(edge_name(cnn, s, d), cnn, n, ((part_name, first[s], last[d]),),
+    return [EdgeUse(edge_name(cnn, s, d), cnn, n, ((part_name, first[s], last[d]),),
                     lives.get((s, d)))
             for (s, d), n in elements.items()]
-    return buffer_elements(place(uses, [[part_name]], app.placement))
 
 
 def candidates(app, part_name: str, a: PartitionAnalysis) -> list[Candidate]:
-    """Every policy's schedule with its rows, elements and arena."""
+    """Every policy's schedule with its rows, elements and arena. A candidate whose live
+    bound (explorer.placement.live_bound: no placement goes below it) already reaches the
+    least arena of the earlier ones cannot win (ties go to the earlier), so it is not
+    placed and its `arena` is that bound."""
     cnn = app.partition(part_name).cnn
     row = {(ch.src, ch.dst): ch.token_size for ch in a.graph.channels if ch.src != ch.dst}
     windows = None
-    out = []
+    out: list[Candidate] = []
     made = _firings(app, part_name, a)
     for policy, firings in made:
         if policy == "demand":
@@ -96,8 +98,14 @@ def candidates(app, part_name: str, a: PartitionAnalysis) -> list[Candidate]:
             rows, _ = row_buffers(a.graph, windows, firings)
             elements = {e: rows[e] * row[e] for e in rows}
         lives = row_lives(app.cnns[cnn], a.layers, a.phases, firings, rows)
-        out.append(Candidate(policy, firings, rows, elements, 0 if len(made) == 1 else
-                             arena_of(app, part_name, cnn, firings, elements, lives), lives))
+        c = Candidate(policy, firings, rows, elements, 0, lives)
+        if len(made) > 1:
+            uses = uses_of(part_name, cnn, firings, elements, lives)
+            least = min((o.arena for o in out), default=None)
+            c.arena = live_bound(uses, []) if least is not None else 0
+            if least is None or c.arena < least:
+                c.arena = buffer_elements(place(uses, [[part_name]], app.placement))
+        out.append(c)
     return out
 
 

@@ -28,6 +28,7 @@ from typing import Callable
 from deap import base, creator, tools
 
 from explorer.app import SearchSettings
+from explorer.parallel import Mapped, batch, evaluation_pool
 from explorer.pick import Point
 
 Evaluate = Callable[[tuple[int, ...]], tuple[int, dict[str, float]]]
@@ -141,13 +142,21 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
     cache: dict[tuple[int, ...], tuple[float, ...]] = {}
     counts = {"requests": 0}
 
+    many = batch(evaluate)
+
     def fitness(ind) -> tuple[float, ...]:
         counts["requests"] += 1
-        key = tuple(ind)
-        if key not in cache:
-            mem, fps = evaluate(key)
+        return cache[tuple(ind)]
+
+    def evaluate_all(individuals) -> None:
+        """Fitness of every individual; the chromosomes not met before are evaluated in one
+        batch (explorer.parallel: over worker processes when `evaluate` has them)."""
+        new = list(dict.fromkeys(tuple(ind) for ind in individuals
+                                 if tuple(ind) not in cache))
+        for key, (mem, fps) in zip(new, many(new)):
             cache[key] = (float(mem),) + tuple(float(fps.get(c, 0.0)) for c in cnns)
-        return cache[key]
+        for ind in individuals:
+            ind.fitness.values = toolbox.evaluate(ind)
 
     toolbox = base.Toolbox()
     if all(u == 1 for u in upper):          # the paper's binary chromosome
@@ -179,8 +188,7 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
                 known.add(tuple(seed))
                 pop.append(seed)
         pop += [toolbox.individual() for _ in range(mu - len(pop))]
-        for ind in pop:
-            ind.fitness.values = toolbox.evaluate(ind)
+        evaluate_all(pop)
         hall.update(pop)
         pop = toolbox.select(pop, mu)              # assigns the crowding distances
 
@@ -203,9 +211,7 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
                     if random.random() <= settings.mutation:
                         toolbox.mutate(ind)
                         del ind.fitness.values
-            for ind in offspring:
-                if not ind.fitness.valid:
-                    ind.fitness.values = toolbox.evaluate(ind)
+            evaluate_all([ind for ind in offspring if not ind.fitness.valid])
             hall.update(offspring)                 # every evaluated point, kept or not
             pop = toolbox.select(pop + offspring, mu)
             report(gen)
@@ -249,8 +255,7 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
     front and `space.seeds()`. Every point of the binary front is a ladder chromosome, so
     the least memory found is never worse than the binary genes'. The two runs' fronts
     are merged; evaluations, distinct chromosomes and time are the sum of both."""
-    first = nsga2(len(space.upper), cnns, lambda bits: evaluate(space.binary(bits)), settings,
-                  progress)
+    first = nsga2(len(space.upper), cnns, Mapped(evaluate, space.binary), settings, progress)
     seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()
                                + [tuple(int(g) for g in e) for e in extra or ()]))
     second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds)
@@ -286,10 +291,12 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
     if app.memory is None or reuse.memory_bytes <= app.memory or not labels:
         result = SearchResult([reuse], evaluations=1, unique=1,
                               seconds=time.perf_counter() - start, early_exit=True)
-    elif seeded and getattr(space, "granularity", "binary") == "ladder" and \
-            hasattr(space, "binary") and any(u > 1 for u in upper):
-        result = ladder_search(space, cnns, evaluate, settings, progress, seeds)
     else:
-        result = nsga2(upper, cnns, evaluate, settings, progress, seeds)
+        with evaluation_pool(evaluate, settings.workers) as spread:
+            if seeded and getattr(space, "granularity", "binary") == "ladder" and \
+                    hasattr(space, "binary") and any(u > 1 for u in upper):
+                result = ladder_search(space, cnns, spread, settings, progress, seeds)
+            else:
+                result = nsga2(upper, cnns, spread, settings, progress, seeds)
     chosen, met = pick(result.front, app.memory, app.fps)
     return Outcome(result.front, chosen, met, result, labels)

@@ -125,6 +125,7 @@ BAD = [
     (lambda d: d["cnns"].append(dict(d["cnns"][0])), r"cnns\[1\].name: CNN 'tiny' is listed twice"),
     (lambda d: d.update(search={"population": 0}), r"search.population: expected a positive integer"),
     (lambda d: d.update(search={"mutation": 2.0}), r"search.mutation: expected a probability"),
+    (lambda d: d.update(search={"workers": -1}), r"search.workers: expected a non-negative integer"),
 ]
 
 
