@@ -156,7 +156,7 @@ def test_ladder_search_starts_from_the_binary_search_and_the_seeds(app):
     """The ladder search runs the binary search first (same settings and seed), then seeds
     its population with that front (as ladder chromosomes) and the space's seeds: its least
     memory is never above the binary search's, and every seed was evaluated."""
-    settings = SearchSettings(population=16, generations=3, seed=3)
+    settings = SearchSettings(population=16, generations=3, seed=3, workers=1)  # calls seen here
     evaluator = make_evaluator(app)
     app.memory = 1                         # no early exit
     binary = algorithm2(app, Evaluation(app, evaluator, space=gene_space(app, "binary")),
