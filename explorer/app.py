@@ -42,6 +42,7 @@ class SearchSettings:
     mutation: float = 0.2
     seed: int = 1
     granularity: str = "ladder"      # explorer.genes: "ladder" (rows per phase) or "binary"
+    relink_rounds: int = 4           # path relinking rounds after a ladder search
     workers: int = 0                 # processes evaluating (explorer.parallel); 0 = one per CPU
 
 

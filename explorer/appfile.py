@@ -27,7 +27,7 @@ PROCESSORS = ("gpu", "cpu")
 MAX_FPS = 1e9                # frames per second: beyond any device (and any typo's intent)
 # search sizes beyond these are typing errors that would run for days or exhaust memory
 SEARCH_LIMITS = {"population": 100_000, "generations": 1_000_000, "seed": 2**32 - 1,
-                 "workers": 256}
+                 "workers": 256, "relink_rounds": 1000}
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -309,7 +309,7 @@ def _search(raw: Any, where: str) -> SearchSettings:
     if raw is None:
         return SearchSettings()
     fields = {"population": int, "generations": int, "crossover": float, "mutation": float,
-              "seed": int, "workers": int}
+              "seed": int, "workers": int, "relink_rounds": int}
     _check_keys(raw, tuple(fields) + ("granularity",), where, "search")
     values = {}
     for k, v in raw.items():
@@ -325,7 +325,7 @@ def _search(raw: Any, where: str) -> SearchSettings:
         if (not ok or v < 0 or (kind is float and v > 1) or v > SEARCH_LIMITS.get(k, v)
                 or (k in ("population", "generations") and v < 1)):
             expected = ("a probability in [0, 1]" if kind is float else
-                        f"a {'non-negative' if k in ('seed', 'workers') else 'positive'} integer up to "
+                        f"a {'positive' if k in ('population', 'generations') else 'non-negative'} integer up to "
                         f"{SEARCH_LIMITS[k]}")
             raise InputError(f"{where}: search.{k}: expected {expected}, got {v!r}")
         values[k] = kind(v)

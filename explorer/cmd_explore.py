@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int,
                         help="processes evaluating chromosomes (0 = one per CPU, the default; "
                              "results do not depend on it)")
+    parser.add_argument("--relink-rounds", type=int, dest="relink_rounds",
+                        help="rounds of path relinking between neighbouring front points after "
+                             "a ladder search (explorer/path_relinking.py; default: the app's, 4)")
     parser.add_argument("--granularity", choices=["ladder", "binary"],
                         help="genes: rows per phase from a ladder, or the paper's binary "
                              "whole/row-by-row (default: the app's search.granularity, ladder)")
@@ -66,12 +69,12 @@ def settings_of(app, args: argparse.Namespace):
     if getattr(args, "granularity", None):
         s = replace(s, granularity=args.granularity)
     from explorer.appfile import SEARCH_LIMITS
-    for key in ("seed", "population", "generations", "workers"):
+    for key in ("seed", "population", "generations", "workers", "relink_rounds"):
         value = getattr(args, key, None)
         if value is not None:
-            low = 0 if key in ("seed", "workers") else 1
+            low = 1 if key in ("population", "generations") else 0
             if not low <= value <= SEARCH_LIMITS[key]:
-                raise InputError(f"--{key}: expected a {'non-negative' if low == 0 else 'positive'}"
+                raise InputError(f"--{key.replace('_', '-')}: expected a {'non-negative' if low == 0 else 'positive'}"
                                  f" integer up to {SEARCH_LIMITS[key]}, got {value}")
             s = replace(s, **{key: value})
     return s

@@ -79,8 +79,9 @@ class PoolEvaluate:
         keys = list(keys)
         if len(keys) < 2:
             return [self.evaluate(k) for k in keys]
-        chunk = max(1, len(keys) // (4 * self.workers))
-        return self.pool.map(_work, keys, chunksize=chunk)
+        # one chromosome per task: a derivation takes milliseconds, a task's round trip
+        # far less, and a generation's batch is short, so balance beats batching
+        return self.pool.map(_work, keys, chunksize=1)
 
 
 @contextmanager

@@ -28,6 +28,7 @@ from typing import Callable
 from deap import base, creator, tools
 
 from explorer.app import SearchSettings
+from explorer.path_relinking import relink
 from explorer.parallel import Mapped, batch, evaluation_pool
 from explorer.pick import Point
 
@@ -73,6 +74,7 @@ class SearchResult:
     generations: int = 0
     early_exit: bool = False
     history: list[GenerationStats] = field(default_factory=list)
+    seen: set[tuple[int, ...]] = field(default_factory=set, repr=False)   # chromosomes evaluated
 
 
 def _fitness_class(n_cnns: int) -> type:
@@ -219,7 +221,7 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
         random.setstate(state)
     return SearchResult(front=_points(hall, cnns), evaluations=counts["requests"],
                         unique=len(cache), seconds=time.perf_counter() - start,
-                        generations=settings.generations, history=history)
+                        generations=settings.generations, history=history, seen=set(cache))
 
 
 @dataclass
@@ -254,15 +256,20 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
     evaluated as its ladder twin, `space.binary`), then the ladder search seeded with that
     front and `space.seeds()`. Every point of the binary front is a ladder chromosome, so
     the least memory found is never worse than the binary genes'. The two runs' fronts
-    are merged; evaluations, distinct chromosomes and time are the sum of both."""
+    are merged and filled in by `settings.relink_rounds` rounds of path relinking
+    (explorer/path_relinking.py: steps between neighbouring front points); evaluations,
+    distinct chromosomes and time are the sum of the three stages."""
     first = nsga2(len(space.upper), cnns, Mapped(evaluate, space.binary), settings, progress)
     seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()
                                + [tuple(int(g) for g in e) for e in extra or ()]))
     second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds)
-    return SearchResult(front=merge_fronts(second.front, first.front),
-                        evaluations=first.evaluations + second.evaluations,
-                        unique=first.unique + second.unique,
-                        seconds=first.seconds + second.seconds,
+    start = time.perf_counter()
+    front, polished = relink(merge_fronts(second.front, first.front), cnns, evaluate,
+                             settings.relink_rounds, second.seen)
+    return SearchResult(front=front,
+                        evaluations=first.evaluations + second.evaluations + polished,
+                        unique=first.unique + second.unique + polished,
+                        seconds=first.seconds + second.seconds + time.perf_counter() - start,
                         generations=settings.generations, history=second.history)
 
 

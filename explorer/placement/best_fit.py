@@ -15,7 +15,7 @@ from typing import Iterator
 from explorer.lifetimes import EdgeUse
 from explorer.memory import Buffer
 from explorer.placement import conflict_graph, live_bound
-from explorer.placement.greedy_size import buffers, extent, offsets
+from explorer.placement.greedy_size import best_fit_offsets, buffers, extent, offsets
 from explorer.placement.rows import Geometry, has_rows
 
 
@@ -44,8 +44,12 @@ def best_offsets(uses: list[EdgeUse], adj: list[set[int]],
     floor = live_bound(uses, adj)
     best, best_end = None, None
     for order in orders(uses, adj):
+        off, same = best_fit_offsets(sizes, adj, order, geometry)
         for how in (True, False):
-            off = offsets(sizes, adj, order, how, geometry)
+            if not how:
+                if same:            # first fit would give these offsets again
+                    break
+                off = offsets(sizes, adj, order, False, geometry)
             end = extent(sizes, off)
             if best_end is None or end < best_end:
                 best, best_end = off, end

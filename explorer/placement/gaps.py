@@ -7,15 +7,19 @@ def fit(size: int, placed: list[tuple[int, int]], best: bool) -> int:
     """Offset for a record of `size` among the placed neighbours' (offset, end) regions:
     the gap that fits with least slack when `best`, else the lowest; above them all when
     none fits."""
-    placed = sorted(placed)
-    at, choice, slack = 0, -1, None
-    for start, end in placed:
+    return fits(size, placed)[0 if best else 1]
+
+
+def fits(size: int, placed: list[tuple[int, int]]) -> tuple[int, int]:
+    """(best fit, first fit) offsets of `fit`, from one scan."""
+    at, choice, slack, first = 0, -1, None, -1
+    for start, end in sorted(placed):
         gap = start - at
         if gap >= size:
-            if not best:
-                return at
+            if first < 0:
+                first = at
             if slack is None or gap - size < slack:
                 choice, slack = at, gap - size
         if end > at:
             at = end
-    return choice if choice >= 0 else at
+    return (choice, first) if choice >= 0 else (at, at)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from explorer.lifetimes import EdgeUse
 from explorer.memory import Buffer
 from explorer.placement import conflict_graph
-from explorer.placement.gaps import fit
+from explorer.placement.gaps import fit, fits
 from explorer.placement.rows import Geometry, has_rows
 
 
@@ -27,6 +27,23 @@ def offsets(sizes: list[int], adj: list[set[int]], order: list[int], best: bool 
             continue
         off[i] = fit(sizes[i], [(off[j], off[j] + sizes[j]) for j in adj[i] if off[j] >= 0], best)
     return off
+
+
+def best_fit_offsets(sizes: list[int], adj: list[set[int]], order: list[int],
+                     geometry: Geometry | None = None) -> tuple[list[int], bool]:
+    """`offsets` with best fit, and whether every record's best gap was also its lowest
+    one: then first fit in the same order gives the very same offsets (by induction over
+    the records), and a caller trying both need not run it."""
+    off = [-1] * len(sizes)
+    same = True
+    for i in order:
+        if geometry is not None:
+            b, f = geometry.offsets(i, off)
+        else:
+            b, f = fits(sizes[i], [(off[j], off[j] + sizes[j]) for j in adj[i] if off[j] >= 0])
+        off[i] = b
+        same = same and b == f
+    return off, same
 
 
 def extent(sizes: list[int], off: list[int]) -> int:

@@ -11,7 +11,7 @@ The union of those intervals over the steps they share is what `forbidden` retur
 two plain uses it is (-s_i, s_j), the usual rule, and uses of partitions that run in
 parallel (one set of J) always get that one.
 
-`fit` is TFLite's gap step (explorer/placement/gaps.py: smallest fitting gap, or the
+`fits` is TFLite's gap step (explorer/placement/gaps.py: smallest fitting gap, or the
 lowest, else above everything) over those forbidden intervals: the feasible offsets are
 the closed runs between them, the "gap slack" of a run its length; for plain uses it gives
 exactly the offsets of gaps.fit. This generalises the greedy-by-size planner of Pisarchyk
@@ -88,20 +88,20 @@ def forbidden(si: dict[str, list[Segment]], size_i: int, sj: dict[str, list[Segm
     return _merge(out)
 
 
-def fit(intervals: list[tuple[int, int]], best: bool) -> int:
-    """Offset >= 0 outside every forbidden open interval: the start of the feasible run with
-    least slack (`best`) or the lowest one, else above them all."""
-    at, choice, slack = 0, -1, None
+def fits(intervals: list[tuple[int, int]]) -> tuple[int, int]:
+    """Offsets >= 0 outside every forbidden open interval: (the start of the feasible run
+    with least slack, the lowest one), from one scan; above them all when none is free."""
+    at, choice, slack, first = 0, -1, None, -1
     for lo, hi in sorted(intervals):
         if hi <= at:
             continue
         if lo >= at:
-            if not best:
-                return at
+            if first < 0:
+                first = at
             if slack is None or lo - at < slack:
                 choice, slack = at, lo - at
         at = max(at, hi)
-    return choice if choice >= 0 else at
+    return (choice, first) if choice >= 0 else (at, at)
 
 
 class Geometry:
@@ -130,9 +130,12 @@ class Geometry:
 
     def offset(self, i: int, off: list[int], best: bool) -> int:
         """Where use i goes among its placed neighbours (off[j] >= 0)."""
-        spans = [(off[j] + lo, off[j] + hi) for j in self.adj[i] if off[j] >= 0
-                 for lo, hi in self.between(i, j)]
-        return fit(spans, best)
+        return self.offsets(i, off)[0 if best else 1]
+
+    def offsets(self, i: int, off: list[int]) -> tuple[int, int]:
+        """(best fit, first fit) offsets of use i among its placed neighbours."""
+        return fits([(off[j] + lo, off[j] + hi) for j in self.adj[i] if off[j] >= 0
+                     for lo, hi in self.between(i, j)])
 
 
 def has_rows(uses: list[EdgeUse]) -> bool:

@@ -1,0 +1,79 @@
+"""Path relinking (explorer/path_relinking.py): steps toward a neighbour, a front that only
+improves, each chromosome asked once, the end of a path reached when nothing stops it, and
+the ladder search's last stage on the worked example."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+from explorer.app import SearchSettings
+from explorer.derive import Evaluation
+from explorer.genes import gene_space
+from explorer.path_relinking import relink, steps_toward
+from explorer.pick import Point
+from explorer.search import algorithm2, merge_fronts
+from explorer.throughput import make_evaluator
+from test_genes import UP, app, toy  # noqa: F401  (fixture)
+
+
+def point(genes) -> Point:
+    mem, fps = toy(genes)
+    return Point(tuple(genes), mem, fps)
+
+
+def weakly_dominated(p, q) -> bool:
+    return all(q.memory_bytes <= p.memory_bytes and q.fps[c] >= p.fps[c] for c in p.fps)
+
+
+def test_steps_toward_one_rung_per_differing_gene():
+    assert steps_toward((0, 2, 4), (3, 2, 1)) == [(1, 2, 4), (0, 2, 3)]
+    assert steps_toward((1, 1), (1, 1)) == []
+
+
+def test_relinking_fills_the_path_and_asks_each_chromosome_once():
+    asked = []
+
+    def counting(genes):
+        asked.append(genes)
+        return toy(genes)
+
+    start = [point((0, 0, 0)), point(tuple(UP))]
+    front, evaluated = relink(start, ["net"], counting, rounds=100)
+    assert evaluated == len(asked) == len(set(asked))
+    assert not set(asked) & {p.genes for p in start}
+    assert merge_fronts(front) == front                      # non-dominated, sorted
+    assert all(any(weakly_dominated(p, q) for q in front) for p in start)
+    # the first round asks exactly the steps from each end toward the other
+    assert set(asked[:6]) == set(steps_toward((0, 0, 0), UP) + steps_toward(tuple(UP), (0, 0, 0)))
+    # stopped on its own: every step between neighbours of the final front was asked
+    known = set(asked) | {p.genes for p in start}
+    for p, q in zip(front, front[1:]):
+        assert set(steps_toward(p.genes, q.genes) + steps_toward(q.genes, p.genes)) <= known
+    everything = merge_fronts([point(g) for g in itertools.product(*(range(u + 1) for u in UP))])
+    optimal = {(t.memory_bytes, t.fps["net"]) for t in everything}
+    assert len({(q.memory_bytes, q.fps["net"]) for q in front} & optimal) > len(start)
+
+
+def test_zero_rounds_and_seen_chromosomes():
+    start = [point((0, 0, 0)), point((1, 0, 0))]
+    assert relink(start, ["net"], toy, rounds=0) == (start, 0)
+    assert relink(start, ["net"], toy, rounds=3) == (start, 0)   # neighbours one rung apart
+    seen = set(steps_toward((0, 0, 0), (2, 0, 1)))          # (1, 0, 0) and (0, 0, 1)
+    asked = []
+    far = [point((0, 0, 0)), point((2, 0, 1))]
+    relink(far, ["net"], lambda g: asked.append(g) or toy(g), rounds=1, seen=seen)
+    assert sorted(asked) == [(1, 0, 1), (2, 0, 0)]          # only the other end's steps
+
+
+def test_ladder_search_relinks_its_front(app):  # noqa: F811
+    settings = SearchSettings(population=12, generations=4, seed=2, workers=1)
+    evaluator = make_evaluator(app)
+    app.memory = 1                                           # no early exit
+    runs = {}
+    for rounds in (0, 4):
+        ev = Evaluation(app, evaluator, space=gene_space(app, "ladder"))
+        runs[rounds] = algorithm2(app, ev, replace(settings, relink_rounds=rounds))
+    plain, relinked = runs[0], runs[4]
+    assert relinked.result.unique > plain.result.unique
+    assert all(any(weakly_dominated(p, q) for q in relinked.front) for p in plain.front)
+    assert len(relinked.front) > len(plain.front)
