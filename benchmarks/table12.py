@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from explorer.appfile import load_app  # noqa: E402
 from explorer.derive import Evaluation, gene_labels  # noqa: E402
 from explorer.pick import Point, pick  # noqa: E402
+from explorer.parallel import evaluation_pool  # noqa: E402
 from explorer.search import nsga2  # noqa: E402
 from explorer.throughput import make_evaluator  # noqa: E402
 
@@ -44,7 +45,10 @@ def search_once(app, settings, evaluator_spec=None, quiet=True):
     mem, fps = evaluate(zeros)
     reuse = Point(zeros, int(mem), dict(fps))
     start = time.perf_counter()
-    result = nsga2(n, list(app.cnns), evaluate, settings) if n else None
+    result = None
+    if n:
+        with evaluation_pool(evaluate, settings.workers) as spread:   # same front, faster
+            result = nsga2(n, list(app.cnns), spread, settings)
     return reuse, result, time.perf_counter() - start
 
 

@@ -14,6 +14,8 @@ toolbox's `seeds`); the others are uniform over each gene's range.
 
 `evaluate(genes) -> (memory_bytes, {cnn: fps})` is injected (explorer.derive builds it for an
 application), and cached here by chromosome, since NSGA-II re-evaluates the same genes often.
+Each generation's new chromosomes are evaluated as one batch, which explorer.parallel spreads
+over worker processes (`search.workers`); the answers, and so the front, are the same.
 DEAP's operators draw from the module `random`; it is seeded from the settings' seed for the
 run and its previous state restored afterwards, so a seed gives the same front every time.
 """
