@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
@@ -58,6 +59,12 @@ class Mapped:
         return batch(self.evaluate)([self.translate(k) for k in keys])
 
 
+def _quiet_worker() -> None:
+    """Ctrl-C is the parent's to handle (it stops the pool); workers would each print a
+    traceback otherwise."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _work(key: Key) -> Result:
     assert _EVALUATE is not None
     return _EVALUATE(key)
@@ -94,7 +101,7 @@ def evaluation_pool(evaluate: Callable[[Key], Result], workers: int) -> Iterator
         yield evaluate
         return
     _EVALUATE = evaluate
-    pool = multiprocessing.get_context("fork").Pool(n)
+    pool = multiprocessing.get_context("fork").Pool(n, initializer=_quiet_worker)
     try:
         yield PoolEvaluate(evaluate, pool, n)
     finally:

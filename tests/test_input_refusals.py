@@ -96,6 +96,8 @@ BAD_FLAGS = {
     "--fps 1e999": (["--fps", "tiny=1e999"], "finite"),
     "--generations huge": (["--generations", "1" + "0" * 20], "--generations"),
     "--seed negative": (["--seed", "-1"], "--seed"),
+    "--workers negative": (["--workers", "-1"], "--workers: expected a non-negative integer"),
+    "--relink-rounds huge": (["--relink-rounds", "1001"], "--relink-rounds: expected"),
 }
 
 
