@@ -207,7 +207,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     write_pareto_json(outcome.front, cnns, outcome.genes, out / "pareto.json", extra={
         "app": plan.app, "name": app.name, "early_exit": r.early_exit, "seed": settings.seed,
         "population": settings.population, "generations": settings.generations,
-        "granularity": settings.granularity,
+        "granularity": settings.granularity, "relink_rounds": settings.relink_rounds,
         "evaluations": r.evaluations, "unique": r.unique, "seconds": round(r.seconds, 3),
         "constraints": plan.constraints, "chosen": list(chosen.genes),
         "constraints_met": plan.constraints_met})
