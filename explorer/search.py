@@ -266,11 +266,11 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
                                + [tuple(int(g) for g in e) for e in extra or ()]))
     second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds)
     start = time.perf_counter()
-    front, polished = relink(merge_fronts(second.front, first.front), cnns, evaluate,
+    front, relinked = relink(merge_fronts(second.front, first.front), cnns, evaluate,
                              settings.relink_rounds, second.seen)
     return SearchResult(front=front,
-                        evaluations=first.evaluations + second.evaluations + polished,
-                        unique=first.unique + second.unique + polished,
+                        evaluations=first.evaluations + second.evaluations + relinked,
+                        unique=first.unique + second.unique + relinked,
                         seconds=first.seconds + second.seconds + time.perf_counter() - start,
                         generations=settings.generations, history=second.history)
 
