@@ -43,6 +43,7 @@ class SearchSettings:
     seed: int = 1
     granularity: str = "ladder"      # explorer.genes: "ladder" (rows per phase) or "binary"
     relink_rounds: int = 4           # path relinking rounds after a ladder search
+    local_rounds: int = 1            # then Pareto local search rounds (toward whole)
     workers: int = 0                 # processes evaluating (explorer.parallel); 0 = one per CPU
 
 

@@ -27,7 +27,7 @@ PROCESSORS = ("gpu", "cpu")
 MAX_FPS = 1e9                # frames per second: beyond any device (and any typo's intent)
 # search sizes beyond these are typing errors that would run for days or exhaust memory
 SEARCH_LIMITS = {"population": 100_000, "generations": 1_000_000, "seed": 2**32 - 1,
-                 "workers": 256, "relink_rounds": 1000}
+                 "workers": 256, "relink_rounds": 1000, "local_rounds": 1000}
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -309,7 +309,7 @@ def _search(raw: Any, where: str) -> SearchSettings:
     if raw is None:
         return SearchSettings()
     fields = {"population": int, "generations": int, "crossover": float, "mutation": float,
-              "seed": int, "workers": int, "relink_rounds": int}
+              "seed": int, "workers": int, "relink_rounds": int, "local_rounds": int}
     _check_keys(raw, tuple(fields) + ("granularity",), where, "search")
     values = {}
     for k, v in raw.items():

@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--relink-rounds", type=int, dest="relink_rounds",
                         help="rounds of path relinking between neighbouring front points after "
                              "a ladder search (explorer/path_relinking.py; default: the app's, 4)")
+    parser.add_argument("--local-rounds", type=int, dest="local_rounds",
+                        help="rounds of Pareto local search toward whole layers after the "
+                             "relinking (explorer/local_search.py; default: the app's, 1)")
     parser.add_argument("--granularity", choices=["ladder", "binary"],
                         help="genes: rows per phase from a ladder, or the paper's binary "
                              "whole/row-by-row (default: the app's search.granularity, ladder)")
@@ -69,7 +72,7 @@ def settings_of(app, args: argparse.Namespace):
     if getattr(args, "granularity", None):
         s = replace(s, granularity=args.granularity)
     from explorer.appfile import SEARCH_LIMITS
-    for key in ("seed", "population", "generations", "workers", "relink_rounds"):
+    for key in ("seed", "population", "generations", "workers", "relink_rounds", "local_rounds"):
         value = getattr(args, key, None)
         if value is not None:
             low = 1 if key in ("population", "generations") else 0
@@ -208,6 +211,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
         "app": plan.app, "name": app.name, "early_exit": r.early_exit, "seed": settings.seed,
         "population": settings.population, "generations": settings.generations,
         "granularity": settings.granularity, "relink_rounds": settings.relink_rounds,
+        "local_rounds": settings.local_rounds,
         "evaluations": r.evaluations, "unique": r.unique, "seconds": round(r.seconds, 3),
         "constraints": plan.constraints, "chosen": list(chosen.genes),
         "constraints_met": plan.constraints_met})

@@ -14,10 +14,10 @@ The chromosomes never seen are evaluated in one batch (explorer.parallel spreads
 the workers) and the non-dominated union is kept; the search stops when a round adds no
 point or after `rounds` rounds.
 
-Chosen over a plain Pareto local search (every one-rung move of every gene some front
-point computes by parts): on Table 12's app 1 the relinking rounds gave 55 front points
-from 444 more derivations, a round of local search 54 from 1,005 (docs/search.md).
-Deterministic: moves are made and evaluated in the front's order.
+Relinking fills gaps between plans that part different layers; explorer/local_search.py,
+which runs after it, fills those between plans that part the same layers at neighbouring
+rungs (docs/search.md, "Session 3"). Deterministic: moves are made and evaluated in the
+front's order.
 """
 from __future__ import annotations
 
@@ -42,10 +42,11 @@ def relink(front: list[Point], cnns: list[str],
            evaluate: Callable[[Key], tuple[int, dict[str, float]]], rounds: int,
            seen: set[Key] | None = None) -> tuple[list[Point], int]:
     """(the front after at most `rounds` rounds of path relinking, chromosomes evaluated);
-    `seen`: chromosomes already evaluated (not asked again)."""
+    `seen`: chromosomes already evaluated, not asked again (the set is updated)."""
     from explorer.search import merge_fronts
 
-    seen = set(seen or ()) | {p.genes for p in front}
+    seen = set() if seen is None else seen
+    seen |= {p.genes for p in front}
     fresh, evaluated = {p.genes for p in front}, 0
     many = batch(evaluate)
     for _ in range(rounds):

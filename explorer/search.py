@@ -30,6 +30,7 @@ from typing import Callable
 from deap import base, creator, tools
 
 from explorer.app import SearchSettings
+from explorer.local_search import pareto_local_search
 from explorer.path_relinking import relink
 from explorer.parallel import Mapped, batch, evaluation_pool
 from explorer.pick import Point
@@ -259,18 +260,21 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
     front and `space.seeds()`. Every point of the binary front is a ladder chromosome, so
     the least memory found is never worse than the binary genes'. The two runs' fronts
     are merged and filled in by `settings.relink_rounds` rounds of path relinking
-    (explorer/path_relinking.py: steps between neighbouring front points); evaluations,
-    distinct chromosomes and time are the sum of the three stages."""
+    (explorer/path_relinking.py: steps between neighbouring front points), then
+    `settings.local_rounds` rounds of Pareto local search (explorer/local_search.py: one
+    by-parts layer one rung toward whole); evaluations, distinct chromosomes and time are
+    the sum of the stages."""
     first = nsga2(len(space.upper), cnns, Mapped(evaluate, space.binary), settings, progress)
     seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()
                                + [tuple(int(g) for g in e) for e in extra or ()]))
     second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds)
-    start = time.perf_counter()
+    start, seen = time.perf_counter(), set(second.seen)
     front, relinked = relink(merge_fronts(second.front, first.front), cnns, evaluate,
-                             settings.relink_rounds, second.seen)
+                             settings.relink_rounds, seen)
+    front, searched = pareto_local_search(front, cnns, evaluate, settings.local_rounds, seen)
     return SearchResult(front=front,
-                        evaluations=first.evaluations + second.evaluations + relinked,
-                        unique=first.unique + second.unique + relinked,
+                        evaluations=first.evaluations + second.evaluations + relinked + searched,
+                        unique=first.unique + second.unique + relinked + searched,
                         seconds=first.seconds + second.seconds + time.perf_counter() - start,
                         generations=settings.generations, history=second.history)
 

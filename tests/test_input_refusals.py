@@ -98,6 +98,7 @@ BAD_FLAGS = {
     "--seed negative": (["--seed", "-1"], "--seed"),
     "--workers negative": (["--workers", "-1"], "--workers: expected a non-negative integer"),
     "--relink-rounds huge": (["--relink-rounds", "1001"], "--relink-rounds: expected"),
+    "--local-rounds negative": (["--local-rounds", "-1"], "--local-rounds: expected"),
 }
 
 
