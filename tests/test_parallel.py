@@ -46,6 +46,7 @@ def test_mapped_translates_single_keys_and_batches():
 @fork_only
 @pytest.mark.parametrize("granularity", ["ladder", "binary"])
 def test_search_with_two_workers_equals_one(app1, granularity):  # noqa: F811
-    serial = _search(replace(app1, search=replace(app1.search, workers=1)), granularity)
-    spread = _search(replace(app1, search=replace(app1.search, workers=2)), granularity)
+    stages = {"relink_rounds": 1, "local_rounds": 1}         # their batches go to the pool too
+    serial = _search(replace(app1, search=replace(app1.search, workers=1)), granularity, **stages)
+    spread = _search(replace(app1, search=replace(app1.search, workers=2)), granularity, **stages)
     assert spread == serial and len(serial[0]) >= 3

@@ -197,9 +197,13 @@ def test_order_cache_follows_the_graph():
     assert cnn.edges() == [("a", "b"), ("a", "c"), ("b", "c")]
 
 
-def _search(app, granularity):
+def _search(app, granularity, **stages):
+    """A short search on `app` and its front's plans. The stages after NSGA-II (path
+    relinking, local search) only ask `evaluate` for more chromosomes, so they are off unless
+    `stages` turns them on (explorer.search counts them apart)."""
     settings = replace(app.search, population=8, generations=3, seed=5,
-                       granularity=granularity)
+                       granularity=granularity, relink_rounds=0, local_rounds=0)
+    settings = replace(settings, **stages)
     for cnn in app.cnns.values():                 # nothing carried over from earlier runs
         for key in [k for k in cnn.graph.graph if k.startswith("_")]:
             del cnn.graph.graph[key]
