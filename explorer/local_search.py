@@ -27,6 +27,19 @@ from explorer.pick import Point
 Key = tuple[int, ...]
 
 
+def merge_batch(front: list[Point], keys: list[Key], cnns: list[str], many
+                ) -> tuple[list[Point], set[Key]]:
+    """Evaluate `keys` in one batch (`many`, explorer.parallel.batch) and keep the
+    non-dominated union with `front`: (the new front, the chromosomes that entered it)."""
+    from explorer.search import merge_fronts
+
+    new = [Point(k, int(m), {c: float(f.get(c, 0.0)) for c in cnns})
+           for k, (m, f) in zip(keys, many(keys))]
+    before = {p.genes for p in front}
+    front = merge_fronts(front, new)
+    return front, {p.genes for p in front} - before
+
+
 def toward_whole(genes: Key) -> list[Key]:
     """Chromosomes with one by-parts gene of `genes` one rung lower (toward whole)."""
     return [genes[:i] + (g - 1,) + genes[i + 1:] for i, g in enumerate(genes) if g > 0]
@@ -37,8 +50,6 @@ def pareto_local_search(front: list[Point], cnns: list[str],
                         seen: set[Key] | None = None) -> tuple[list[Point], int]:
     """(the front after at most `rounds` rounds, chromosomes evaluated); `seen`:
     chromosomes already evaluated, not asked again (the set is updated)."""
-    from explorer.search import merge_fronts
-
     seen = set() if seen is None else seen
     seen |= {p.genes for p in front}
     explore, evaluated = [p.genes for p in front], 0
@@ -53,11 +64,8 @@ def pareto_local_search(front: list[Point], cnns: list[str],
         if not keys:
             break
         evaluated += len(keys)
-        new = [Point(k, int(m), {c: float(f.get(c, 0.0)) for c in cnns})
-               for k, (m, f) in zip(keys, many(keys))]
-        before = {p.genes for p in front}
-        front = merge_fronts(front, new)
-        explore = [p.genes for p in front if p.genes not in before]
+        front, entered = merge_batch(front, keys, cnns, many)
+        explore = [p.genes for p in front if p.genes in entered]
         if not explore:
             break
     return front, evaluated

@@ -21,8 +21,9 @@ front's order.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
+from explorer.local_search import merge_batch
 from explorer.parallel import batch
 from explorer.pick import Point
 
@@ -43,8 +44,6 @@ def relink(front: list[Point], cnns: list[str],
            seen: set[Key] | None = None) -> tuple[list[Point], int]:
     """(the front after at most `rounds` rounds of path relinking, chromosomes evaluated);
     `seen`: chromosomes already evaluated, not asked again (the set is updated)."""
-    from explorer.search import merge_fronts
-
     seen = set() if seen is None else seen
     seen |= {p.genes for p in front}
     fresh, evaluated = {p.genes for p in front}, 0
@@ -63,11 +62,7 @@ def relink(front: list[Point], cnns: list[str],
         if not keys:
             break
         evaluated += len(keys)
-        new = [Point(k, int(m), {c: float(f.get(c, 0.0)) for c in cnns})
-               for k, (m, f) in zip(keys, many(keys))]
-        before = {p.genes for p in front}
-        front = merge_fronts(front, new)
-        fresh = {p.genes for p in front} - before
+        front, fresh = merge_batch(front, keys, cnns, many)
         if not fresh:
             break
     return front, evaluated
