@@ -19,7 +19,7 @@ and evaluated in the front's order.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 from explorer.parallel import batch
 from explorer.pick import Point
@@ -27,17 +27,39 @@ from explorer.pick import Point
 Key = tuple[int, ...]
 
 
-def merge_batch(front: list[Point], keys: list[Key], cnns: list[str], many
-                ) -> tuple[list[Point], set[Key]]:
-    """Evaluate `keys` in one batch (`many`, explorer.parallel.batch) and keep the
-    non-dominated union with `front`: (the new front, the chromosomes that entered it)."""
+Evaluate = Callable[[Key], tuple[int, dict[str, float]]]
+Moves = Callable[[list[Point], set[Key]], Iterable[Key]]
+
+
+def improve(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
+            seen: set[Key] | None, moves: Moves) -> tuple[list[Point], int]:
+    """The loop both last stages share: up to `rounds` rounds, each asking `moves(front,
+    fresh)` for the chromosomes next to the points that entered the front last round (every
+    point at first), evaluating the ones never seen in one batch (explorer.parallel.batch)
+    and keeping the non-dominated union; stops early when a round asks or adds nothing.
+    Returns (the front, chromosomes evaluated); `seen` is updated."""
     from explorer.search import merge_fronts
 
-    new = [Point(k, int(m), {c: float(f.get(c, 0.0)) for c in cnns})
-           for k, (m, f) in zip(keys, many(keys))]
-    before = {p.genes for p in front}
-    front = merge_fronts(front, new)
-    return front, {p.genes for p in front} - before
+    seen = set() if seen is None else seen
+    seen |= {p.genes for p in front}
+    fresh, evaluated = {p.genes for p in front}, 0
+    many = batch(evaluate)
+    for _ in range(rounds):
+        keys: list[Key] = []
+        for n in moves(front, fresh):
+            if n not in seen:
+                seen.add(n)
+                keys.append(n)
+        if not keys:
+            break
+        evaluated += len(keys)
+        before = {p.genes for p in front}
+        front = merge_fronts(front, [Point(k, int(m), {c: float(f.get(c, 0.0)) for c in cnns})
+                                     for k, (m, f) in zip(keys, many(keys))])
+        fresh = {p.genes for p in front} - before
+        if not fresh:
+            break
+    return front, evaluated
 
 
 def toward_whole(genes: Key) -> list[Key]:
@@ -45,27 +67,10 @@ def toward_whole(genes: Key) -> list[Key]:
     return [genes[:i] + (g - 1,) + genes[i + 1:] for i, g in enumerate(genes) if g > 0]
 
 
-def pareto_local_search(front: list[Point], cnns: list[str],
-                        evaluate: Callable[[Key], tuple[int, dict[str, float]]], rounds: int,
+def pareto_local_search(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
                         seen: set[Key] | None = None) -> tuple[list[Point], int]:
     """(the front after at most `rounds` rounds, chromosomes evaluated); `seen`:
     chromosomes already evaluated, not asked again (the set is updated)."""
-    seen = set() if seen is None else seen
-    seen |= {p.genes for p in front}
-    explore, evaluated = [p.genes for p in front], 0
-    many = batch(evaluate)
-    for _ in range(rounds):
-        keys: list[Key] = []
-        for genes in explore:
-            for n in toward_whole(genes):
-                if n not in seen:
-                    seen.add(n)
-                    keys.append(n)
-        if not keys:
-            break
-        evaluated += len(keys)
-        front, entered = merge_batch(front, keys, cnns, many)
-        explore = [p.genes for p in front if p.genes in entered]
-        if not explore:
-            break
-    return front, evaluated
+    return improve(front, cnns, evaluate, rounds, seen,
+                   lambda front, fresh: (n for p in front if p.genes in fresh
+                                         for n in toward_whole(p.genes)))

@@ -21,13 +21,10 @@ front's order.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Iterator
 
-from explorer.local_search import merge_batch
-from explorer.parallel import batch
+from explorer.local_search import Evaluate, Key, improve
 from explorer.pick import Point
-
-Key = tuple[int, ...]
 
 
 def steps_toward(genes: Key, target: Key) -> list[Key]:
@@ -39,30 +36,17 @@ def steps_toward(genes: Key, target: Key) -> list[Key]:
     return out
 
 
-def relink(front: list[Point], cnns: list[str],
-           evaluate: Callable[[Key], tuple[int, dict[str, float]]], rounds: int,
+def relink(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
            seen: set[Key] | None = None) -> tuple[list[Point], int]:
     """(the front after at most `rounds` rounds of path relinking, chromosomes evaluated);
     `seen`: chromosomes already evaluated, not asked again (the set is updated)."""
-    seen = set() if seen is None else seen
-    seen |= {p.genes for p in front}
-    fresh, evaluated = {p.genes for p in front}, 0
-    many = batch(evaluate)
-    for _ in range(rounds):
-        order = sorted(front, key=lambda p: (p.memory_bytes, p.genes))
-        keys: list[Key] = []
-        for x, p in enumerate(order):
-            if p.genes not in fresh:
-                continue
+    return improve(front, cnns, evaluate, rounds, seen, _steps_between)
+
+
+def _steps_between(front: list[Point], fresh: set[Key]) -> Iterator[Key]:
+    """From each fresh point, the steps toward its neighbours in memory order."""
+    order = sorted(front, key=lambda p: (p.memory_bytes, p.genes))
+    for x, p in enumerate(order):
+        if p.genes in fresh:
             for q in order[max(0, x - 1):x] + order[x + 1:x + 2]:
-                for n in steps_toward(p.genes, q.genes):
-                    if n not in seen:
-                        seen.add(n)
-                        keys.append(n)
-        if not keys:
-            break
-        evaluated += len(keys)
-        front, fresh = merge_batch(front, keys, cnns, many)
-        if not fresh:
-            break
-    return front, evaluated
+                yield from steps_toward(p.genes, q.genes)

@@ -58,14 +58,16 @@ def test_zero_rounds_and_seen_neighbours():
     assert pareto_local_search(start, ["net"], toy, rounds=3, seen=seen) == (start, 0)
 
 
-def test_ladder_search_ends_with_local_search(app):  # noqa: F811
+def ladder_searches(app, stage: str, rounds: tuple[int, ...]):
+    """The worked example's ladder search (no early exit) with `stage` at each of `rounds`."""
     settings = SearchSettings(population=12, generations=4, seed=2, workers=1)
     evaluator = make_evaluator(app)
-    app.memory = 1                                           # no early exit
-    runs = {}
-    for rounds in (0, 2):
-        ev = Evaluation(app, evaluator, space=gene_space(app, "ladder"))
-        runs[rounds] = algorithm2(app, ev, replace(settings, local_rounds=rounds))
-    plain, searched = runs[0], runs[2]
+    app.memory = 1
+    return [algorithm2(app, Evaluation(app, evaluator, space=gene_space(app, "ladder")),
+                       replace(settings, **{stage: r})) for r in rounds]
+
+
+def test_ladder_search_ends_with_local_search(app):  # noqa: F811
+    plain, searched = ladder_searches(app, "local_rounds", (0, 2))
     assert searched.result.unique > plain.result.unique
     assert all(any(weakly_dominated(p, q) for q in searched.front) for p in plain.front)

@@ -4,25 +4,11 @@ the ladder search's last stage on the worked example."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
-from explorer.app import SearchSettings
-from explorer.derive import Evaluation
-from explorer.genes import gene_space
 from explorer.path_relinking import relink, steps_toward
-from explorer.pick import Point
-from explorer.search import algorithm2, merge_fronts
-from explorer.throughput import make_evaluator
+from explorer.search import merge_fronts
 from test_genes import UP, app, toy  # noqa: F401  (fixture)
-
-
-def point(genes) -> Point:
-    mem, fps = toy(genes)
-    return Point(tuple(genes), mem, fps)
-
-
-def weakly_dominated(p, q) -> bool:
-    return all(q.memory_bytes <= p.memory_bytes and q.fps[c] >= p.fps[c] for c in p.fps)
+from test_local_search import ladder_searches, point, weakly_dominated
 
 
 def test_steps_toward_one_rung_per_differing_gene():
@@ -66,14 +52,7 @@ def test_zero_rounds_and_seen_chromosomes():
 
 
 def test_ladder_search_relinks_its_front(app):  # noqa: F811
-    settings = SearchSettings(population=12, generations=4, seed=2, workers=1)
-    evaluator = make_evaluator(app)
-    app.memory = 1                                           # no early exit
-    runs = {}
-    for rounds in (0, 4):
-        ev = Evaluation(app, evaluator, space=gene_space(app, "ladder"))
-        runs[rounds] = algorithm2(app, ev, replace(settings, relink_rounds=rounds))
-    plain, relinked = runs[0], runs[4]
+    plain, relinked = ladder_searches(app, "relink_rounds", (0, 4))
     assert relinked.result.unique > plain.result.unique
     assert all(any(weakly_dominated(p, q) for q in relinked.front) for p in plain.front)
     assert len(relinked.front) > len(plain.front)
