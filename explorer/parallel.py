@@ -73,11 +73,8 @@ def _work(key: Key) -> Result:
 class PoolEvaluate:
     """`evaluate` with a `many` that splits a batch over the pool's workers."""
 
-    def __init__(self, evaluate: Callable[[Key], Result], pool, workers: int):
-        self.evaluate, self.pool, self.workers = evaluate, pool, workers
-
-    def __getattr__(self, name: str):
-        return getattr(self.evaluate, name)          # space, phases, cache, ... of Evaluation
+    def __init__(self, evaluate: Callable[[Key], Result], pool):
+        self.evaluate, self.pool = evaluate, pool
 
     def __call__(self, key: Key) -> Result:
         return self.evaluate(key)
@@ -103,7 +100,7 @@ def evaluation_pool(evaluate: Callable[[Key], Result], workers: int) -> Iterator
     _EVALUATE = evaluate
     pool = multiprocessing.get_context("fork").Pool(n, initializer=_quiet_worker)
     try:
-        yield PoolEvaluate(evaluate, pool, n)
+        yield PoolEvaluate(evaluate, pool)
     finally:
         pool.terminate()
         pool.join()

@@ -44,18 +44,22 @@ def best_offsets(uses: list[EdgeUse], adj: list[set[int]],
     floor = live_bound(uses, adj)
     best, best_end = None, None
     for order in orders(uses, adj):
-        off, same = best_fit_offsets(sizes, adj, order, geometry)
-        for how in (True, False):
-            if not how:
-                if same:            # first fit would give these offsets again
-                    break
-                off = offsets(sizes, adj, order, False, geometry)
+        for off in _both_fits(sizes, adj, order, geometry):
             end = extent(sizes, off)
             if best_end is None or end < best_end:
                 best, best_end = off, end
             if best_end <= floor:
                 return best
     return best or []
+
+
+def _both_fits(sizes: list[int], adj: list[set[int]], order: list[int],
+               geometry: Geometry | None) -> Iterator[list[int]]:
+    """Best fit's offsets in `order`, then first fit's unless they would be the same."""
+    off, same = best_fit_offsets(sizes, adj, order, geometry)
+    yield off
+    if not same:
+        yield offsets(sizes, adj, order, False, geometry)
 
 
 def place(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:

@@ -3,15 +3,10 @@ neighbours, in the smallest gap that fits (best fit) or the lowest one (first fi
 from __future__ import annotations
 
 
-def fit(size: int, placed: list[tuple[int, int]], best: bool) -> int:
-    """Offset for a record of `size` among the placed neighbours' (offset, end) regions:
-    the gap that fits with least slack when `best`, else the lowest; above them all when
-    none fits."""
-    return fits(size, placed)[0 if best else 1]
-
-
 def fits(size: int, placed: list[tuple[int, int]]) -> tuple[int, int]:
-    """(best fit, first fit) offsets of `fit`, from one scan."""
+    """Offsets for a record of `size` among the placed neighbours' (offset, end) regions,
+    from one scan: (the gap that fits with least slack, the lowest gap that fits); above
+    them all when none fits."""
     at, choice, slack, first = 0, -1, None, -1
     for start, end in sorted(placed):
         gap = start - at

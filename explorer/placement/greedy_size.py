@@ -12,21 +12,16 @@ from __future__ import annotations
 from explorer.lifetimes import EdgeUse
 from explorer.memory import Buffer
 from explorer.placement import conflict_graph
-from explorer.placement.gaps import fit, fits
+from explorer.placement.gaps import fits
 from explorer.placement.rows import Geometry, has_rows
 
 
 def offsets(sizes: list[int], adj: list[set[int]], order: list[int], best: bool = True,
             geometry: Geometry | None = None) -> list[int]:
-    """Offsets of records visited in `order` (every index once); `geometry` places uses
-    with row-by-row lifetimes (explorer/placement/rows.py), None plain rectangles."""
-    off = [-1] * len(sizes)
-    for i in order:
-        if geometry is not None:
-            off[i] = geometry.offset(i, off, best)
-            continue
-        off[i] = fit(sizes[i], [(off[j], off[j] + sizes[j]) for j in adj[i] if off[j] >= 0], best)
-    return off
+    """Offsets of records visited in `order` (every index once), best fit or first fit;
+    `geometry` places uses with row-by-row lifetimes (explorer/placement/rows.py), None
+    plain rectangles."""
+    return _offsets(sizes, adj, order, 0 if best else 1, geometry)[0]
 
 
 def best_fit_offsets(sizes: list[int], adj: list[set[int]], order: list[int],
@@ -34,15 +29,22 @@ def best_fit_offsets(sizes: list[int], adj: list[set[int]], order: list[int],
     """`offsets` with best fit, and whether every record's best gap was also its lowest
     one: then first fit in the same order gives the very same offsets (by induction over
     the records), and a caller trying both need not run it."""
+    return _offsets(sizes, adj, order, 0, geometry)
+
+
+def _offsets(sizes: list[int], adj: list[set[int]], order: list[int], which: int,
+             geometry: Geometry | None) -> tuple[list[int], bool]:
+    """The offsets taking fit `which` (0 best, 1 first) of each record, and whether the
+    two fits agreed for every record."""
     off = [-1] * len(sizes)
     same = True
     for i in order:
         if geometry is not None:
-            b, f = geometry.offsets(i, off)
+            both = geometry.offsets(i, off)
         else:
-            b, f = fits(sizes[i], [(off[j], off[j] + sizes[j]) for j in adj[i] if off[j] >= 0])
-        off[i] = b
-        same = same and b == f
+            both = fits(sizes[i], [(off[j], off[j] + sizes[j]) for j in adj[i] if off[j] >= 0])
+        off[i] = both[which]
+        same = same and both[0] == both[1]
     return off, same
 
 

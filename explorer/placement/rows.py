@@ -14,7 +14,7 @@ parallel (one set of J) always get that one.
 `fits` is TFLite's gap step (explorer/placement/gaps.py: smallest fitting gap, or the
 lowest, else above everything) over those forbidden intervals: the feasible offsets are
 the closed runs between them, the "gap slack" of a run its length; for plain uses it gives
-exactly the offsets of gaps.fit. This generalises the greedy-by-size planner of Pisarchyk
+exactly the offsets of gaps.fits. This generalises the greedy-by-size planner of Pisarchyk
 & Lee 2020 (as TFLite ships it) from rectangles to staircases; the buffer stays one
 contiguous region at its offset, so the arena is still max(offset + size).
 """
@@ -127,10 +127,6 @@ class Geometry:
             got = self._pairs[key] = forbidden(self.segs[i], self.sizes[i], self.segs[j],
                                                self.sizes[j], self.parallel)
         return got
-
-    def offset(self, i: int, off: list[int], best: bool) -> int:
-        """Where use i goes among its placed neighbours (off[j] >= 0)."""
-        return self.offsets(i, off)[0 if best else 1]
 
     def offsets(self, i: int, off: list[int]) -> tuple[int, int]:
         """(best fit, first fit) offsets of use i among its placed neighbours."""
