@@ -61,6 +61,7 @@ class OrtBackend:
         self._blocked: dict[str, frozenset[str]] = {}   # model path -> ports stored blocked
         self._transforms: dict[str, Callable] = {}      # model path -> its blocked form (plan)
         self.blocked_edges: set[str] = set()
+        self._block = 0                      # channels per NCHWc block (layout "blocked")
         self._work = tempfile.mkdtemp(prefix="memtrade-ort-")   # optimised models, briefly
         weakref.finalize(self, shutil.rmtree, self._work, True)
         self._opt_paths: dict[tuple[str, str], Path] = {}
@@ -90,13 +91,14 @@ class OrtBackend:
             return
         from deploy import ort_blocked as ob
         block = ob.block_size(self._options())
+        self._block = block
         candidates = {s["model"] for part in manifest["partitions"] for s in part["steps"]
-                      if s["model"] and any(b["kind"] == "edge" and
-                                            manifest["edges"][b["edges"][0]]["layout"] == "nchw"
-                                            for b in s["bind"])}
+                      if s["model"] and any(b["kind"] == "edge" for b in s["bind"])}
         forms = {}
         for rel in sorted(candidates):    # graphs only: the weights stay in the side files
-            opt = onnx.load(str(self._optimize(str(root / rel), "nchwc")), load_external_data=False)
+            path = self._optimize(str(root / rel), "nchwc")
+            opt = onnx.load(str(path), load_external_data=False)
+            _external_arrays(opt, path.parent, weights=False)    # shapes inline
             forms[rel] = ob.step_form(opt, _graph_only(root / rel, opt))
         self.blocked_edges = ob.choose(manifest, forms, block)
         for part in manifest["partitions"]:
@@ -182,14 +184,14 @@ class OrtBackend:
             okey = "nchw" if layout == "nchw" else "nchwc"
             path = self._optimize(key, layout)
             model = onnx.load(str(path), load_external_data=False)
+            arrays = _external_arrays(model, path.parent)
             if layout == "blocked":
                 from deploy import ort_blocked as ob
                 model = (self._transforms[key](model) if key in self._transforms
-                         else ob.strip(model, self._blocked[key]))
+                         else ob.strip(model, self._blocked[key], self._block))
             opts = self._options()
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
             opts.add_session_config_entry("session.disable_prepacking", "1")
-            arrays = _external_arrays(model, path.parent)
             values = {name: ort.OrtValue.ortvalue_from_numpy(arr) for name, arr in arrays.items()}
             for name, value in values.items():   # ONNX Runtime keeps pointers: keep both alive
                 opts.add_initializer(name, value)
@@ -269,10 +271,11 @@ class OrtBackend:
     def _bind(self, session: ort.InferenceSession, inputs: dict[str, np.ndarray],
               outputs: dict[str, np.ndarray]) -> Callable[[], None]:
         binding = session.io_binding()
+        declared = {v.name: v.shape for v in session.get_inputs() + session.get_outputs()}
         for name, arr in inputs.items():
-            binding.bind_input(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
+            binding.bind_input(name, "cpu", 0, arr.dtype, _shape(arr, declared.get(name)), arr.ctypes.data)
         for name, arr in outputs.items():
-            binding.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
+            binding.bind_output(name, "cpu", 0, arr.dtype, _shape(arr, declared.get(name)), arr.ctypes.data)
         options = ort.RunOptions()
         # The C++ session's run_with_iobinding, not the Python wrapper: the wrapper adds
         # ~45 us of Python per call (graph-capture bookkeeping) against ~3 us for the call
@@ -320,16 +323,20 @@ def init_runtime(threads: int = 0, shared_pool: bool = False) -> None:
     sess.run(None, {"x": np.zeros([1], np.float32)})
 
 
-def _external_arrays(model: onnx.ModelProto, folder: Path) -> dict[str, np.ndarray]:
+def _external_arrays(model: onnx.ModelProto, folder: Path,
+                     weights: bool = True) -> dict[str, np.ndarray]:
     """The model's externally stored float tensors (its weights), each read once into its
     own array; integer tensors (shapes, axes: ONNX Runtime reads them while loading) and
-    one-element constants (Clip bounds, mask constants) are put back inline in `model`."""
+    one-element constants (Clip bounds, mask constants) are put back inline in `model`.
+    `weights` False: only the latter (a graph read for its form, deploy/ort_blocked.py)."""
     out = {}
     for t in model.graph.initializer:
         if t.data_location != TensorProto.EXTERNAL:
             continue
         info = {e.key: e.value for e in t.external_data}
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+        if not weights and dtype.kind == "f" and int(np.prod(t.dims)) > 1:
+            continue
         count = int(info["length"]) // dtype.itemsize
         arr = np.fromfile(folder / info["location"], dtype, count, offset=int(info.get("offset", 0)))
         arr = arr.reshape(tuple(t.dims))
@@ -355,6 +362,16 @@ class _Pending:
 
     def __init__(self, path: str):
         self.path = path
+
+
+def _shape(arr: np.ndarray, dims: list | None) -> list[int]:
+    """The shape to bind a contiguous view with: the one the model declares for that port
+    when it is static and holds as many elements (a row-blocked ring port is declared 5-D,
+    deploy/ort_blocked_rings.py), else the view's own."""
+    if dims and all(isinstance(d, int) for d in dims) and int(np.prod(dims)) == arr.size \
+            and list(dims) != list(arr.shape):
+        return [int(d) for d in dims]
+    return list(arr.shape)
 
 
 def _timed(call: Callable[[], None]) -> float:

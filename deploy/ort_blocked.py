@@ -15,6 +15,8 @@ blocked only when its channels are a multiple of the CPU's block size (probed fr
 ONNX Runtime itself: 8 with AVX2, 16 with AVX-512), so the blocked tensor has exactly the
 plain tensor's bytes. Elementwise steps (Add, Relu, Clip) and channel Concat compute the same
 on blocked tensors when every tensor they touch is blocked alike, so they pass the layout on.
+Rows rings (the edges of by-parts steps) are stored row-blocked the same way, each row in
+NCHWc: deploy/ort_blocked_rings.py.
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper
+
+from deploy import ort_blocked_rings as rings
 
 NCHWC = "com.microsoft.nchwc"
 NEUTRAL_OPS = {"Add", "Sum", "Relu", "Clip", "Identity", "Concat"}
@@ -105,10 +109,25 @@ def step_form(model: onnx.ModelProto, original: onnx.ModelProto) -> StepForm:
                 group = {n.output[0] for n in readers}
                 form.emits |= group
                 form.groups.append(group)
+    _ring_form(model, form)
     ops = {(n.domain or "", n.op_type) for n in original.graph.node}
     if ops and all(d == "" and op in NEUTRAL_OPS for d, op in ops):
         form.neutral = _same_layout_math(original)
     return form
+
+
+def _ring_form(model: onnx.ModelProto, form: StepForm) -> None:
+    """Rows-ring ports the step can read or write row-blocked (deploy/ort_blocked_rings.py)."""
+    graph = rings.Graph(model)
+    for port in model.graph.input:
+        if port.name not in form.accepts and rings.ring_input(graph, port.name):
+            form.accepts.add(port.name)
+    for port in model.graph.output:
+        found = rings.ring_output(graph, port.name) if port.name not in form.emits else None
+        group = rings.copies(graph, found.node) if found else None
+        if group and not group & form.emits:
+            form.emits |= group
+            form.groups.append(group)
 
 
 def _plain_reorder(node: onnx.NodeProto, op: str) -> bool:
@@ -139,25 +158,28 @@ def _same_layout_math(model: onnx.ModelProto) -> bool:
 
 
 def choose(manifest: dict[str, Any], forms: dict[str, StepForm], block: int) -> set[str]:
-    """The edges to store blocked: whole tensors whose channels fill whole blocks, whose
-    producer emits and every consumer accepts the blocked layout (neutral steps: all their
-    tensors blocked or none)."""
+    """The edges to store blocked: whole tensors and rows rings (row-blocked, see
+    deploy/ort_blocked_rings.py) of batch 1 whose channels fill whole blocks, whose producer
+    emits and every consumer accepts the blocked layout (neutral steps: all their tensors
+    blocked or none). A model that several steps run (a layer's phases) binds each port to
+    the same edges in every step, else none of its edges is blocked."""
     edges = manifest["edges"]
     ok = {eid for eid, e in edges.items()
-          if e["layout"] == "nchw" and e["shape"][0] == 1 and e["slots"] == e["shape"][2]
-          and e["shape"][1] % block == 0}
+          if e["shape"][0] == 1 and e["shape"][1] % block == 0
+          and (e["layout"] == "hncw" or e["layout"] == "nchw" and e["slots"] == e["shape"][2])}
     steps = [s for part in manifest["partitions"] for s in part["steps"]]
-    uses: dict[str, int] = {}
+    bound: dict[str, set] = {}
     for s in steps:
         if s["model"]:
-            uses[s["model"]] = uses.get(s["model"], 0) + 1
+            bound.setdefault(s["model"], set()).add(tuple(
+                (b["name"], tuple(b["edges"])) for b in s["bind"] if b["kind"] == "edge"))
     changed = True
     while changed:
         before = len(ok)
         for s in steps:
             ports = [b for b in s["bind"] if b["kind"] == "edge"]
             form = forms.get(s["model"]) if s["model"] else None
-            if form is None or uses[s["model"]] > 1:   # frame copies, plain-only, shared parts
+            if form is None or len(bound[s["model"]]) > 1:   # frame copies, plain-only, mixed
                 for b in s["bind"]:
                     ok.difference_update(b.get("edges", []))
                 continue
@@ -185,10 +207,13 @@ def blocked_ports(step: dict, chosen: set[str]) -> frozenset[str]:
                      if b["kind"] == "edge" and set(b["edges"]) <= chosen)
 
 
-def strip(model: onnx.ModelProto, ports: frozenset[str]) -> onnx.ModelProto:
+def strip(model: onnx.ModelProto, ports: frozenset[str], block: int = 0) -> onnx.ModelProto:
     """The optimised model reading and writing `ports` in the blocked layout: their
-    ReorderInput / ReorderOutput removed."""
+    ReorderInput / ReorderOutput removed (rows-ring ports: rewritten for row-blocked rows,
+    `block` channels a block)."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
+    if block:
+        model = rings.rewrite(model, ports, block)
     g = model.graph
     rename: dict[str, str] = {}
     drop = []

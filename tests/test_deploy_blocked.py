@@ -94,7 +94,8 @@ def test_blocked_edges_and_outputs(tmp_path):
 
 
 def test_blocked_mixed_with_parts(tmp_path):
-    """Layers by parts keep their row buffers plain; whole neighbours may still block."""
+    """Layers by parts beside whole ones (rows rings row-blocked where both ends allow,
+    tests/test_deploy_blocked_rings.py): outputs equal, arena = plan."""
     cnn = load_onnx(blocky_onnx(tmp_path / "blocky.onnx"), "blocky")
     plan = make_plan([cnn], {cnn.name: alternate(cnn)})
     derive(plan, {cnn.name: cnn}, tmp_path / "dep")
