@@ -235,6 +235,7 @@ def rewrite(model: onnx.ModelProto, ports: frozenset[str], block: int) -> onnx.M
     matches = {port: (ring_input if port in inputs else ring_output)(graph, port)
                for port in sorted(ports)}    # all before any change: the checks read the graph
     done: set[str] = set()        # output rewrites already made (Identity copies share one)
+    made: set[str] = set()        # 5-D views of an NCHWc result made so far
     for port, m in matches.items():
         if m is None:
             continue
@@ -246,7 +247,12 @@ def rewrite(model: onnx.ModelProto, ports: frozenset[str], block: int) -> onnx.M
             for node, t in m.chain:        # per-row operands broadcast against 5-D rows
                 for i, x in enumerate(node.input):
                     shape = graph.shape(x)
-                    if x != t and len(shape) == 4 and shape[0] != 1:
+                    if x == t or len(shape) != 4 or shape[0] == 1:
+                        continue
+                    src = graph.producer.get(x)
+                    if src is not None and src.op_type == "Reshape" and graph.sole(x) == node:
+                        src.input[1] = const([shape[0], 1, 1, 1, 1])   # the mask's own Reshape
+                    else:
                         reshape(x, [shape[0], 1, 1, 1, 1], f"{x}_5d")
                         node.input[i] = f"{x}_5d"
             if m.kind == "window":
@@ -261,8 +267,11 @@ def rewrite(model: onnx.ModelProto, ports: frozenset[str], block: int) -> onnx.M
             continue
         done.add(m.node.output[0])
         if m.kind == "window":
-            reshape(m.reorder.input[0], [n, c // block, rows, w, block], f"{m.reorder.input[0]}_5d")
-            m.node.input[0] = f"{m.reorder.input[0]}_5d"
+            five_d = f"{m.reorder.input[0]}_5d"     # one Reshape however many rings read it
+            if five_d not in made:
+                reshape(m.reorder.input[0], [n, c // block, rows, w, block], five_d)
+                made.add(five_d)
+            m.node.input[0] = five_d
             perm(m.node, [2, 0, 1, 3, 4])
             for name in copies(graph, m.node) or {port}:
                 declare(name, [rows] + five)

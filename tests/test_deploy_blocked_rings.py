@@ -124,3 +124,42 @@ def test_rewritten_step_has_no_reorders_and_no_arena_copies(tmp_path):
     assert ports["out0"] == [2, 1, C // block, w, block]
     io = set(ports)
     assert not [nd for nd in g.node if nd.op_type == "Reshape" and (nd.input[0] in io or nd.output[0] in io)]
+
+
+def fork_onnx(path) -> str:
+    """conv 3->C, then a 1x1 conv read by two NCHWc kernels (depthwise 3x3, 1x1) whose results
+    are added: by parts, one NCHWc result written to two rings."""
+    rng = np.random.default_rng(11)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w0", [C, 3, 3, 3]), ("w1", [C, C, 1, 1]), ("w2", [C, 1, 3, 3]),
+                          ("w3", [C, C, 1, 1]))]
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w0"], ["c0"], name="stem", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             n("Conv", ["c0", "w1"], ["c1"], name="fork", kernel_shape=[1, 1]),
+             n("Conv", ["c1", "w2"], ["a"], name="left", kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=C),
+             n("Conv", ["c1", "w3"], ["b"], name="right", kernel_shape=[1, 1]),
+             n("Add", ["a", "b"], ["y"], name="join")]
+    graph = helper.make_graph(nodes, "fork", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C, 6, 5])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def test_one_result_into_two_rings(tmp_path):
+    """fork's result goes to two rings, both row-blocked (one 5-D view of it, read by both
+    rings' Transposes); whole and in parts of 2 rows the outputs equal the model's."""
+    cnn = load_onnx(fork_onnx(tmp_path / "fork.onnx"), "fork")
+    block = ob.block_size(ort.SessionOptions())
+    for rows, where in ((2, "parts"), (6, "whole")):
+        phases = phases_for_rows(cnn, {name: rows for name in cnn.order() if name != "fork"})
+        plan = make_plan([cnn], {cnn.name: {**phases, "fork": 1}})
+        manifest = derive(plan, {cnn.name: cnn}, tmp_path / where)
+        be = OrtBackend("float32", layout="blocked")
+        Executor(mf.load(tmp_path / where), tmp_path / where, be)
+        rings = {e for e in be.blocked_edges if manifest["edges"][e]["layout"] == "hncw"}
+        assert rings == _expected_rings(cnn, manifest, block)
+        if rows == 2:
+            assert {"fork.fork->left", "fork.fork->right"} <= rings
+        _check(measure(tmp_path / where, frames=2, layout="blocked"), plan)
