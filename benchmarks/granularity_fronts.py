@@ -4,7 +4,7 @@ fronts compared.
 
     flock /tmp/memtrade-heavy.lock python benchmarks/granularity_fronts.py
         [--cnns mobilenet_v2,resnet50] [--evaluator SPEC] [--population N] [--generations N]
-        [--seed N] [--no-seeds]
+        [--seed N] [--relink-rounds N] [--local-rounds N] [--no-seeds]
 
 Per CNN (one partition, fp32, the app defaults: population 100, 60 generations, seed 1):
 the least memory each search found (the issue: ladder no worse than binary), and the
@@ -53,7 +53,7 @@ def run_cnn(name: str, args, folder: Path) -> None:
     app = load_app(path, mem="0")
     evaluator = make_evaluator(app, args.evaluator)
     settings = app.search
-    for key in ("population", "generations", "seed"):
+    for key in ("population", "generations", "seed", "relink_rounds", "local_rounds"):
         if getattr(args, key) is not None:
             settings = replace(settings, **{key: getattr(args, key)})
     found = {}
@@ -88,6 +88,8 @@ def main() -> None:
     parser.add_argument("--population", type=int)
     parser.add_argument("--generations", type=int)
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--relink-rounds", type=int)
+    parser.add_argument("--local-rounds", type=int)
     parser.add_argument("--no-seeds", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -149,6 +149,19 @@ def test_by_phases_interpolates():
     assert t.ms(20) == pytest.approx(5.0 + 3.0 * 4 / 12)    # the last segment extended
 
 
+def test_by_phases_never_faster_with_more_phases():
+    """A measured dip (Φ 4 below Φ 2, Φ 2 below whole) is raised to the largest time at
+    fewer phases before interpolating: more phases never run faster."""
+    from explorer.device_profile import LayerTimes
+
+    t = LayerTimes(1.0, by_phases={2: 0.9, 4: 1.6, 8: 1.5, 16: 2.4})
+    assert t.ms(2) == 1.0 and t.ms(4) == 1.6 and t.ms(8) == 1.6 and t.ms(16) == 2.4
+    assert t.ms(3) == pytest.approx(1.3)                    # between (2, 1.0) and (4, 1.6)
+    assert t.ms(12) == pytest.approx(1.6 + 0.8 * 4 / 8)     # between (8, 1.6) and (16, 2.4)
+    times = [t.ms(p) for p in range(1, 40)]
+    assert times == sorted(times)
+
+
 def test_ladder_rounds_keep_each_layers_least(app_file, monkeypatch):
     """With rounds, every deployment is timed once per round, rounds after each other, and
     each layer keeps its least time (contention only adds time); the runs' records too."""
