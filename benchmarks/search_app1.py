@@ -9,7 +9,7 @@ With `--granularity ladder` the genes are rows per phase (explorer.genes); the i
 target for that search is under 30 s.
 
     .venv/bin/python benchmarks/search_app1.py [--app apps/...yaml] [--seed N]
-        [--granularity binary|ladder] [--workers N] [--local-rounds N] [--quiet]
+        [--granularity binary|ladder] [--workers N] [--relink-rounds N] [--local-rounds N] [--quiet]
 """
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ def main() -> None:
                         help="explorer.placement planner (shared-objects: the paper's)")
     parser.add_argument("--granularity", choices=["binary", "ladder"])
     parser.add_argument("--workers", type=int, help="processes evaluating (0 = one per CPU)")
+    parser.add_argument("--relink-rounds", type=int, help="path relinking rounds")
     parser.add_argument("--local-rounds", type=int, help="Pareto local search rounds")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
@@ -50,8 +51,9 @@ def main() -> None:
         settings = replace(settings, granularity=args.granularity)
     if args.workers is not None:
         settings = replace(settings, workers=args.workers)
-    if args.local_rounds is not None:
-        settings = replace(settings, local_rounds=args.local_rounds)
+    for key in ("relink_rounds", "local_rounds"):
+        if getattr(args, key) is not None:
+            settings = replace(settings, **{key: getattr(args, key)})
     start = time.perf_counter()
     evaluate = Evaluation(app, make_evaluator(app), space=gene_space(app, settings.granularity))
     outcome = algorithm2(app, evaluate, settings, None if args.quiet else stderr_progress)

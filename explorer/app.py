@@ -42,7 +42,8 @@ class SearchSettings:
     mutation: float = 0.2
     seed: int = 1
     granularity: str = "ladder"      # explorer.genes: "ladder" (rows per phase) or "binary"
-    relink_rounds: int = 4           # path relinking rounds after a ladder search
+    relink_rounds: int = 16          # path relinking rounds after a ladder search (fewer when
+                                     # a round adds nothing)
     local_rounds: int = 1            # then Pareto local search rounds (toward whole)
     workers: int = 0                 # processes evaluating (explorer.parallel); 0 = one per CPU
 

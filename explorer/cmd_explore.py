@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "results do not depend on it)")
     parser.add_argument("--relink-rounds", type=int, dest="relink_rounds",
                         help="rounds of path relinking between neighbouring front points after "
-                             "a ladder search (explorer/path_relinking.py; default: the app's, 4)")
+                             "a ladder search (explorer/path_relinking.py; default: the app's, 16)")
     parser.add_argument("--local-rounds", type=int, dest="local_rounds",
                         help="rounds of Pareto local search toward whole layers after the "
                              "relinking (explorer/local_search.py; default: the app's, 1)")
