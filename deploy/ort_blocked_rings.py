@@ -208,95 +208,117 @@ def rewrite(model: onnx.ModelProto, ports: frozenset[str], block: int) -> onnx.M
     (the backend binds a view with the shape the model declares), so no Reshape copies a
     graph input or output: the gather reads the arena, the conv or the 5-D Transpose writes
     it."""
-    graph = Graph(model)
-    g = graph.g
-    values = {v.name: v for v in list(g.input) + list(g.output)}
-    drop: list[onnx.NodeProto] = []
-    added = 0
+    edit = _Editor(Graph(model), block)
+    inputs = {i.name for i in edit.g.input}
+    matches = {port: (ring_input if port in inputs else ring_output)(edit.graph, port)
+               for port in sorted(ports)}    # all before any change: the checks read the graph
+    for port, m in matches.items():
+        if m is not None:
+            (edit.ring_in if port in inputs else edit.ring_out)(port, m)
+    edit.finish()
+    return model
 
-    def const(dims: list[int]) -> str:
-        nonlocal added
-        added += 1
-        g.initializer.append(numpy_helper.from_array(np.array(dims, np.int64), f"ring_shape_{added}"))
-        return f"ring_shape_{added}"
 
-    def reshape(src: str, dims: list[int], out: str) -> None:
-        g.node.append(helper.make_node("Reshape", [src, const(dims)], [out], name=f"ring_{out}"))
+class _Editor:
+    """The changes `rewrite` makes to one graph: new Reshapes and shape constants, ports
+    declared anew, nodes dropped at the end."""
 
-    def declare(name: str, dims: list[int]) -> None:
-        shape = values[name].type.tensor_type.shape
+    def __init__(self, graph: Graph, block: int):
+        self.graph, self.g, self.block = graph, graph.g, block
+        self.values = {v.name: v for v in list(self.g.input) + list(self.g.output)}
+        self.drop: list[onnx.NodeProto] = []
+        self.added = 0
+        self.done: set[str] = set()   # outputs rewritten (Identity copies share one)
+        self.made: set[str] = set()   # 5-D views of an NCHWc result made so far
+
+    def const(self, dims: list[int]) -> str:
+        self.added += 1
+        name = f"ring_shape_{self.added}"
+        self.g.initializer.append(numpy_helper.from_array(np.array(dims, np.int64), name))
+        return name
+
+    def reshape(self, src: str, dims: list[int], out: str) -> None:
+        self.g.node.append(helper.make_node("Reshape", [src, self.const(dims)], [out],
+                                            name=f"ring_{out}"))
+
+    def declare(self, name: str, dims: list[int]) -> None:
+        shape = self.values[name].type.tensor_type.shape
         del shape.dim[:]
         for d in dims:
             shape.dim.add().dim_value = int(d)
 
+    @staticmethod
     def perm(node: onnx.NodeProto, order: list[int]) -> None:
         for a in node.attribute:
             if a.name == "perm":
                 a.CopyFrom(helper.make_attribute("perm", order))
 
-    inputs = {i.name for i in g.input}
-    matches = {port: (ring_input if port in inputs else ring_output)(graph, port)
-               for port in sorted(ports)}    # all before any change: the checks read the graph
-    done: set[str] = set()        # output rewrites already made (Identity copies share one)
-    made: set[str] = set()        # 5-D views of an NCHWc result made so far
-    for port, m in matches.items():
-        if m is None:
-            continue
-        rows, n, c, w = graph.declared[port]     # a ring's slots, or a part's rows
-        five = [n, c // block, w, block]
-        if port in inputs:
-            window = graph.shape(m.node.input[0])[0]     # rows gathered (or all)
-            declare(port, [rows] + five)
-            for node, t in m.chain:        # per-row operands broadcast against 5-D rows
-                for i, x in enumerate(node.input):
-                    shape = graph.shape(x)
-                    if x == t or len(shape) != 4 or shape[0] == 1:
-                        continue
-                    src = graph.producer.get(x)
-                    if src is not None and src.op_type == "Reshape" and graph.sole(x) == node:
-                        src.input[1] = const([shape[0], 1, 1, 1, 1])   # the mask's own Reshape
-                    else:
-                        reshape(x, [shape[0], 1, 1, 1, 1], f"{x}_5d")
-                        node.input[i] = f"{x}_5d"
-            if m.kind == "window":
-                perm(m.node, [1, 2, 0, 3, 4])
-                m.node.output[0] = f"{m.node.output[0]}_5d"
-                reshape(m.node.output[0], [n, c, window, w], m.reorder.output[0])
-            else:
-                _rename_readers(g, m.reorder.output[0], m.reorder.input[0])
-            drop.append(m.reorder)
-            continue
-        if m.node.output[0] in done:
-            continue
-        done.add(m.node.output[0])
+    def ring_in(self, port: str, m: Match) -> None:
+        """Gather (and mask) 5-D rows; the window's Transpose 5-D, or the one-row images as
+        they are; the ReorderInput goes."""
+        graph, b = self.graph, self.block
+        rows, n, c, w = graph.declared[port]          # the ring's slots
+        window = graph.shape(m.node.input[0])[0]      # rows gathered (or all)
+        self.declare(port, [rows, n, c // b, w, b])
+        for node, t in m.chain:                       # per-row operands against 5-D rows
+            for i, x in enumerate(node.input):
+                shape = graph.shape(x)
+                if x == t or len(shape) != 4 or shape[0] == 1:
+                    continue
+                src = graph.producer.get(x)
+                if src is not None and src.op_type == "Reshape" and graph.sole(x) == node:
+                    src.input[1] = self.const([shape[0], 1, 1, 1, 1])   # the mask's own
+                else:
+                    self.reshape(x, [shape[0], 1, 1, 1, 1], f"{x}_5d")
+                    node.input[i] = f"{x}_5d"
         if m.kind == "window":
-            five_d = f"{m.reorder.input[0]}_5d"     # one Reshape however many rings read it
-            if five_d not in made:
-                reshape(m.reorder.input[0], [n, c // block, rows, w, block], five_d)
-                made.add(five_d)
+            self.perm(m.node, [1, 2, 0, 3, 4])
+            m.node.output[0] = f"{m.node.output[0]}_5d"
+            self.reshape(m.node.output[0], [n, c, window, w], m.reorder.output[0])
+        else:
+            _rename_readers(self.g, m.reorder.output[0], m.reorder.input[0])
+        self.drop.append(m.reorder)
+
+    def ring_out(self, port: str, m: Match) -> None:
+        """The NCHWc result viewed 5-D and transposed into the ring, or (one-row images)
+        written by the conv itself; the ReorderOutput goes when nothing else reads it."""
+        graph, b = self.graph, self.block
+        if m.node.output[0] in self.done:
+            return
+        self.done.add(m.node.output[0])
+        rows, n, c, w = graph.declared[port]          # the part's rows
+        if m.kind == "window":
+            five_d = f"{m.reorder.input[0]}_5d"       # one Reshape however many rings read it
+            if five_d not in self.made:
+                self.reshape(m.reorder.input[0], [n, c // b, rows, w, b], five_d)
+                self.made.add(five_d)
             m.node.input[0] = five_d
-            perm(m.node, [2, 0, 1, 3, 4])
+            self.perm(m.node, [2, 0, 1, 3, 4])
             for name in copies(graph, m.node) or {port}:
-                declare(name, [rows] + five)
+                self.declare(name, [rows, n, c // b, w, b])
         elif copies(graph, m.node) == {port} and graph.sole(m.reorder.input[0]) == m.reorder:
             graph.producer[m.reorder.input[0]].output[0] = port     # the conv writes the arena
-            declare(port, [rows * n, c, 1, w])
-            drop.append(m.node)
+            self.declare(port, [rows * n, c, 1, w])
+            self.drop.append(m.node)
         else:
             m.node.input[0] = m.reorder.input[0]
-        if m.reorder not in drop and not any(m.reorder.output[0] in x.input for x in g.node
-                                             if x not in drop):
-            drop.append(m.reorder)
-    for node in drop:
-        if node in g.node:
-            g.node.remove(node)
-    used = {x for node in g.node for x in node.input}
-    for t in [t for t in g.initializer if t.name not in used
-              and t.data_location != onnx.TensorProto.EXTERNAL]:
-        g.initializer.remove(t)          # the shape of a Reshape dropped above
-    _toposort(g)
-    del g.value_info[:]
-    return model
+        if m.reorder not in self.drop and not any(
+                m.reorder.output[0] in x.input for x in self.g.node if x not in self.drop):
+            self.drop.append(m.reorder)
+
+    def finish(self) -> None:
+        """Drop the nodes, the shape constants no node reads any more, the stale shapes;
+        put the nodes back in an order ONNX accepts."""
+        g = self.g
+        for node in self.drop:
+            if node in g.node:
+                g.node.remove(node)
+        used = {x for node in g.node for x in node.input}
+        for t in [t for t in g.initializer if t.name not in used
+                  and t.data_location != onnx.TensorProto.EXTERNAL]:
+            g.initializer.remove(t)
+        _toposort(g)
+        del g.value_info[:]
 
 
 def _rename_readers(g: onnx.GraphProto, old: str, new: str) -> None:
