@@ -24,7 +24,9 @@ Files are read with InputError (file, key, expected) on anything malformed.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +69,6 @@ class LayerTimes:
     # measured time of the whole layer per frame (all its phases) at phase counts Φ of the
     # granularity ladder {Φ: ms} (explore profile; docs/throughput.md); wins when present
     by_phases: dict[int, float] = field(default_factory=dict)
-    _points: dict[int, float] | None = field(default=None, init=False, repr=False, compare=False)
 
     def ms(self, phases: int, default_phase_ms: float = 0.0) -> float:
         """Time in `phases` phases: with `by_phases`, linear between the nearest measured
@@ -77,9 +78,7 @@ class LayerTimes:
         run faster: a measured dip (1-8% on 11 of ResNet-50's 70 layers, session 4) is the
         shared machine's noise, and it would let a finer plan dominate a coarser one."""
         if self.by_phases and phases > 1:
-            if self._points is None:
-                object.__setattr__(self, "_points", _rising({1: self.whole_ms, **self.by_phases}))
-            return _interpolate(self._points, phases)
+            return _interpolate({1: self.whole_ms, **self.by_phases}, phases)
         if phases <= 1:
             return self.whole_ms
         if self.part_ms is None or not self.phases or self.phases <= 1:
@@ -88,29 +87,21 @@ class LayerTimes:
         return self.whole_ms + (phases - 1) * max(0.0, slope)
 
 
-def _rising(points: dict[int, float]) -> dict[int, float]:
-    """Each (Φ, ms) raised to the largest ms at a smaller Φ (a running maximum)."""
-    out, top = {}, 0.0
-    for x in sorted(points):
-        top = max(top, points[x])
-        out[x] = top
-    return out
-
-
 def _interpolate(points: dict[int, float], x: int) -> float:
-    """Piecewise-linear through the measured (Φ, ms) points; outside them, the nearest
-    segment extended (a single point: that value)."""
+    """Piecewise-linear through the measured (Φ, ms) points, each raised to the largest ms
+    at a smaller Φ (a running maximum: never faster with more phases); outside them, the
+    nearest segment extended (a single point: that value)."""
     xs = sorted(points)
-    if x in points or len(xs) == 1:
-        return points.get(x, points[xs[0]])
-    lo = max([v for v in xs if v < x], default=None)
-    hi = min([v for v in xs if v > x], default=None)
-    if lo is None:
-        lo, hi = xs[0], xs[1]
-    elif hi is None:
-        lo, hi = xs[-2], xs[-1]
-    slope = (points[hi] - points[lo]) / (hi - lo)
-    return max(0.0, points[lo] + slope * (x - lo))
+    ys = list(accumulate((points[v] for v in xs), max))
+    if len(xs) == 1:
+        return ys[0]
+    at = bisect_left(xs, x)
+    if at < len(xs) and xs[at] == x:
+        return ys[at]
+    hi = min(max(at, 1), len(xs) - 1)         # the segment around x, or the nearest one
+    lo = hi - 1
+    slope = (ys[hi] - ys[lo]) / (xs[hi] - xs[lo])
+    return max(0.0, ys[lo] + slope * (x - xs[lo]))
 
 
 @dataclass
@@ -305,8 +296,7 @@ def resolve_profile(spec: str, base: Path | None = None) -> DeviceProfile:
 # ---- writing ---------------------------------------------------------------------------
 
 def _clean(d: dict) -> dict:
-    return {k: v for k, v in d.items() if v is not None and not k.startswith("_")   # caches
-            and not (k == "by_phases" and not v)}
+    return {k: v for k, v in d.items() if v is not None and not (k == "by_phases" and not v)}
 
 
 def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:
