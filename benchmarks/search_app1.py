@@ -49,9 +49,7 @@ def main() -> None:
     settings = app.search if args.seed is None else replace(app.search, seed=args.seed)
     if args.granularity:
         settings = replace(settings, granularity=args.granularity)
-    if args.workers is not None:
-        settings = replace(settings, workers=args.workers)
-    for key in ("relink_rounds", "local_rounds"):
+    for key in ("workers", "relink_rounds", "local_rounds"):
         if getattr(args, key) is not None:
             settings = replace(settings, **{key: getattr(args, key)})
     start = time.perf_counter()

@@ -32,8 +32,7 @@ import onnxruntime as ort
 from onnx import helper
 
 from deploy import ort_blocked_rings as rings
-
-NCHWC = "com.microsoft.nchwc"
+from deploy.ort_blocked_rings import NCHWC, plain_reorder
 NEUTRAL_OPS = {"Add", "Sum", "Relu", "Clip", "Identity", "Concat"}
 
 
@@ -94,16 +93,16 @@ def step_form(model: onnx.ModelProto, original: onnx.ModelProto) -> StepForm:
     form = StepForm()
     for port in g.input:
         use = users.get(port.name, [])
-        if use and all(_plain_reorder(n, "ReorderInput") for n in use):
+        if use and all(plain_reorder(n, "ReorderInput") for n in use):
             form.accepts.add(port.name)
     outputs = {o.name for o in g.output}
     for port in g.output:
         node = producer.get(port.name)
-        if node is not None and _plain_reorder(node, "ReorderOutput"):
+        if node is not None and plain_reorder(node, "ReorderOutput"):
             form.emits.add(port.name)
             form.groups.append({port.name})
     for node in g.node:          # ReorderOutput -> Identity copies -> several output ports
-        if _plain_reorder(node, "ReorderOutput") and node.output[0] not in outputs:
+        if plain_reorder(node, "ReorderOutput") and node.output[0] not in outputs:
             readers = users.get(node.output[0], [])
             if readers and all(n.op_type == "Identity" and n.output[0] in outputs for n in readers):
                 group = {n.output[0] for n in readers}
@@ -128,13 +127,6 @@ def _ring_form(model: onnx.ModelProto, form: StepForm) -> None:
         if group and not group & form.emits:
             form.emits |= group
             form.groups.append(group)
-
-
-def _plain_reorder(node: onnx.NodeProto, op: str) -> bool:
-    if node.domain != NCHWC or node.op_type != op:
-        return False
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    return not attrs.get("channels_last", 0)
 
 
 def _same_layout_math(model: onnx.ModelProto) -> bool:

@@ -41,7 +41,9 @@ def _attrs(node: onnx.NodeProto) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _reorder(node: onnx.NodeProto | None, op: str) -> bool:
+def plain_reorder(node: onnx.NodeProto | None, op: str) -> bool:
+    """`node` is ONNX Runtime's NCHWc `op` (ReorderInput / ReorderOutput) to or from plain
+    NCHW (not channels-last)."""
     return (node is not None and node.domain == NCHWC and node.op_type == op
             and not _attrs(node).get("channels_last", 0))
 
@@ -138,7 +140,7 @@ def ring_input(graph: Graph, port: str) -> Match | None:
     if node is None or node.domain != "":
         return None
     reorder = graph.sole(node.output[0])
-    if not _reorder(reorder, "ReorderInput"):
+    if not plain_reorder(reorder, "ReorderInput"):
         return None
     if node.op_type == "Transpose" and list(_attrs(node).get("perm", [])) == RING_IN:
         return Match("window", node, reorder, chain)
@@ -156,7 +158,7 @@ def ring_output(graph: Graph, port: str) -> Match | None:
     if node is None or node.domain != "":
         return None
     reorder = graph.producer.get(node.input[0])
-    if not _reorder(reorder, "ReorderOutput"):
+    if not plain_reorder(reorder, "ReorderOutput"):
         return None
     if node.op_type == "Transpose" and list(_attrs(node).get("perm", [])) == RING_OUT:
         return Match("window", node, reorder)
@@ -193,7 +195,7 @@ def _from_row_images(graph: Graph, reorder: onnx.NodeProto) -> bool:
     while node is not None and node.domain == NCHWC and node.op_type != "ReorderInput":
         node = graph.producer.get(node.input[0])
     source = node                     # a conv reading plain images (few input channels)
-    if _reorder(node, "ReorderInput"):
+    if plain_reorder(node, "ReorderInput"):
         source = graph.producer.get(node.input[0])
     return (source is not None and source.op_type == "Reshape" and source.domain == ""
             and _one_row_images(graph, source))

@@ -35,7 +35,7 @@ def strip_ports(model: onnx.ModelProto, ports: frozenset[str] | set[str]) -> onn
         if port not in outputs or node is None or node.op_type != "Identity":
             continue
         src = producer.get(node.input[0])
-        if src is not None and ob._plain_reorder(src, "ReorderOutput"):
+        if src is not None and ob.plain_reorder(src, "ReorderOutput"):
             readers = ob._readers(g, src.output[0])
             if not all(r.op_type == "Identity" and r.output[0] in ports for r in readers):
                 node.input[0] = src.input[0]
