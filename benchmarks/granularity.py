@@ -63,7 +63,8 @@ def _save_profile(app, cnn_name: str, ladder, threads: int, path: Path, runs: li
     from deploy.ladder_profile import ladder_rows
     from explorer.device_profile import DeviceProfile, LayerTimes, save_profile
     table = ladder.table(runs)
-    models = {cnn_name: {layer: LayerTimes(t["whole_ms"], by_phases=t["by_phases"])
+    models = {cnn_name: {layer: LayerTimes(t["whole_ms"], by_phases=t["by_phases"],
+                                           region=t["region"], alone=t["alone"])
                          for layer, t in table.items()}}
     save_profile(DeviceProfile(name="granularity-bench", models=models,
                                meta={"layout": "blocked", "threads": threads,
@@ -185,7 +186,8 @@ def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
           f"each); first profile round {t_prof:.0f} s; "
           f"load average {load_before} before, {_load()} after")
     print("profile runs (median ms per frame): " + ", ".join(
-        f"{'whole' if r['rows'] == 0 else 'k=%d' % r['rows']} {r['frame_ms']:.2f} "
+        f"{'whole' if r['rows'] == 0 else 'k=%d' % r['rows']}"
+        f"{' alone %d' % r['alone'] if 'alone' in r else ''} {r['frame_ms']:.2f} "
         f"(layers {r['layers_ms']:.2f}, {r['calls']} calls)" for r in prof_runs))
     print(f"plain ORT session: {1000 / plain_ms:.1f} fps (best round's median frame "
           f"{plain_ms:.2f} ms; median round {1000 / med(results[0], 'frame_ms_median'):.1f} fps, "

@@ -134,20 +134,41 @@ def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads:
         return ladder.table(runs_out, progress)
 
 
+def alone_groups(cnn: CNN, phases: dict[str, int]) -> list[list[str]]:
+    """The layers in Φ > 1 phases split into groups with no edge inside a group (a greedy
+    colouring of the undirected layer graph, networkx's largest-first): deployed one group
+    in parts and the rest whole, every layer is timed in parts with all neighbours whole."""
+    import networkx as nx
+    split = [n for n in cnn.order() if phases[n] > 1]
+    colour = nx.greedy_color(nx.Graph(cnn.graph.subgraph(split)), strategy="largest_first")
+    groups: list[list[str]] = [[] for _ in range(max(colour.values(), default=-1) + 1)]
+    for n in split:
+        groups[colour[n]].append(n)
+    return groups
+
+
 class Ladder:
-    """The ladder's deployments of one CNN (whole, and every layer in parts of each k of
-    `ladder_rows`), written once into `folder` and timed round by round, so a caller can
-    interleave its own measurements between rounds (benchmarks/granularity.py)."""
+    """The ladder's deployments of one CNN (whole, every layer in parts of each k of
+    `ladder_rows`, and for each k the `alone_groups` in parts one group at a time), written
+    once into `folder` and timed round by round, so a caller can interleave its own
+    measurements between rounds (benchmarks/granularity.py)."""
 
     def __init__(self, cnn: CNN, folder: Path, precision: str = "fp32", frames: int = 10,
                  threads: int = 0, layout: str = "blocked"):
         from deploy.derive import derive as deploy_plan
         self.cnn, self.frames, self.threads, self.layout = cnn, frames, threads, layout
-        self.runs = [("whole", None)] + [(f"k={k}", k) for k in ladder_rows(cnn)]
+        # (label, k, group): group None = every layer at k (k None: whole)
+        self.runs: list[tuple[str, int | None, int | None]] = [("whole", None, None)]
+        every: list[dict[str, int]] = [{n: 1 for n in cnn.order()}]
+        for k in ladder_rows(cnn):
+            phases = phases_for_rows(cnn, {n: k for n in cnn.order()})
+            self.runs.append((f"k={k}", k, None))
+            every.append(phases)
+            for g, group in enumerate(alone_groups(cnn, phases)):
+                self.runs.append((f"k={k} alone {g}", k, g))
+                every.append({n: (phases[n] if n in group else 1) for n in cnn.order()})
         self.folders: list[tuple[Path, dict[str, int]]] = []
-        for i, (_, k) in enumerate(self.runs):
-            phases = ({n: 1 for n in cnn.order()} if k is None else
-                      phases_for_rows(cnn, {n: k for n in cnn.order()}))
+        for i, phases in enumerate(every):
             out = Path(folder) / f"run{i}"
             deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out)
             self.folders.append((out, phases))
@@ -166,22 +187,33 @@ class Ladder:
             b["frame_ms"] = min(b["frame_ms"], timed["frame_ms"])
 
     def table(self, runs_out: list | None = None, progress=None) -> dict[str, dict]:
-        """{layer: {"whole_ms", "by_phases"}} from the rounds timed so far (see profile_ladder)."""
+        """{layer: {"whole_ms", "by_phases", "region", "alone"}} from the rounds timed so
+        far (see profile_ladder; "region": the parameters of the layer's by-parts region
+        where by_phases was measured, explorer/split_regions.py)."""
+        from explorer.split_regions import region_params
+        cnn = self.cnn
+        params = {n: cnn.layer(n).param_count for n in cnn.order()}
         table: dict[str, dict] = {}
-        for (label, k), (_, phases), timed in zip(self.runs, self.folders, self.best):
+        for (label, k, group), (_, phases), timed in zip(self.runs, self.folders, self.best):
             if timed is None:
                 raise RuntimeError("Ladder.table before any round was timed")
             times = timed["layers"]
             if runs_out is not None:
                 runs_out.append({"rows": k or 0, "layers_ms": round(sum(times.values()), 4),
-                                 "frame_ms": round(timed["frame_ms"], 4), "calls": timed["calls"]})
+                                 "frame_ms": round(timed["frame_ms"], 4), "calls": timed["calls"],
+                                 **({} if group is None else {"alone": group})})
+            regions = region_params(cnn.order(), cnn.edges(), phases, params)
             for name, ms in times.items():
-                entry = table.setdefault(name, {"by_phases": {}})
+                entry = table.setdefault(name, {"by_phases": {}, "region": {}, "alone": {}})
                 if phases[name] == 1:
                     if k is None:
                         entry["whole_ms"] = ms
+                elif group is None:
+                    if phases[name] not in entry["by_phases"]:
+                        entry["by_phases"][phases[name]] = ms
+                        entry["region"][phases[name]] = regions[name]
                 else:
-                    entry["by_phases"].setdefault(phases[name], ms)
+                    entry["alone"].setdefault(phases[name], ms)
             if progress:
                 progress(label, sum(times.values()))
         return table

@@ -80,7 +80,8 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
         models[name] = {layer: LayerTimes(ladder.get(layer, {}).get("whole_ms", t["whole_ms"]),
                                           t.get("part_ms"), t.get("phases"),
                                           t.get("whole_ws_bytes"), t.get("part_ws_bytes"),
-                                          by_phases=ladder.get(layer, {}).get("by_phases", {}))
+                                          **{key: ladder.get(layer, {}).get(key, {})
+                                             for key in ("by_phases", "region", "alone")})
                         for layer, t in table.items()}
         rungs[name] = ladder_rows(cnn)
         if args.primitives:
@@ -95,7 +96,8 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
               "how": "whole_ms and by_phases {phases: ms per frame}: median over frames of "
                      "the layer's calls (the least over rounds) in deployments whole and in "
                      "parts of every k of ladder_rows (explore run's layout and threads); "
-                     "ladder_runs: each "
+                     "region: parameters of the layer's by-parts region there; alone: the "
+                     "same with every neighbour whole; ladder_runs: each "
                      "deployment's median frame beside its layers' sum; part_ms is one "
                      "interior phase timed alone (explore profile)"},
         primitives=prims)

@@ -15,7 +15,10 @@ Two kinds of entries, which may be mixed in one file (docs/throughput.md shows b
   backend's measured workspace (scratch) of the layer whole / one phase, which the memory
   model counts (explorer/memory.py); optional `by_phases` {Φ: ms} is the layer's measured
   time per frame in Φ phases (parts of the granularity ladder, measured in the deployment's
-  own layout and threads), interpolated between measured Φ. Model keys are CNN names of the app or model names
+  own layout and threads), interpolated between measured Φ; optional `region` {Φ: parameters
+  of the by-parts region around the layer when by_phases was measured} and `alone` {Φ: ms
+  with every neighbour whole} let the evaluator place a plan's layer between those two
+  contexts (explorer/split_regions.py). Model keys are CNN names of the app or model names
   (zoo name or ONNX file stem). Measured entries win; layers missing from the tables fall
   back to the roofline of their processor when the file has one.
 
@@ -69,6 +72,11 @@ class LayerTimes:
     # measured time of the whole layer per frame (all its phases) at phase counts Φ of the
     # granularity ladder {Φ: ms} (explore profile; docs/throughput.md); wins when present
     by_phases: dict[int, float] = field(default_factory=dict)
+    # the context of `by_phases` and a second one (explore profile; explorer/split_regions.py):
+    # `region` {Φ: parameters of the layer's by-parts region in the deployment that measured
+    # by_phases}, `alone` {Φ: ms per frame measured with every neighbour whole}
+    region: dict[int, float] = field(default_factory=dict)
+    alone: dict[int, float] = field(default_factory=dict)
 
     def ms(self, phases: int, default_phase_ms: float = 0.0) -> float:
         """Time in `phases` phases: with `by_phases`, linear between the nearest measured
@@ -85,6 +93,21 @@ class LayerTimes:
             return self.whole_ms + (phases - 1) * default_phase_ms
         slope = (self.part_ms * self.phases - self.whole_ms) / (self.phases - 1)
         return self.whole_ms + (phases - 1) * max(0.0, slope)
+
+
+    def ms_in(self, phases: int, region: float, own: float,
+              default_phase_ms: float = 0.0) -> float:
+        """Time in `phases` phases inside a by-parts region of `region` parameters (`own`:
+        the layer's): between the time alone (region = own) and the ladder's (region = the
+        ladder's region at Φ), linear in the region's parameters and clamped to the two
+        measured contexts (explorer/split_regions.py says why). Without `alone`: ms()."""
+        ladder = self.ms(phases, default_phase_ms)
+        if phases <= 1 or not self.alone or not self.region:
+            return ladder
+        alone = _interpolate({1: self.whole_ms, **self.alone}, phases)
+        span = _interpolate(self.region, phases) - own
+        share = 1.0 if span <= 0 else min(1.0, max(0.0, (region - own) / span))
+        return alone + share * (ladder - alone)
 
 
 def _interpolate(points: dict[int, float], x: int) -> float:
@@ -190,7 +213,8 @@ def _roofline(where: str, name: str, data: Any) -> Roofline:
 def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     data = _mapping(where, key, data)
     _check_keys(f"{where}: {key}", data, {"whole_ms", "part_ms", "phases",
-                                          "whole_ws_bytes", "part_ws_bytes", "by_phases"})
+                                          "whole_ws_bytes", "part_ws_bytes", "by_phases",
+                                          "region", "alone"})
     if "whole_ms" not in data:
         raise InputError(f"{where}: {key} needs key 'whole_ms'")
     part = data.get("part_ms")
@@ -202,18 +226,28 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
         raise InputError(f"{where}: {key}.phases must be an integer >= 1, got {phases!r}")
     ws = {k: int(_num(where, f"{key}.{k}", data[k])) for k in ("whole_ws_bytes", "part_ws_bytes")
           if data.get(k) is not None}
-    by_phases = {}
-    for n, ms in _mapping(where, f"{key}.by_phases", data.get("by_phases", {})).items():
+    by = {name: _by_phases(where, f"{key}.{name}", data.get(name, {}))
+          for name in ("by_phases", "region", "alone")}
+    if by["alone"] and set(by["region"]) != set(by["by_phases"]):
+        raise InputError(f"{where}: {key}.region needs the phase counts of {key}.by_phases "
+                         f"({sorted(by['by_phases'])}), got {sorted(by['region'])}")
+    return LayerTimes(_num(where, f"{key}.whole_ms", data["whole_ms"]),
+                      None if part is None else _num(where, f"{key}.part_ms", part),
+                      phases, **ws, **by)
+
+
+def _by_phases(where: str, key: str, data: Any) -> dict[int, float]:
+    """{Φ: number} with every Φ an integer >= 2."""
+    out = {}
+    for n, value in _mapping(where, key, data).items():
         try:
             count = int(n)
         except (TypeError, ValueError):
             count = 0
         if count < 2 or str(n).strip() != str(count):
-            raise InputError(f"{where}: {key}.by_phases: key {n!r} must be a phase count >= 2")
-        by_phases[count] = _num(where, f"{key}.by_phases.{n}", ms)
-    return LayerTimes(_num(where, f"{key}.whole_ms", data["whole_ms"]),
-                      None if part is None else _num(where, f"{key}.part_ms", part),
-                      phases, **ws, by_phases=by_phases)
+            raise InputError(f"{where}: {key}: key {n!r} must be a phase count >= 2")
+        out[count] = _num(where, f"{key}.{n}", value)
+    return out
 
 
 TOP_KEYS = {"format", "version", "name", "processors", "models", "precision", "speedup",
@@ -296,7 +330,7 @@ def resolve_profile(spec: str, base: Path | None = None) -> DeviceProfile:
 # ---- writing ---------------------------------------------------------------------------
 
 def _clean(d: dict) -> dict:
-    return {k: v for k, v in d.items() if v is not None and not (k == "by_phases" and not v)}
+    return {k: v for k, v in d.items() if v is not None and not (isinstance(v, dict) and not v)}
 
 
 def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 One small interface for the search: `make_evaluator(app, spec).fps(phases)`. The rules
 (DESIGN.md, "Throughput during the search"):
-- a layer's time comes from the device profile, whole (Φ = 1) or by parts (Φ phases);
+- a layer's time comes from the device profile, whole (Φ = 1) or by parts (Φ phases), by
+  parts placed by the weights its by-parts region cycles through when the profile measured
+  both contexts (explorer/split_regions.py);
 - a partition's frame time is the sum of its layers' times on its processor;
 - a pipeline set of J runs its partitions in parallel, one stage each; stages on the same
   processor share it, so a set's period is the largest per-processor sum of its stages;
@@ -19,6 +21,7 @@ from csdf.model import CNN
 from explorer.app import Application
 from explorer.costs import VIEW_OPS, LayerCost, cnn_costs
 from explorer.device_profile import DeviceProfile, LayerTimes, Roofline, resolve_profile
+from explorer.split_regions import region_params
 from sdf3.errors import InputError
 
 Phases = dict[str, dict[str, int]]
@@ -65,26 +68,38 @@ class Evaluator:
                     self._tables[name] = self.profile.models[key]
                     break
         self._loop = {name: loop_factor(self.profile, cnn) for name, cnn in self.app.cnns.items()}
-        self._memo: dict[tuple[str, str, int, str], float] = {}
+        # CNNs whose table measured layers alone too: their regions count (split_regions)
+        self._params = {name: {n: cnn.layer(n).param_count for n in cnn.order()}
+                        for name, cnn in self.app.cnns.items()
+                        if any(t.alone for t in self._tables.get(name, {}).values())}
+        self._memo: dict[tuple[str, str, int, str, int | None], float] = {}
         for part in self.app.partitions:        # check now, not in the middle of a search
             for layer in part.layers:
                 self._layer(part.cnn, layer, 1, part.processor)
 
-    def _layer(self, cnn: str, layer: str, phases: int, processor: str) -> float:
-        key = (cnn, layer, phases, processor)
+    def _layer(self, cnn: str, layer: str, phases: int, processor: str,
+               region: int | None = None) -> float:
+        key = (cnn, layer, phases, processor, region)
         ms = self._memo.get(key)
         if ms is None:
-            ms = self._memo[key] = self.layer_ms(cnn, layer, phases, processor)
+            ms = self._memo[key] = self.layer_ms(cnn, layer, phases, processor, region)
         return ms
 
-    def layer_ms(self, cnn: str, layer: str, phases: int = 1, processor: str = "gpu") -> float:
-        """Time of one layer in `phases` phases (1 = whole) on `processor`, milliseconds."""
+    def layer_ms(self, cnn: str, layer: str, phases: int = 1, processor: str = "gpu",
+                 region: int | None = None) -> float:
+        """Time of one layer in `phases` phases (1 = whole) on `processor`, milliseconds;
+        `region`: parameters of its by-parts region (explorer/split_regions.py; None: the
+        context the profile measured by_phases in)."""
         prof, app = self.profile, self.app
         table = self._tables.get(cnn)
         if table is not None and layer in table:
             speed = prof.speedup.get(app.precision.name, 1.0) if (
                 app.precision.name != prof.precision) else 1.0
-            return table[layer].ms(phases, prof.default_phase_us * 1e-3) / speed
+            times, slope = table[layer], prof.default_phase_us * 1e-3
+            if region is not None and phases > 1:
+                own = self._params[cnn][layer]
+                return times.ms_in(phases, region, own, slope) / speed
+            return times.ms(phases, slope) / speed
         roof = prof.processors.get(processor)
         if roof is None:
             op = self.app.cnns[cnn].layer(layer).op
@@ -105,9 +120,13 @@ class Evaluator:
     def partition_ms(self, partition: str, phases: Phases | None = None) -> float:
         """Frame time of one partition: the sum of its layers' times."""
         part = self.app.partition(partition)
-        ph = (phases or {}).get(part.cnn, {})
-        return self._loop[part.cnn] * sum(self._layer(part.cnn, layer, max(1, int(ph.get(layer, 1))),
-                                                      part.processor) for layer in part.layers)
+        ph = {n: max(1, int(v)) for n, v in (phases or {}).get(part.cnn, {}).items()}
+        params = self._params.get(part.cnn)
+        regions = ({} if params is None else
+                   region_params(part.layers, self.app.cnns[part.cnn].edges(), ph, params))
+        return self._loop[part.cnn] * sum(
+            self._layer(part.cnn, layer, ph.get(layer, 1), part.processor, regions.get(layer))
+            for layer in part.layers)
 
     def set_period_ms(self, group: list[str], times: dict[str, float]) -> float:
         """Period of one pipeline set: stages on one processor share it."""

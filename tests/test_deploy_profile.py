@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from csdf.parts import can_split
+from csdf.parts import can_split, phases_for_rows
 from explorer.appfile import load_app
 from explorer.cli import main
 from explorer.device_profile import load_profile
@@ -105,8 +105,6 @@ def test_profile_measures_conv_workspace():
 def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
     """Every layer by parts at Φ = ceil(H / k) for k = 1, 2, 4, 8 (H up to 16), measured in
     deployments; the evaluator's frame time at k = 2 everywhere is the measured sum."""
-    from csdf.parts import phases_for_rows
-
     out = tmp_path / "prof.yaml"
     assert main(["profile", str(app_file), "--out", str(out), "--repeats", "1",
                  "--frames", "2", "--threads", "1", "--rounds", "2"]) == 0
@@ -121,9 +119,12 @@ def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
         h = cnn.layer(name).output_shape[2]
         want = {-(-h // k) for k in (1, 2, 4, 8) if k < h} if can_split(cnn.layer(name)) else set()
         assert set(table[name].by_phases) == want, name
-    # one record per deployment: whole first, then every k; its calls are the plan's
-    # firings (one per phase of every layer) and the whole run's layers are whole_ms
-    runs = profile.meta["ladder_runs"]["tiny"]
+        assert set(table[name].alone) == want == set(table[name].region), name
+    # one record per deployment: whole first, then every k (each followed by its runs of
+    # layers alone); its calls are the plan's firings (one per phase of every layer) and
+    # the whole run's layers are whole_ms
+    everything = profile.meta["ladder_runs"]["tiny"]
+    runs = [r for r in everything if "alone" not in r]
     assert [r["rows"] for r in runs] == [0, 1, 2, 4, 8]
     for r in runs:
         ph = ({n: 1 for n in cnn.order()} if r["rows"] == 0 else
@@ -138,7 +139,7 @@ def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
     total = sum(max([table[n].whole_ms] + [ms for p, ms in table[n].by_phases.items() if p <= ph[n]])
                 for n in cnn.order())
     # charged the loop between calls: the median over runs of frame / layers' sum
-    ratios = sorted(r["frame_ms"] / r["layers_ms"] for r in runs)
+    ratios = sorted(r["frame_ms"] / r["layers_ms"] for r in everything)
     assert got == pytest.approx(1000.0 / (total * ratios[len(ratios) // 2]), rel=1e-9)
 
 
@@ -176,11 +177,12 @@ def test_ladder_rounds_keep_each_layers_least(app_file, monkeypatch):
 
     def fake(folder, name, frames, threads, layout):
         calls.append(folder.name)
-        r = (len(calls) - 1) // runs
+        r = calls.count("run0") - 1
         return {"layers": {n: noise[r] * (1 + i) for i, n in enumerate(cnn.order())},
                 "frame_ms": 10 * noise[r], "calls": 1}
 
-    runs = 1 + len(ladder_profile.ladder_rows(cnn))
+    runs = 1 + sum(1 + len(ladder_profile.alone_groups(
+        cnn, phases_for_rows(cnn, dict.fromkeys(cnn.order(), k)))) for k in ladder_profile.ladder_rows(cnn))
     monkeypatch.setattr(ladder_profile, "_step_times_in_child", fake)
     records: list = []
     table = ladder_profile.profile_ladder(cnn, frames=1, runs_out=records, rounds=3)

@@ -1,0 +1,39 @@
+"""By-parts regions: which layers' phases interleave, and the weights they cycle through.
+
+Processing by parts (Minakova & Stefanov, TODAES 2022, Section 4.2, Equation 6) runs a
+layer in Φ phases, and a demand-driven schedule (csdf/schedule_policies.py) interleaves the
+phases of connected by-parts layers: each output row of the last asks one row of every layer
+before it, up to the nearest whole layer, which runs once and so ends the cycle. Between
+two phases of a layer the CPU therefore touches the weights of every layer of its region,
+and once they outgrow the caches each phase re-reads its own weights from memory.
+
+Measured (issue 15, ResNet-50, one thread, blocked layout): a layer1/layer2 convolution
+row by row took 0.76-0.93x its time in the profile's ladder deployment (every layer in
+parts, so its region held all of ResNet-50's 25 M parameters) when its plan's region held
+layer1-layer2 only, and 0.97-1.02x its time with every neighbour whole. The evaluator
+(explorer/throughput.py) places a layer's time between those two measured contexts by the
+parameters of its region (explorer/device_profile.py, `LayerTimes.ms_in`); this module
+finds the regions.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from networkx.utils import UnionFind
+
+
+def region_params(layers: Iterable[str], edges: Iterable[tuple[str, str]],
+                  phases: dict[str, int], params: dict[str, int]) -> dict[str, int]:
+    """{layer: parameters of its region} for every layer of `layers` run in Φ > 1 phases:
+    the region is the connected set of such layers joined by the edges between them (a
+    whole layer, or a layer outside `layers`, e.g. of another pipeline stage, separates)."""
+    split = [n for n in layers if phases.get(n, 1) > 1]
+    sets = UnionFind(split)
+    for a, b in edges:
+        if a in sets.parents and b in sets.parents:
+            sets.union(a, b)
+    total: dict[str, int] = {}
+    for n in split:
+        r = sets[n]
+        total[r] = total.get(r, 0) + params.get(n, 0)
+    return {n: total[sets[n]] for n in split}

@@ -1,0 +1,152 @@
+"""By-parts regions (explorer/split_regions.py) and the two measured contexts of a layer's
+time by parts: the ladder's region and the layer alone (LayerTimes.ms_in, the evaluator,
+deploy/ladder_profile.py's alone groups)."""
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+
+from csdf.parts import phases_for_rows
+from deploy import ladder_profile
+from explorer.appfile import load_app
+from explorer.device_profile import LayerTimes, load_profile, profile_from_dict, save_profile, DeviceProfile
+from explorer.split_regions import region_params
+from explorer.throughput import make_evaluator
+from sdf3.errors import InputError
+from test_deploy_fixtures import tiny_onnx
+
+
+@pytest.fixture(scope="module")
+def app_file(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("app")
+    tiny_onnx(folder / "tiny.onnx")
+    path = folder / "app.yaml"
+    path.write_text("name: tiny-app\nplatform: jetson-tx2\nprecision: fp32\n"
+                    "cnns:\n  - name: tiny\n    model: tiny.onnx\n    fps: 0\n")
+    return path
+
+
+def _components(edges, phases, params) -> dict[str, int]:
+    """The same regions by networkx's connected components (independent of UnionFind)."""
+    g = nx.Graph()
+    split = [n for n, p in phases.items() if p > 1]
+    g.add_nodes_from(split)
+    g.add_edges_from((a, b) for a, b in edges if a in g and b in g)
+    return {n: sum(params[m] for m in comp) for comp in nx.connected_components(g) for n in comp}
+
+
+def test_regions_are_split_layers_joined_by_split_edges():
+    # a -> b -> c -> d -> e, b -> d; c whole: {a, b} and {d, e} would be apart but b -> d joins
+    edges = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("b", "d")]
+    params = {"a": 1, "b": 10, "c": 100, "d": 1000, "e": 10000}
+    got = region_params("abcde", edges, {"a": 2, "b": 2, "c": 1, "d": 3, "e": 3}, params)
+    assert got == {n: 11011 for n in "abde"}
+    # without b -> d two regions; a layer outside `layers` (another stage) separates too
+    got = region_params("abcde", edges[:4], {"a": 2, "b": 2, "d": 3, "e": 3}, params)
+    assert got == {"a": 11, "b": 11, "d": 11000, "e": 11000}
+    assert region_params("abde", edges, {n: 2 for n in "abcde"}, params) == {
+        n: 11011 for n in "abde"}
+
+
+def test_time_between_alone_and_the_ladder_by_region():
+    """Linear in the region's parameters between alone (region = own) and the ladder's
+    region at Φ; clamped outside; Φ between measured counts interpolated in all three."""
+    t = LayerTimes(1.0, by_phases={4: 3.0, 8: 5.0}, region={4: 1000, 8: 3000},
+                   alone={4: 2.0, 8: 2.5})
+    assert t.ms_in(4, 100, 100) == 2.0                  # alone
+    assert t.ms_in(4, 1000, 100) == 3.0                 # the ladder's region
+    assert t.ms_in(4, 5000, 100) == 3.0                 # larger: clamped to the ladder
+    assert t.ms_in(4, 550, 100) == pytest.approx(2.5)   # half way
+    # Φ 6: ladder 4.0, alone 2.25, ladder region 2000 -> a region of 1050 is half way
+    assert t.ms_in(6, 1050, 100) == pytest.approx(2.25 + 0.5 * 1.75)
+    assert t.ms_in(1, 1050, 100) == 1.0                 # whole: no region
+    plain = LayerTimes(1.0, by_phases={4: 3.0})         # no alone times: the ladder's
+    assert plain.ms_in(4, 100, 100) == 3.0
+
+
+def test_profile_keeps_region_and_alone(tmp_path):
+    t = LayerTimes(1.0, by_phases={2: 1.5, 4: 2.0}, region={2: 10.0, 4: 20.0},
+                   alone={2: 1.2, 4: 1.4})
+    path = save_profile(DeviceProfile("p", models={"m": {"l": t}}), tmp_path / "p.yaml")
+    assert load_profile(path).models["m"]["l"] == t
+    data = {"models": {"m": {"l": {"whole_ms": 1.0, "by_phases": {2: 1.5, 4: 2.0},
+                                   "region": {2: 10}, "alone": {2: 1.2, 4: 1.4}}}}}
+    with pytest.raises(InputError, match=r"models.m.l.region needs the phase counts"):
+        profile_from_dict(data, "p.yaml")
+    data["models"]["m"]["l"]["region"] = {1: 10, 2: 20}
+    with pytest.raises(InputError, match=r"models.m.l.region: key 1 must be a phase count"):
+        profile_from_dict(data, "p.yaml")
+
+
+def test_evaluator_places_each_layer_by_its_region(app_file, tmp_path):
+    """A profile with both contexts: the evaluator's frame equals the sum, computed here
+    with networkx's components, of each layer between alone and the ladder."""
+    app = load_app(app_file)
+    cnn = app.cnns["tiny"]
+    params = {n: cnn.layer(n).param_count for n in cnn.order()}
+    every = phases_for_rows(cnn, dict.fromkeys(cnn.order(), 1))
+    ladder_region = _components(cnn.edges(), every, params)
+    table = {}
+    for i, n in enumerate(cnn.order()):
+        p = every[n]
+        table[n] = (LayerTimes(1.0 + i, by_phases={p: 3.0 + i}, region={p: ladder_region[n]},
+                               alone={p: 2.0 + i}) if p > 1 else LayerTimes(1.0 + i))
+    prof = save_profile(DeviceProfile("ctx", models={"tiny": table}), tmp_path / "ctx.yaml")
+    ev = make_evaluator(app, str(prof))
+    split = [n for n in cnn.order() if every[n] > 1]
+    phases = {n: (every[n] if n in split[::2] or n == split[1] else 1) for n in cnn.order()}
+    region = _components(cnn.edges(), phases, params)
+    want = 0.0
+    for i, n in enumerate(cnn.order()):
+        if phases[n] == 1:
+            want += 1.0 + i
+            continue
+        span = ladder_region[n] - params[n]
+        share = 1.0 if span <= 0 else min(1.0, (region[n] - params[n]) / span)
+        want += 2.0 + i + share * 1.0
+    assert ev.frame_ms({"tiny": phases})["tiny"] == pytest.approx(want, rel=1e-12)
+    # every layer in parts, as the ladder ran: the ladder's times
+    assert ev.frame_ms({"tiny": every})["tiny"] == pytest.approx(
+        sum(table[n].ms(every[n]) for n in cnn.order()), rel=1e-12)
+
+
+def test_alone_groups_time_every_split_layer_with_whole_neighbours(app_file, tmp_path, monkeypatch):
+    """For every k: the alone runs split disjoint groups covering the layers in parts at k,
+    no two neighbours in one group, each at its Φ of k; the table files the alone times and
+    the regions (networkx's components of the run with every layer at k)."""
+    cnn = load_app(app_file).cnns["tiny"]
+    ladder = ladder_profile.Ladder(cnn, tmp_path)
+    edges = cnn.edges()
+    params = {n: cnn.layer(n).param_count for n in cnn.order()}
+    index = {}
+    for i, ((label, k, group), (_, phases)) in enumerate(zip(ladder.runs, ladder.folders)):
+        index[(k, group)] = i
+        if group is None:
+            continue
+        every = ladder.folders[index[(k, None)]][1]
+        split = {n for n in cnn.order() if phases[n] > 1}
+        assert all(phases[n] == every[n] for n in split)
+        assert not any(a in split and b in split for a, b in edges), label
+    for k in ladder_profile.ladder_rows(cnn):
+        every = ladder.folders[index[(k, None)]][1]
+        groups = [{n for n, p in ladder.folders[i][1].items() if p > 1}
+                  for (kk, g), i in index.items() if kk == k and g is not None]
+        assert sorted(n for g in groups for n in g) == sorted(n for n in cnn.order() if every[n] > 1)
+
+    def fake(folder, name, frames, threads, layout):      # ms = the run's index + 1
+        i = int(folder.name[3:])
+        return {"layers": {n: float(i + 1) for n in cnn.order()}, "frame_ms": 1.0, "calls": 1}
+
+    monkeypatch.setattr(ladder_profile, "_step_times_in_child", fake)
+    ladder.time_round()
+    table = ladder.table()
+    for n in cnn.order():
+        for k in ladder_profile.ladder_rows(cnn):
+            every = ladder.folders[index[(k, None)]][1]
+            p = every[n]
+            if p == 1 or table[n]["by_phases"].get(p) != index[(k, None)] + 1:
+                continue          # Φ filed from a smaller k (same Φ), or whole at k
+            assert table[n]["region"][p] == _components(edges, every, params)[n]
+            alone = [i for (kk, g), i in index.items()
+                     if kk == k and g is not None and ladder.folders[i][1][n] > 1]
+            assert table[n]["alone"][p] == alone[0] + 1
