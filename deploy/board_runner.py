@@ -431,18 +431,48 @@ def _reference(cuda, runtime, path, frame):
     return run
 
 
+class Cycle(object):
+    """`count` frames taken in turn from a few distinct ones (`pool`): the input a run feeds
+    costs the process a few frames, not `count` of them, so the peak RSS it reports is the
+    deployment's (the CPU executor's runs cycle a pool the same way)."""
+
+    def __init__(self, pool, count):
+        self.pool, self.count = list(pool), int(count)
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):      # the same arrays, no copies
+            return [self[j] for j in range(*i.indices(self.count))]
+        if i < 0:
+            i += self.count
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        return self.pool[i % len(self.pool)]
+
+
+def input_frames(manifest, frames, seed=0, pool=4):
+    """{cnn: Cycle}: max(frames, CNNs) frames dealt to the CNNs in turn (a multi-CNN app
+    runs one CNN per frame), each CNN's drawn from at most `pool` random frames."""
+    rng = np.random.RandomState(seed)
+    names = list(manifest["cnns"])
+    total = max(frames, len(names))
+    out = {}
+    for j, n in enumerate(names):
+        count = len(range(j, total, len(names)))
+        shape = manifest["cnns"][n]["inputs"][0]["shape"]
+        out[n] = Cycle([rng.standard_normal(shape).astype(np.float32)
+                        for _ in range(min(pool, count))], count)
+    return out
+
+
 def measure(deploy_dir, frames=20, seed=0, warmup=3, check=True):
     m = load_manifest(deploy_dir)
     board = Board(deploy_dir, m)
-    rng = np.random.RandomState(seed)
-    names = list(m["cnns"])
-    routed = dict((n, []) for n in names)
-    for i in range(max(frames, len(names))):
-        n = names[i % len(names)]
-        routed[n].append(rng.standard_normal(m["cnns"][n]["inputs"][0]["shape"]).astype(np.float32))
     fps, calls, diff, ref_fps = {}, {}, {}, {}
-    for n, stream in routed.items():
-        board.run_stream(n, (stream * warmup)[:warmup], keep=False)
+    for n, stream in input_frames(m, frames, seed).items():
+        board.run_stream(n, Cycle(stream.pool, warmup), keep=False)
         board.cnns[n]["calls"] = 0
         start = time.perf_counter()
         outs = board.run_stream(n, stream)

@@ -80,3 +80,24 @@ def test_tensorrt_run_matches_reference(deployed):   # pragma: no cover - GPU on
     assert res["max_abs_diff"]["tiny"] < 5e-3           # fp16 storage
     assert res["calls_per_frame"]["tiny"] == sum(len(p["steps"]) for p in manifest["partitions"])
     assert res["arena_bytes"] == manifest["device_arena_bytes"]
+
+
+def test_runner_feeds_a_pool_of_frames():
+    """`board_runner.py run` deals max(frames, CNNs) frames to the CNNs in turn, each CNN's
+    cycled from at most 4 arrays made once (peak RSS counts 4 frames, not --frames)."""
+    import numpy as np
+
+    m = {"cnns": {"a": {"inputs": [{"shape": [1, 3, 8, 8]}]},
+                  "b": {"inputs": [{"shape": [1, 1, 4, 4]}]}}}
+    got = board_runner.input_frames(m, 11, seed=5)
+    assert [len(got["a"]), len(got["b"])] == [6, 5]
+    a = got["a"]
+    assert len(a.pool) == 4 and a[4] is a[0] and a[5] is a[1] and a[-1] is a[5]
+    assert [f is g for f, g in zip(a, list(a.pool) * 2)] == [True] * 6
+    assert len(a[:3]) == 3 and all(x is y for x, y in zip(a[:3], a.pool[:3]))
+    with pytest.raises(IndexError):
+        a[6]
+    again = board_runner.input_frames(m, 11, seed=5)
+    assert all(np.array_equal(x, y) for x, y in zip(again["b"].pool, got["b"].pool))
+    assert got["b"][0].shape == (1, 1, 4, 4) and got["b"][0].dtype == np.float32
+    assert [len(c) for c in board_runner.input_frames(m, 1).values()] == [1, 1]
