@@ -5,6 +5,7 @@ running it: outputs equal to the unmodified model's, arena bytes equal to the pl
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -66,6 +67,16 @@ def tiny_onnx(path, seed: int = 0, shape=(1, 3, 16, 12), classes: int = 10) -> s
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return str(path)
+
+
+def tiny_app_file(folder) -> Path:
+    """tiny.onnx and an app file naming it (one CNN 'tiny', fp32, jetson-tx2) in `folder`."""
+    folder = Path(folder)
+    tiny_onnx(folder / "tiny.onnx")
+    path = folder / "app.yaml"
+    path.write_text("name: tiny-app\nplatform: jetson-tx2\nprecision: fp32\n"
+                    "cnns:\n  - name: tiny\n    model: tiny.onnx\n    fps: 0\n")
+    return path
 
 
 def tiny_cnn(tmp_path, name: str = "tiny", seed: int = 0, **kw) -> CNN:

@@ -11,17 +11,12 @@ from explorer.appfile import load_app
 from explorer.cli import main
 from explorer.device_profile import load_profile
 from explorer.throughput import make_evaluator
-from test_deploy_fixtures import tiny_onnx
+from test_deploy_fixtures import tiny_app_file
 
 
 @pytest.fixture(scope="module")
 def app_file(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("app")
-    tiny_onnx(folder / "tiny.onnx")
-    path = folder / "app.yaml"
-    path.write_text("name: tiny-app\nplatform: jetson-tx2\nprecision: fp32\n"
-                    "cnns:\n  - name: tiny\n    model: tiny.onnx\n    fps: 0\n")
-    return path
+    return tiny_app_file(tmp_path_factory.mktemp("app"))
 
 
 def test_profile_file_feeds_the_evaluator(app_file, tmp_path):

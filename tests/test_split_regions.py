@@ -13,17 +13,12 @@ from explorer.device_profile import LayerTimes, load_profile, profile_from_dict,
 from explorer.split_regions import region_params
 from explorer.throughput import make_evaluator
 from sdf3.errors import InputError
-from test_deploy_fixtures import tiny_onnx
+from test_deploy_fixtures import tiny_app_file
 
 
 @pytest.fixture(scope="module")
 def app_file(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("app")
-    tiny_onnx(folder / "tiny.onnx")
-    path = folder / "app.yaml"
-    path.write_text("name: tiny-app\nplatform: jetson-tx2\nprecision: fp32\n"
-                    "cnns:\n  - name: tiny\n    model: tiny.onnx\n    fps: 0\n")
-    return path
+    return tiny_app_file(tmp_path_factory.mktemp("app"))
 
 
 def _components(edges, phases, params) -> dict[str, int]:
