@@ -187,11 +187,13 @@ class Ladder:
             b["frame_ms"] = min(b["frame_ms"], timed["frame_ms"])
 
     def table(self, runs_out: list | None = None, progress=None) -> dict[str, dict]:
-        """{layer: {"whole_ms", "by_phases", "region", "alone"}} from the rounds timed so
-        far (see profile_ladder; "region": the parameters of the layer's by-parts region
-        where by_phases was measured, explorer/split_regions.py)."""
-        from explorer.split_regions import region_params
+        """{layer: {"whole_ms", "by_phases", "region", "alone", "beside_ms"}} from the rounds
+        timed so far (see profile_ladder; "region": the parameters of the layer's by-parts
+        region where by_phases was measured; "beside_ms": the median of its times whole
+        beside a layer in parts, None if never; explorer/split_regions.py)."""
+        from explorer.split_regions import beside_parts, region_params
         cnn = self.cnn
+        beside: dict[str, list[float]] = {}
         params = {n: cnn.layer(n).param_count for n in cnn.order()}
         table: dict[str, dict] = {}
         for (label, k, group), (_, phases), timed in zip(self.runs, self.folders, self.best):
@@ -203,11 +205,14 @@ class Ladder:
                                  "frame_ms": round(timed["frame_ms"], 4), "calls": timed["calls"],
                                  **({} if group is None else {"alone": group})})
             regions = region_params(cnn.order(), cnn.edges(), phases, params)
+            near = beside_parts(cnn.order(), cnn.edges(), phases)
             for name, ms in times.items():
                 entry = table.setdefault(name, {"by_phases": {}, "region": {}, "alone": {}})
                 if phases[name] == 1:
                     if k is None:
                         entry["whole_ms"] = ms
+                    elif name in near:
+                        beside.setdefault(name, []).append(ms)
                 elif group is None:
                     if phases[name] not in entry["by_phases"]:
                         entry["by_phases"][phases[name]] = ms
@@ -216,6 +221,8 @@ class Ladder:
                     entry["alone"].setdefault(phases[name], ms)
             if progress:
                 progress(label, sum(times.values()))
+        for name, entry in table.items():
+            entry["beside_ms"] = float(np.median(beside[name])) if name in beside else None
         return table
 
 

@@ -80,6 +80,7 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
         models[name] = {layer: LayerTimes(ladder.get(layer, {}).get("whole_ms", t["whole_ms"]),
                                           t.get("part_ms"), t.get("phases"),
                                           t.get("whole_ws_bytes"), t.get("part_ws_bytes"),
+                                          beside_ms=ladder.get(layer, {}).get("beside_ms"),
                                           **{key: ladder.get(layer, {}).get(key, {})
                                              for key in ("by_phases", "region", "alone")})
                         for layer, t in table.items()}
@@ -97,7 +98,8 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
                      "the layer's calls (the least over rounds) in deployments whole and in "
                      "parts of every k of ladder_rows (explore run's layout and threads); "
                      "region: parameters of the layer's by-parts region there; alone: the "
-                     "same with every neighbour whole; ladder_runs: each "
+                     "same with every neighbour whole; beside_ms: median time whole beside "
+                     "a layer in parts; ladder_runs: each "
                      "deployment's median frame beside its layers' sum; part_ms is one "
                      "interior phase timed alone (explore profile)"},
         primitives=prims)

@@ -18,7 +18,8 @@ Two kinds of entries, which may be mixed in one file (docs/throughput.md shows b
   own layout and threads), interpolated between measured Φ; optional `region` {Φ: parameters
   of the by-parts region around the layer when by_phases was measured} and `alone` {Φ: ms
   with every neighbour whole} let the evaluator place a plan's layer between those two
-  contexts (explorer/split_regions.py). Model keys are CNN names of the app or model names
+  contexts (explorer/split_regions.py), and `beside_ms` is the layer whole with a neighbour
+  in parts. Model keys are CNN names of the app or model names
   (zoo name or ONNX file stem). Measured entries win; layers missing from the tables fall
   back to the roofline of their processor when the file has one.
 
@@ -77,6 +78,9 @@ class LayerTimes:
     # by_phases}, `alone` {Φ: ms per frame measured with every neighbour whole}
     region: dict[int, float] = field(default_factory=dict)
     alone: dict[int, float] = field(default_factory=dict)
+    # the layer whole with a neighbour in parts (it reads or writes rows rings, not ONNX
+    # Runtime's blocked layout): median over the profile's deployments where it was so
+    beside_ms: float | None = None
 
     def ms(self, phases: int, default_phase_ms: float = 0.0) -> float:
         """Time in `phases` phases: with `by_phases`, linear between the nearest measured
@@ -96,13 +100,16 @@ class LayerTimes:
 
 
     def ms_in(self, phases: int, region: float, own: float,
-              default_phase_ms: float = 0.0) -> float:
+              default_phase_ms: float = 0.0, beside: bool = False) -> float:
         """Time in `phases` phases inside a by-parts region of `region` parameters (`own`:
         the layer's): between the time alone (region = own) and the ladder's (region = the
         ladder's region at Φ), linear in the region's parameters and clamped to the two
-        measured contexts (explorer/split_regions.py says why). Without `alone`: ms()."""
+        measured contexts (explorer/split_regions.py says why). Without `alone`: ms().
+        Whole (Φ 1): `beside_ms` when `beside` (a neighbour in parts) and measured."""
+        if phases <= 1:
+            return self.beside_ms if beside and self.beside_ms is not None else self.whole_ms
         ladder = self.ms(phases, default_phase_ms)
-        if phases <= 1 or not self.alone or not self.region:
+        if not self.alone or not self.region:
             return ladder
         alone = _interpolate({1: self.whole_ms, **self.alone}, phases)
         span = _interpolate(self.region, phases) - own
@@ -214,7 +221,7 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     data = _mapping(where, key, data)
     _check_keys(f"{where}: {key}", data, {"whole_ms", "part_ms", "phases",
                                           "whole_ws_bytes", "part_ws_bytes", "by_phases",
-                                          "region", "alone"})
+                                          "region", "alone", "beside_ms"})
     if "whole_ms" not in data:
         raise InputError(f"{where}: {key} needs key 'whole_ms'")
     part = data.get("part_ms")
@@ -224,8 +231,11 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     if phases is not None and (isinstance(phases, bool) or not isinstance(phases, int)
                                or phases < 1):
         raise InputError(f"{where}: {key}.phases must be an integer >= 1, got {phases!r}")
-    ws = {k: int(_num(where, f"{key}.{k}", data[k])) for k in ("whole_ws_bytes", "part_ws_bytes")
-          if data.get(k) is not None}
+    optional: dict[str, Any] = {k: int(_num(where, f"{key}.{k}", data[k]))
+                                for k in ("whole_ws_bytes", "part_ws_bytes")
+                                if data.get(k) is not None}
+    if data.get("beside_ms") is not None:
+        optional["beside_ms"] = _num(where, f"{key}.beside_ms", data["beside_ms"])
     by = {name: _by_phases(where, f"{key}.{name}", data.get(name, {}))
           for name in ("by_phases", "region", "alone")}
     if by["alone"] and set(by["region"]) != set(by["by_phases"]):
@@ -233,7 +243,7 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
                          f"({sorted(by['by_phases'])}), got {sorted(by['region'])}")
     return LayerTimes(_num(where, f"{key}.whole_ms", data["whole_ms"]),
                       None if part is None else _num(where, f"{key}.part_ms", part),
-                      phases, **ws, **by)
+                      phases, **optional, **by)
 
 
 def _by_phases(where: str, key: str, data: Any) -> dict[int, float]:

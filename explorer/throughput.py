@@ -3,8 +3,8 @@
 One small interface for the search: `make_evaluator(app, spec).fps(phases)`. The rules
 (DESIGN.md, "Throughput during the search"):
 - a layer's time comes from the device profile, whole (Φ = 1) or by parts (Φ phases), by
-  parts placed by the weights its by-parts region cycles through when the profile measured
-  both contexts (explorer/split_regions.py);
+  parts placed by the weights its by-parts region cycles through, whole ones beside parts
+  at their time there, when the profile measured those contexts (explorer/split_regions.py);
 - a partition's frame time is the sum of its layers' times on its processor;
 - a pipeline set of J runs its partitions in parallel, one stage each; stages on the same
   processor share it, so a set's period is the largest per-processor sum of its stages;
@@ -21,7 +21,7 @@ from csdf.model import CNN
 from explorer.app import Application
 from explorer.costs import VIEW_OPS, LayerCost, cnn_costs
 from explorer.device_profile import DeviceProfile, LayerTimes, Roofline, resolve_profile
-from explorer.split_regions import region_params
+from explorer.split_regions import beside_parts, region_params
 from sdf3.errors import InputError
 
 Phases = dict[str, dict[str, int]]
@@ -68,37 +68,39 @@ class Evaluator:
                     self._tables[name] = self.profile.models[key]
                     break
         self._loop = {name: loop_factor(self.profile, cnn) for name, cnn in self.app.cnns.items()}
-        # CNNs whose table measured layers alone too: their regions count (split_regions)
+        # CNNs whose table measured the contexts too: regions count (split_regions)
         self._params = {name: {n: cnn.layer(n).param_count for n in cnn.order()}
                         for name, cnn in self.app.cnns.items()
-                        if any(t.alone for t in self._tables.get(name, {}).values())}
-        self._memo: dict[tuple[str, str, int, str, int | None], float] = {}
+                        if any(t.alone or t.beside_ms is not None
+                               for t in self._tables.get(name, {}).values())}
+        self._memo: dict[tuple[str, str, int, str, int | None, bool], float] = {}
         for part in self.app.partitions:        # check now, not in the middle of a search
             for layer in part.layers:
                 self._layer(part.cnn, layer, 1, part.processor)
 
     def _layer(self, cnn: str, layer: str, phases: int, processor: str,
-               region: int | None = None) -> float:
-        key = (cnn, layer, phases, processor, region)
+               region: int | None = None, beside: bool = False) -> float:
+        key = (cnn, layer, phases, processor, region, beside)
         ms = self._memo.get(key)
         if ms is None:
-            ms = self._memo[key] = self.layer_ms(cnn, layer, phases, processor, region)
+            ms = self._memo[key] = self.layer_ms(cnn, layer, phases, processor, region, beside)
         return ms
 
     def layer_ms(self, cnn: str, layer: str, phases: int = 1, processor: str = "gpu",
-                 region: int | None = None) -> float:
+                 region: int | None = None, beside: bool = False) -> float:
         """Time of one layer in `phases` phases (1 = whole) on `processor`, milliseconds;
         `region`: parameters of its by-parts region (explorer/split_regions.py; None: the
-        context the profile measured by_phases in)."""
+        context the profile measured by_phases in); `beside`: whole with a neighbour in
+        parts (split_regions.beside_parts)."""
         prof, app = self.profile, self.app
         table = self._tables.get(cnn)
         if table is not None and layer in table:
             speed = prof.speedup.get(app.precision.name, 1.0) if (
                 app.precision.name != prof.precision) else 1.0
             times, slope = table[layer], prof.default_phase_us * 1e-3
-            if region is not None and phases > 1:
+            if region is not None or beside:
                 own = self._params[cnn][layer]
-                return times.ms_in(phases, region, own, slope) / speed
+                return times.ms_in(phases, region or 0, own, slope, beside) / speed
             return times.ms(phases, slope) / speed
         roof = prof.processors.get(processor)
         if roof is None:
@@ -122,10 +124,14 @@ class Evaluator:
         part = self.app.partition(partition)
         ph = {n: max(1, int(v)) for n, v in (phases or {}).get(part.cnn, {}).items()}
         params = self._params.get(part.cnn)
-        regions = ({} if params is None else
-                   region_params(part.layers, self.app.cnns[part.cnn].edges(), ph, params))
+        regions, beside = {}, set()
+        if params is not None:
+            edges = self.app.cnns[part.cnn].edges()
+            regions = region_params(part.layers, edges, ph, params)
+            beside = beside_parts(part.layers, edges, ph)
         return self._loop[part.cnn] * sum(
-            self._layer(part.cnn, layer, ph.get(layer, 1), part.processor, regions.get(layer))
+            self._layer(part.cnn, layer, ph.get(layer, 1), part.processor, regions.get(layer),
+                        layer in beside)
             for layer in part.layers)
 
     def set_period_ms(self, group: list[str], times: dict[str, float]) -> float:

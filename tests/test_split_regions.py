@@ -4,13 +4,14 @@ deploy/ladder_profile.py's alone groups)."""
 from __future__ import annotations
 
 import networkx as nx
+import numpy as np
 import pytest
 
 from csdf.parts import phases_for_rows
 from deploy import ladder_profile
 from explorer.appfile import load_app
 from explorer.device_profile import LayerTimes, load_profile, profile_from_dict, save_profile, DeviceProfile
-from explorer.split_regions import region_params
+from explorer.split_regions import beside_parts, region_params
 from explorer.throughput import make_evaluator
 from sdf3.errors import InputError
 from test_deploy_fixtures import tiny_app_file
@@ -43,6 +44,14 @@ def test_regions_are_split_layers_joined_by_split_edges():
         n: 11011 for n in "abde"}
 
 
+def test_whole_layers_beside_parts():
+    edges = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("b", "d")]
+    assert beside_parts("abcde", edges, {"b": 2}) == {"a", "c", "d"}
+    assert beside_parts("abcde", edges, {"b": 2, "d": 4}) == {"a", "c", "e"}
+    assert beside_parts("acde", edges, {"b": 2, "d": 4}) == {"c", "e"}   # b in another stage
+    assert beside_parts("abcde", edges, {}) == set()
+
+
 def test_time_between_alone_and_the_ladder_by_region():
     """Linear in the region's parameters between alone (region = own) and the ladder's
     region at Φ; clamped outside; Φ between measured counts interpolated in all three."""
@@ -61,7 +70,7 @@ def test_time_between_alone_and_the_ladder_by_region():
 
 def test_profile_keeps_region_and_alone(tmp_path):
     t = LayerTimes(1.0, by_phases={2: 1.5, 4: 2.0}, region={2: 10.0, 4: 20.0},
-                   alone={2: 1.2, 4: 1.4})
+                   alone={2: 1.2, 4: 1.4}, beside_ms=1.1)
     path = save_profile(DeviceProfile("p", models={"m": {"l": t}}), tmp_path / "p.yaml")
     assert load_profile(path).models["m"]["l"] == t
     data = {"models": {"m": {"l": {"whole_ms": 1.0, "by_phases": {2: 1.5, 4: 2.0},
@@ -70,6 +79,9 @@ def test_profile_keeps_region_and_alone(tmp_path):
         profile_from_dict(data, "p.yaml")
     data["models"]["m"]["l"]["region"] = {1: 10, 2: 20}
     with pytest.raises(InputError, match=r"models.m.l.region: key 1 must be a phase count"):
+        profile_from_dict(data, "p.yaml")
+    data["models"]["m"]["l"] = {"whole_ms": 1.0, "beside_ms": "slow"}
+    with pytest.raises(InputError, match=r"key 'models.m.l.beside_ms' must be a number"):
         profile_from_dict(data, "p.yaml")
 
 
@@ -85,24 +97,31 @@ def test_evaluator_places_each_layer_by_its_region(app_file, tmp_path):
     for i, n in enumerate(cnn.order()):
         p = every[n]
         table[n] = (LayerTimes(1.0 + i, by_phases={p: 3.0 + i}, region={p: ladder_region[n]},
-                               alone={p: 2.0 + i}) if p > 1 else LayerTimes(1.0 + i))
+                               alone={p: 2.0 + i}, beside_ms=1.5 + i) if p > 1 else
+                    LayerTimes(1.0 + i, beside_ms=1.25 + i))
     prof = save_profile(DeviceProfile("ctx", models={"tiny": table}), tmp_path / "ctx.yaml")
     ev = make_evaluator(app, str(prof))
     split = [n for n in cnn.order() if every[n] > 1]
     phases = {n: (every[n] if n in split[::2] or n == split[1] else 1) for n in cnn.order()}
     region = _components(cnn.edges(), phases, params)
     want = 0.0
+    near = {n for n in cnn.order() if phases[n] == 1 and any(
+        phases[m] > 1 for m in nx.all_neighbors(cnn.graph, n))}
+    assert near
     for i, n in enumerate(cnn.order()):
         if phases[n] == 1:
-            want += 1.0 + i
+            want += (1.25 + i if every[n] == 1 else 1.5 + i) if n in near else 1.0 + i
             continue
         span = ladder_region[n] - params[n]
         share = 1.0 if span <= 0 else min(1.0, (region[n] - params[n]) / span)
         want += 2.0 + i + share * 1.0
     assert ev.frame_ms({"tiny": phases})["tiny"] == pytest.approx(want, rel=1e-12)
-    # every layer in parts, as the ladder ran: the ladder's times
+    # every layer in parts, as the ladder ran: the ladder's times (beside them, whole ones
+    # at their time beside parts)
     assert ev.frame_ms({"tiny": every})["tiny"] == pytest.approx(
-        sum(table[n].ms(every[n]) for n in cnn.order()), rel=1e-12)
+        sum(table[n].ms(every[n]) if every[n] > 1 else
+            table[n].beside_ms if any(every[m] > 1 for m in nx.all_neighbors(cnn.graph, n))
+            else table[n].whole_ms for n in cnn.order()), rel=1e-12)
 
 
 def test_alone_groups_time_every_split_layer_with_whole_neighbours(app_file, tmp_path, monkeypatch):
@@ -145,3 +164,8 @@ def test_alone_groups_time_every_split_layer_with_whole_neighbours(app_file, tmp
             alone = [i for (kk, g), i in index.items()
                      if kk == k and g is not None and ladder.folders[i][1][n] > 1]
             assert table[n]["alone"][p] == alone[0] + 1
+    # whole beside parts: the median over every run (all at k, or alone) where it was so
+    for n in cnn.order():
+        runs = [i + 1 for i, (_, phases) in enumerate(ladder.folders) if i > 0 and phases[n] == 1
+                and any(phases[m] > 1 for m in nx.all_neighbors(cnn.graph, n))]
+        assert table[n]["beside_ms"] == (float(np.median(runs)) if runs else None), n
