@@ -272,8 +272,9 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
     are merged and filled in by `settings.relink_rounds` rounds of path relinking
     (explorer/path_relinking.py: steps between neighbouring front points), then
     `settings.local_rounds` rounds of Pareto local search (explorer/local_search.py: one
-    by-parts layer one rung toward whole); evaluations, distinct chromosomes and time are
-    the sum of the stages."""
+    by-parts layer one rung toward whole), then path relinking once more (up to
+    `relink_rounds` rounds: the pairs the local search made); evaluations, distinct
+    chromosomes and time are the sum of the stages."""
     first = nsga2(len(space.upper), cnns, Mapped(evaluate, space.binary), settings, progress)
     seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()
                                + [tuple(int(g) for g in e) for e in extra or ()]))
@@ -282,6 +283,9 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
     front, relinked = relink(merge_fronts(second.front, first.front), cnns, evaluate,
                              settings.relink_rounds, seen)
     front, searched = pareto_local_search(front, cnns, evaluate, settings.local_rounds, seen)
+    # the points local search added have neighbours on the front never relinked with them
+    front, again = relink(front, cnns, evaluate, settings.relink_rounds, seen)
+    searched += again
     return SearchResult(front=front,
                         evaluations=first.evaluations + second.evaluations + relinked + searched,
                         unique=first.unique + second.unique + relinked + searched,

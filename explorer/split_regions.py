@@ -1,4 +1,5 @@
-"""By-parts regions: which layers' phases interleave, and the weights they cycle through.
+"""By-parts regions: which layers' phases interleave, the weights they cycle through, and
+the whole layers beside them.
 
 Processing by parts (Minakova & Stefanov, TODAES 2022, Section 4.2, Equation 6) runs a
 layer in Φ phases, and a demand-driven schedule (csdf/schedule_policies.py) interleaves the
@@ -9,11 +10,11 @@ and once they outgrow the caches each phase re-reads its own weights from memory
 
 Measured (issue 15, ResNet-50, one thread, blocked layout): a layer1/layer2 convolution
 row by row took 0.76-0.93x its time in the profile's ladder deployment (every layer in
-parts, so its region held all of ResNet-50's 25 M parameters) when its plan's region held
-layer1-layer2 only, and 0.97-1.02x its time with every neighbour whole. The evaluator
-(explorer/throughput.py) places a layer's time between those two measured contexts by the
-parameters of its region (explorer/device_profile.py, `LayerTimes.ms_in`); this module
-finds the regions.
+parts, so its region held 23.5 M of ResNet-50's 25.5 M parameters) when its plan's region
+held conv1-layer2 only (1.13 M), and 0.97-1.02x its time with every neighbour whole. The
+evaluator (explorer/throughput.py) places a layer's time between those two measured
+contexts by the parameters of its region (explorer/device_profile.py, `LayerTimes.ms_in`);
+this module finds the regions.
 """
 from __future__ import annotations
 

@@ -56,3 +56,32 @@ def test_ladder_search_relinks_its_front(app):  # noqa: F811
     assert relinked.result.unique > plain.result.unique
     assert all(any(weakly_dominated(p, q) for q in relinked.front) for p in plain.front)
     assert len(relinked.front) > len(plain.front)
+
+
+
+def test_ladder_search_relinks_after_local_search(app, monkeypatch):  # noqa: F811
+    """The last stage relinks the local search's front (its new points have neighbours no
+    relinking saw), and the search returns what that relinking returns."""
+    from explorer import search
+
+    calls = []
+
+    def local(front, *args):
+        calls.append(("local", [p.genes for p in front]))
+        out = search_local(front, *args)
+        calls.append(("local out", [p.genes for p in out[0]]))
+        return out
+
+    def relinking(front, *args):
+        calls.append(("relink", [p.genes for p in front]))
+        out = search_relink(front, *args)
+        calls.append(("relink out", [p.genes for p in out[0]]))
+        return out
+
+    search_local, search_relink = search.pareto_local_search, search.relink
+    monkeypatch.setattr(search, "pareto_local_search", local)
+    monkeypatch.setattr(search, "relink", relinking)
+    (final,) = ladder_searches(app, "local_rounds", (2,))
+    assert [c[0] for c in calls] == ["relink", "relink out", "local", "local out", "relink",
+                                     "relink out"]
+    assert calls[4][1] == calls[3][1] and calls[5][1] == [p.genes for p in final.result.front]

@@ -10,7 +10,8 @@ import pytest
 from csdf.parts import phases_for_rows
 from deploy import ladder_profile
 from explorer.appfile import load_app
-from explorer.device_profile import LayerTimes, load_profile, profile_from_dict, save_profile, DeviceProfile
+from explorer.device_profile import (DeviceProfile, LayerTimes, load_profile, profile_from_dict,
+                                     save_profile)
 from explorer.split_regions import beside_parts, region_params
 from explorer.throughput import make_evaluator
 from sdf3.errors import InputError
@@ -145,7 +146,8 @@ def test_alone_groups_time_every_split_layer_with_whole_neighbours(app_file, tmp
         every = ladder.folders[index[(k, None)]][1]
         groups = [{n for n, p in ladder.folders[i][1].items() if p > 1}
                   for (kk, g), i in index.items() if kk == k and g is not None]
-        assert sorted(n for g in groups for n in g) == sorted(n for n in cnn.order() if every[n] > 1)
+        assert sorted(n for g in groups for n in g) == sorted(
+            n for n in cnn.order() if every[n] > 1)
 
     def fake(folder, name, frames, threads, layout):      # ms = the run's index + 1
         i = int(folder.name[3:])
