@@ -98,7 +98,6 @@ class LayerTimes:
         slope = (self.part_ms * self.phases - self.whole_ms) / (self.phases - 1)
         return self.whole_ms + (phases - 1) * max(0.0, slope)
 
-
     def ms_in(self, phases: int, region: float, own: float,
               default_phase_ms: float = 0.0, beside: bool = False) -> float:
         """Time in `phases` phases inside a by-parts region of `region` parameters (`own`:
