@@ -48,8 +48,8 @@ CASES = [
 
 def check_case(app: str, extra: list[str], args, tmp: Path) -> dict:
     """Explore, deploy and run one case; every figure is read from the run."""
-    from deploy.measure import measure
-    from explorer.cli import main as explore
+    from deploy.run.measure import measure
+    from explorer.cli.main import main as explore
 
     out, dep = tmp / "explore", tmp / "deploy"
     cmd = [str(ROOT / app), *extra, "--out", str(out), "--quiet"]

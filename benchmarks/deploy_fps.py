@@ -8,7 +8,7 @@ whole, Algorithm 1's buffers) and `explore APP --mem 0` (the least-memory point 
 front), each deployed with `explore deploy`. Each deployment runs three times: every step on
 ONNX Runtime's NCHWc kernels with reorders at each step (`nchwc`), the faster of NCHWc and
 plain NCHW per step (`auto`), and whole-layer edges stored in ORT's blocked layout where
-both ends allow it (`blocked`, deploy/ort_blocked.py; what `explore run` does); the plain
+both ends allow it (`blocked`, deploy/ort/blocked.py; what `explore run` does); the plain
 session runs the original model; every run is its own process, so each peak RSS is its own,
 and the runs are interleaved over --rounds rounds because this machine's load moves.
 Target: reuse-only >= 0.9x the plain session's fps (same threads, same frames).
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _plan(app: str, mem: str, tmp: Path) -> Path:
     """plan.json written by `explore APP --mem MEM`."""
-    from explorer.cli import main as explore
+    from explorer.cli.main import main as explore
     out = tmp / f"explore-{mem}"
     with contextlib.redirect_stdout(io.StringIO()):
         status = explore([app, "--mem", mem, "--out", str(out), "--quiet"])
@@ -43,13 +43,13 @@ def _plan(app: str, mem: str, tmp: Path) -> Path:
 def child(args) -> None:
     """One measurement in this process: prints a JSON line."""
     if args.child == "plain":
-        from deploy import reference
-        from deploy.measure import peak_rss_bytes
+        from deploy.checks import reference
+        from deploy.run.measure import peak_rss_bytes
         sess = reference.session(args.path, args.threads)
         fps = reference.plain_fps(sess, args.frames)
         print(json.dumps({"fps": fps, "peak_rss_bytes": peak_rss_bytes()}))
         return
-    from deploy.measure import measure
+    from deploy.run.measure import measure
     res = measure(args.path, frames=args.frames, threads=args.threads, check=False,
                   shared_pool=True, layout=args.layout)
     cnn = next(iter(res["fps"]))
@@ -78,9 +78,9 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    from deploy.measure import measure
-    from explorer.cli import main as explore
-    from explorer.plan import from_json
+    from deploy.run.measure import measure
+    from explorer.cli.main import main as explore
+    from explorer.plan.model import from_json
     app = str(Path(args.app).resolve())
     few = max(5, args.frames // 10)
     runs = []

@@ -12,7 +12,7 @@ Data (Minakova & Stefanov 2022, Jetson TX2, TensorRT, batch 1):
 
 Each stage is a log-space grid search, zoomed in three times around the best point (no
 scipy), minimising the sum of squared log-ratios predicted/paper. The final figures are
-recomputed with explorer.throughput's Evaluator on the written constants, so what is
+recomputed with explorer.throughput.evaluator's Evaluator on the written constants, so what is
 printed is the error of the profile that ships. The CPU's peak and bandwidth are fitted to
 the gain of the pipelined apps 3/4 (GPU head, CPU tail, best split) over apps 1/2; its
 overheads are stated (the paper has no CPU-only figure).
@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from csdf.parts import all_parts  # noqa: E402
-from explorer.app import PRECISIONS, Application, Partition  # noqa: E402
-from explorer.costs import cnn_costs  # noqa: E402
-from explorer.device_profile import DeviceProfile, Roofline, save_profile  # noqa: E402
-from explorer.throughput import Evaluator  # noqa: E402
+from explorer.app.model import PRECISIONS, Application, Partition  # noqa: E402
+from explorer.throughput.costs import cnn_costs  # noqa: E402
+from explorer.throughput.device_profile import DeviceProfile, Roofline, save_profile  # noqa: E402
+from explorer.throughput.evaluator import Evaluator  # noqa: E402
 
 # zoo name -> (Table 12 name, fps whole, fps all parts [17])
 PAPER = {
@@ -303,7 +303,7 @@ HEADER = """\
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write", action="store_true",
-                    help="rewrite explorer/profiles/jetson-tx2.yaml with the fitted constants")
+                    help="rewrite explorer/throughput/profiles/jetson-tx2.yaml with the fitted constants")
     ap.add_argument("--staged", action="store_true",
                     help="stop after the three staged fits (no joint refinement)")
     ap.add_argument("--models", default=",".join(PAPER), help="zoo models to fit on")

@@ -9,9 +9,9 @@ for every model; reported as runtime_init_bytes) and the imports.
 
 For every model: `explore profile` measures each layer's time and workspace on this machine;
 `explore APP --evaluator PROFILE --mem 1GB` gives the reuse-only plan and `--mem 0` the
-least-memory plan (their memory counts that workspace, explorer/memory.py); `explore deploy`
+least-memory plan (their memory counts that workspace, explorer/memory/buffers.py); `explore deploy`
 builds both. Each run is its own process (`--child`): the footprint is the peak RSS minus
-the RSS after imports, before anything of the model is loaded (deploy/footprint.py), for
+the RSS after imports, before anything of the model is loaded (deploy/runtime/footprint.py), for
 the plain session exactly as for the deployments. vgg11 is a VGG-11 (configuration A of
 Simonyan and Zisserman, 132.9M parameters, fc6 alone 411 MB) built here with the zoo's
 builder helpers and seeded random weights: the weight-heavy case.
@@ -77,7 +77,7 @@ def model_path(name: str, folder: Path) -> Path:
 
 
 def _explore(args: list[str]) -> int:
-    from explorer.cli import main as explore
+    from explorer.cli.main import main as explore
     with contextlib.redirect_stdout(io.StringIO()):
         return explore(args)
 
@@ -115,8 +115,9 @@ def child(args) -> None:
     """One measurement in this process: prints a JSON line."""
     import numpy as np  # noqa: F401  (imported before the baseline)
 
-    from deploy import backend_ort, ort_blocked, reference  # noqa: F401  (imports first)
-    from deploy.footprint import Footprint
+    from deploy.ort import backend as backend_ort, blocked as ort_blocked  # noqa: F401  (imports first)
+    from deploy.checks import reference
+    from deploy.runtime.footprint import Footprint
     if args.child == "plain":
         fp = Footprint()
         fp.start(lambda: backend_ort.init_runtime(args.threads))
@@ -126,7 +127,7 @@ def child(args) -> None:
         fp.ran()
         print(json.dumps({"fps": fps, **fp.report()}))
         return
-    from deploy.measure import measure
+    from deploy.run.measure import measure
     res = measure(args.path, frames=args.frames, threads=args.threads, check=False,
                   shared_pool=True, layout="blocked")
     cnn = next(iter(res["fps"]))

@@ -6,7 +6,7 @@
 2. Per CNN, three searches with the same settings (NSGA-II; evaluator: --profile, a measured
    profile of this machine written by `explore profile`, or the jetson-tx2 roofline): row
    parts only, fused tiles only, then both in one chromosome seeded with the two fronts
-   (explorer/tiling_search.py); how many points of each single-mode front the combined front
+   (explorer/tiling/search.py); how many points of each single-mode front the combined front
    weakly dominates (no more memory, no less predicted fps).
 3. Plans at a few memory levels per mode (whole = reuse only; fused tiles; both; row parts:
    the front's picks and its predicted-fastest plan within each tiled plan's memory), each
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import csdf.zoo as zoo  # noqa: E402
 from csdf.onnx_import import load_onnx  # noqa: E402
-from explorer import mafat  # noqa: E402
+from explorer.tiling import mafat  # noqa: E402
 
 MB = 2 ** 20
 TABLE1 = {256: "1x1/NoCut", 192: "1x1/NoCut", 128: "2x2/NoCut", 96: "2x2/12/2x2", 80: "3x3/8/2x2",
@@ -67,10 +67,10 @@ def predictor_table() -> None:
 
 
 def search_fronts(app, settings, profile: str | None):
-    """The three searches (explorer/tiling_search.py: row parts, fused tiles, then both seeded
+    """The three searches (explorer/tiling/search.py: row parts, fused tiles, then both seeded
     with their fronts): {mode: ModeSearch}."""
-    from explorer.throughput import make_evaluator
-    from explorer.tiling_search import search_modes
+    from explorer.throughput.evaluator import make_evaluator
+    from explorer.tiling.search import search_modes
 
     return search_modes(app, make_evaluator(app, profile), settings, "binary")
 
@@ -97,7 +97,7 @@ def fastest_under(front, cap: int, cnn):
 MEASURE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from deploy.measure import measure
+from deploy.run.measure import measure
 r = measure(sys.argv[2], frames=int(sys.argv[3]), warmup=2, threads=int(sys.argv[4]),
             layout=sys.argv[5], check=sys.argv[6] == "1")
 print(json.dumps({k: r.get(k) for k in ("fps", "calls_per_frame", "arena_bytes", "max_abs_diff",
@@ -107,9 +107,9 @@ print(json.dumps({k: r.get(k) for k in ("fps", "calls_per_frame", "arena_bytes",
 
 def deploy_plan(app, ev, point, work: Path, tag: str) -> dict:
     """Write and deploy one plan; its figures (memory, groups, layers by parts)."""
-    from explorer.cli import main as cli
-    from explorer.plan import to_json
-    from explorer.tiling_genes import plan_tiled
+    from explorer.cli.main import main as cli
+    from explorer.plan.model import to_json
+    from explorer.tiling.genes import plan_tiled
 
     plan = plan_tiled(app, ev, point.genes, point.fps, True)
     to_json(plan, work / f"{tag}.json")
@@ -121,7 +121,7 @@ def deploy_plan(app, ev, point, work: Path, tag: str) -> dict:
 
 
 def measure_once(res: dict, frames: int, threads: int, layout: str, check: bool) -> None:
-    """One child process: deploy/measure.py on the deployment; its fps joins the rounds."""
+    """One child process: deploy/run/measure.py on the deployment; its fps joins the rounds."""
     done = subprocess.run([sys.executable, "-c", MEASURE, str(ROOT), str(res["dir"]), str(frames),
                            str(threads), layout, "1" if check else "0"],
                           capture_output=True, text=True, check=True)
@@ -147,9 +147,9 @@ def load_avg() -> str:
 def mode_table(name: str, args) -> None:
     from dataclasses import replace
 
-    from explorer.appfile import load_app
-    from explorer.pick import Point
-    from explorer.tiling_search import dominated_count
+    from explorer.app.appfile import load_app
+    from explorer.search.pick import Point
+    from explorer.tiling.search import dominated_count
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

@@ -6,7 +6,7 @@ against measured fps of the deployed plans, and the fronts with and without the 
         [--skip-binary]
 
 Per CNN (one partition, fp32, ONNX Runtime CPU, one thread by default):
-1. `explore profile`'s ladder measurement (deploy/ladder_profile.py): every layer whole and in
+1. `explore profile`'s ladder measurement (deploy/profile/ladder.py): every layer whole and in
    parts of k = 1, 2, 4, ... rows, inside deployments run as `explore run` runs them
    (blocked layout, --threads) -> a measured device profile (one round for the search; one
    more round before each measurement round below, and the predictions printed come from
@@ -60,8 +60,8 @@ def _app(cnn_name: str, folder: Path) -> Path:
 def _save_profile(app, cnn_name: str, ladder, threads: int, path: Path, runs: list) -> Path:
     """The ladder's rounds so far as a measured device profile (as `explore profile` writes
     it, with the runs' frames for the evaluator's loop factor)."""
-    from deploy.ladder_profile import ladder_rows
-    from explorer.device_profile import DeviceProfile, LayerTimes, save_profile
+    from deploy.profile.ladder import ladder_rows
+    from explorer.throughput.device_profile import DeviceProfile, LayerTimes, save_profile
     table = ladder.table(runs)
     models = {cnn_name: {layer: LayerTimes(t["whole_ms"], by_phases=t["by_phases"],
                                            region=t["region"], alone=t["alone"],
@@ -81,13 +81,13 @@ def _between(front, low: int, high: int) -> int:
 def child(args) -> None:
     """One measurement in this process: prints a JSON line."""
     if args.child == "plain":
-        from deploy import reference
-        from deploy.backend_ort import init_runtime
+        from deploy.checks import reference
+        from deploy.ort.backend import init_runtime
         init_runtime(args.threads, False)
         sess = reference.session(args.path, args.threads)
         print(json.dumps(reference.plain_timings(sess, args.frames)))
         return
-    from deploy.measure import measure
+    from deploy.run.measure import measure
     res = measure(args.path, frames=args.frames, threads=args.threads, check=False,
                   shared_pool=True, layout="blocked")
     cnn = next(iter(res["fps"]))
@@ -105,16 +105,16 @@ def _run_child(kind: str, path: str, frames: int, threads: int) -> dict:
 
 
 def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
-    from deploy.derive import derive as deploy_plan
-    from deploy.measure import measure
-    from explorer.appfile import load_app
-    from explorer.derive import Evaluation, derive, plan_for
-    from explorer.genes import gene_space
-    from explorer.plan import to_json
-    from explorer.search import algorithm2
-    from explorer.throughput import make_evaluator
+    from deploy.build.derive import derive as deploy_plan
+    from deploy.run.measure import measure
+    from explorer.app.appfile import load_app
+    from explorer.plan.derive import Evaluation, derive, plan_for
+    from explorer.plan.genes import gene_space
+    from explorer.plan.model import to_json
+    from explorer.search.algorithm2 import algorithm2
+    from explorer.throughput.evaluator import make_evaluator
 
-    from deploy.ladder_profile import Ladder
+    from deploy.profile.ladder import Ladder
 
     app = load_app(_app(cnn_name, tmp), mem="0")
     load_before = _load()

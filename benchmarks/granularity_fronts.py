@@ -13,8 +13,8 @@ as distinct memory values (benchmarks/granularity.py's count) and as distinct (m
 points; the ratio ladder / binary (the issue asks for >= 3). `--evaluator` is as
 `explore --evaluator` (default: the app's jetson-tx2 profile; a measured profile file, e.g.
 one `explore profile` wrote, gives the fps benchmarks/granularity.py uses). The ladder
-search is explorer.search.ladder_search (the binary search first, then NSGA-II over ladder
-genes seeded with its front and explorer.genes.GeneSpace.seeds); `--no-seeds` runs the
+search is explorer.search.algorithm2.ladder_search (the binary search first, then NSGA-II over ladder
+genes seeded with its front and explorer.plan.genes.GeneSpace.seeds); `--no-seeds` runs the
 plain NSGA-II over ladder genes instead, for comparison. Searches' times include the binary
 stage.
 """
@@ -30,11 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from explorer.appfile import load_app  # noqa: E402
-from explorer.derive import Evaluation  # noqa: E402
-from explorer.genes import gene_space  # noqa: E402
-from explorer.search import algorithm2  # noqa: E402
-from explorer.throughput import make_evaluator  # noqa: E402
+from explorer.app.appfile import load_app  # noqa: E402
+from explorer.plan.derive import Evaluation  # noqa: E402
+from explorer.plan.genes import gene_space  # noqa: E402
+from explorer.search.algorithm2 import algorithm2  # noqa: E402
+from explorer.throughput.evaluator import make_evaluator  # noqa: E402
 
 MB = 2 ** 20
 

@@ -1,5 +1,5 @@
 """How far the offset heuristics are from optimal: TFLite's greedy-by-size, the multi-order
-best fit (`offsets`, the default) and the exact MILP (HiGHS, explorer/placement/milp.py) on
+best fit (`offsets`, the default) and the exact MILP (HiGHS, explorer/memory/placement/milp.py) on
 the worked example, Table 12 app 1 reuse-only and by parts, and seeded random interval sets
 (sizes 1..1000, lifetimes on 40 steps), beside the live-bytes bound. Prints one line per
 instance and the mean ratios to the MILP's arena.
@@ -17,13 +17,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from explorer.appfile import load_app  # noqa: E402
-from explorer.derive import derive, uniform_phases  # noqa: E402
-from explorer.lifetimes import EdgeUse  # noqa: E402
-from explorer.memory import buffer_elements  # noqa: E402
-from explorer.baselines import lower_bound  # noqa: E402
-from explorer.placement import conflict_graph, place  # noqa: E402
-from explorer.placement.milp import solve  # noqa: E402
+from explorer.app.appfile import load_app  # noqa: E402
+from explorer.plan.derive import derive, uniform_phases  # noqa: E402
+from explorer.memory.lifetimes import EdgeUse  # noqa: E402
+from explorer.memory.buffers import buffer_elements  # noqa: E402
+from explorer.report.baselines import lower_bound  # noqa: E402
+from explorer.memory.placement import conflict_graph, place  # noqa: E402
+from explorer.memory.placement.milp import solve  # noqa: E402
 
 
 def row(name: str, uses: list[EdgeUse], pipelines, seconds: float) -> tuple[int, int, int]:

@@ -30,7 +30,7 @@ NETS = ("googlenet_small", "resnet_small", "vgg_small", "squeezenet_small")
 
 def explore(*args: str) -> str:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "explorer.cli", *args], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "explorer.cli.main", *args], cwd=ROOT,
                           capture_output=True, text=True, env=env)
     if proc.returncode not in (0, 3):
         raise SystemExit(f"explore {' '.join(args)}: exit {proc.returncode}\n{proc.stderr}")
@@ -44,8 +44,8 @@ def frame_cpu(dep: Path, frames: int) -> dict:
     processes (load averages of 30-150 on 2 cores during these runs); CPU time does not."""
     code = f"""
 import json, time, numpy as np
-from deploy import manifest as mf, executor as ex
-from deploy.backend_ort import OrtBackend
+from deploy.runtime import manifest as mf, executor as ex
+from deploy.ort.backend import OrtBackend
 m = mf.load({str(dep)!r})
 net = list(m["cnns"])[0]
 EX = ex.Executor(m, {str(dep)!r}, OrtBackend(m["dtype"], 1, layout="blocked"))   # kept: it owns the weights

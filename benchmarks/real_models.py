@@ -145,7 +145,7 @@ def export(model, path: Path, opset: int, size: int) -> int:
 
 
 def cli(*args: str) -> tuple[int, str]:
-    proc = subprocess.run([sys.executable, "-m", "explorer.cli", *args], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "explorer.cli.main", *args], cwd=ROOT,
                           capture_output=True, text=True)
     if proc.returncode in (0, 4):
         return proc.returncode, proc.stdout

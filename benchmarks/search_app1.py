@@ -5,7 +5,7 @@ point's buffer bytes beside the all-by-parts plan's (every layer by parts is not
 minimum: by-parts residual joins hold skewed rows). Target: under 60 s on the dev box (the
 authors' GA needs about 3 minutes).
 
-With `--granularity ladder` the genes are rows per phase (explorer.genes); the issue-15
+With `--granularity ladder` the genes are rows per phase (explorer.plan.genes); the issue-15
 target for that search is under 30 s.
 
     .venv/bin/python benchmarks/search_app1.py [--app apps/...yaml] [--seed N]
@@ -22,12 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from explorer.appfile import load_app  # noqa: E402
-from explorer.derive import Evaluation, derive, gene_labels, uniform_phases  # noqa: E402
-from explorer.genes import gene_space  # noqa: E402
-from explorer.parallel import resolve_workers  # noqa: E402
-from explorer.search import algorithm2, stderr_progress  # noqa: E402
-from explorer.throughput import make_evaluator  # noqa: E402
+from explorer.app.appfile import load_app  # noqa: E402
+from explorer.plan.derive import Evaluation, derive, gene_labels, uniform_phases  # noqa: E402
+from explorer.plan.genes import gene_space  # noqa: E402
+from explorer.search.parallel import resolve_workers  # noqa: E402
+from explorer.search.algorithm2 import algorithm2, stderr_progress  # noqa: E402
+from explorer.throughput.evaluator import make_evaluator  # noqa: E402
 
 MB = 2 ** 20
 
@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--app", default=str(ROOT / "apps" / "table12_app1_mobilenet_v2.yaml"))
     parser.add_argument("--seed", type=int)
     parser.add_argument("--placement", default="offsets",
-                        help="explorer.placement planner (shared-objects: the paper's)")
+                        help="explorer.memory.placement planner (shared-objects: the paper's)")
     parser.add_argument("--granularity", choices=["binary", "ladder"])
     parser.add_argument("--workers", type=int, help="processes evaluating (0 = one per CPU)")
     parser.add_argument("--relink-rounds", type=int, help="path relinking rounds")

@@ -22,12 +22,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from explorer.appfile import load_app  # noqa: E402
-from explorer.derive import Evaluation, gene_labels  # noqa: E402
-from explorer.pick import Point, pick  # noqa: E402
-from explorer.parallel import evaluation_pool  # noqa: E402
-from explorer.search import nsga2  # noqa: E402
-from explorer.throughput import make_evaluator  # noqa: E402
+from explorer.app.appfile import load_app  # noqa: E402
+from explorer.plan.derive import Evaluation, gene_labels  # noqa: E402
+from explorer.search.pick import Point, pick  # noqa: E402
+from explorer.search.parallel import evaluation_pool  # noqa: E402
+from explorer.search.algorithm2 import nsga2  # noqa: E402
+from explorer.throughput.evaluator import make_evaluator  # noqa: E402
 
 MB = 2 ** 20
 SHARED = Path(os.environ.get("MEMTRADE_SHARED", ROOT.parent / "shared")) / "paper"
@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--generations", type=int)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--placement", default="offsets",
-                        help="explorer.placement planner (shared-objects: the paper's)")
+                        help="explorer.memory.placement planner (shared-objects: the paper's)")
     args = parser.parse_args()
     paper = yaml.safe_load((SHARED / "table12.yaml").read_text())["apps"]
     print(f"{'app':<28} {'M^c':>5} {'ours MB':>8} {'paper MB':>8} {'ratio':>6}  "

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from explorer.appfile import load_app  # noqa: E402
+from explorer.app.appfile import load_app  # noqa: E402
 from table12 import SHARED, choose, search_once  # noqa: E402
 
 MB = 2 ** 20

@@ -1,4 +1,7 @@
-"""The CNN side: graph model, ONNX import, model zoo, processing-by-parts rules, CNN->CSDF."""
+"""The CNN side: graph model, ONNX import, model zoo, processing-by-parts rules, CNN->CSDF.
+
+May import: sdf3.
+"""
 from csdf.model import CNN, Layer, Shape, edge_name
 
 __all__ = ["CNN", "Layer", "Shape", "edge_name"]

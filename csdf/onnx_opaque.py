@@ -1,5 +1,5 @@
 """Opaque layers: ONNX nodes the importer does not model, kept verbatim and run whole by
-the backend (deploy/opaque_onnx.py), so that no valid static-shape model is refused for an
+the backend (deploy/steps/opaque.py), so that no valid static-shape model is refused for an
 unknown operator.
 
 Grouping (`groups`): the nodes that cannot be layers form maximal connected groups (nodes

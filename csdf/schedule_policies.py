@@ -9,7 +9,7 @@ than the one that keeps every edge smallest on its own.
   few rows each and little is kept for long (Lee & Messerschmitt's self-timed execution of
   a (C)SDF graph on one processor).
 - `demand_schedule` with a reordered priority (csdf.partition_analysis): the explorer passes
-  the whole-layer order of explorer.reorder (Liberis & Lane) instead of the topological one,
+  the whole-layer order of explorer.memory.reorder (Liberis & Lane) instead of the topological one,
   which reorders the branches.
 
 Rates are read per phase from the CSDF graph (`Channel.prod`/`cons`), so phases that carry

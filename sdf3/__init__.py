@@ -4,6 +4,8 @@ Modules: graph (model), xml (SDF3 XML via lxml), repetition (consistency, repeti
 vector), schedule (single-processor schedule, minimal buffers, deadlock), throughput
 (self-timed state space), tradeoff (storage/throughput points), notation (compact
 schedules), tools (the real SDF3 binaries, when installed), analysis (errors).
+
+May import: nothing of memtrade.
 """
 from sdf3.analysis import AnalysisError, Deadlock, InconsistentGraph
 from sdf3.graph import Actor, Channel, Graph

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from conftest import shared_path
-from explorer.app import PRECISIONS
-from explorer.appfile import load_app
+from explorer.app.model import PRECISIONS
+from explorer.app.appfile import load_app
 from sdf3.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,8 +200,8 @@ def test_shipped_apps_load(path):
 
 @pytest.mark.parametrize("stem", ["table12_app3_mobilenet_v2_pipelined", "table12_app4_efficientnet_b0_pipelined"])
 def test_pipelined_split_balanced(stem):
-    """Head and tail carry roughly equal FLOPs (explorer.costs) and one edge crosses."""
-    from explorer.costs import layer_cost
+    """Head and tail carry roughly equal FLOPs (explorer.throughput.costs) and one edge crosses."""
+    from explorer.throughput.costs import layer_cost
     app = load_app(APPS / f"{stem}.yaml")
     (cnn,) = app.cnns.values()
     head, tail = app.partitions

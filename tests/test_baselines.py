@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from explorer.appfile import load_app
-from explorer.baselines import (all_parts_inputs, baselines, greedy_by_size, lower_bound, pisarchyk,
-                                sequential_uses)
-from explorer.cli import main
-from explorer.lifetimes import edge_uses
-from explorer.reuse import algorithm1
-from explorer.validity import check_plan
+from explorer.app.appfile import load_app
+from explorer.report.baselines import all_parts_inputs, baselines, greedy_by_size, lower_bound, pisarchyk, sequential_uses
+from explorer.cli.main import main
+from explorer.memory.lifetimes import edge_uses
+from explorer.memory.reuse import algorithm1
+from explorer.memory.validity import check_plan
 from conftest import shared_path
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from conftest import shared_path
-from explorer.cli import main
+from explorer.cli.main import main
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 

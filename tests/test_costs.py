@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from csdf.model import CNN, Layer
-from explorer.costs import cnn_costs, layer_cost, total_macs
+from explorer.throughput.costs import cnn_costs, layer_cost, total_macs
 from sdf3.errors import InputError
 
 

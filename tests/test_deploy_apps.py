@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.measure import measure
-from explorer.cli import main
+from deploy.run.measure import measure
+from explorer.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

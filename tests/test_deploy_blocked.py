@@ -1,4 +1,4 @@
-"""Whole-layer tensors stored in ONNX Runtime's blocked NCHWc layout (deploy/ort_blocked.py):
+"""Whole-layer tensors stored in ONNX Runtime's blocked NCHWc layout (deploy/ort/blocked.py):
 the edges chosen are exactly those whose both ends are NCHWc kernels or layout-neutral steps
 and whose channels fill whole blocks, and the run still matches the unmodified model with the
 plan's arena and calls."""
@@ -10,12 +10,12 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from csdf.onnx_import import load_onnx
-from deploy import manifest as mf
-from deploy import ort_blocked as ob
-from deploy.backend_ort import OrtBackend
-from deploy.derive import derive
-from deploy.executor import Executor
-from deploy.measure import measure
+from deploy.runtime import manifest as mf
+from deploy.ort import blocked as ob
+from deploy.ort.backend import OrtBackend
+from deploy.build.derive import derive
+from deploy.runtime.executor import Executor
+from deploy.run.measure import measure
 from test_deploy_fixtures import make_plan
 from test_deploy_ort import _check, alternate
 

@@ -1,4 +1,4 @@
-"""Rows rings stored row-blocked (deploy/ort_blocked_rings.py): the rings chosen are exactly
+"""Rows rings stored row-blocked (deploy/ort/blocked_rings.py): the rings chosen are exactly
 those of whole blocks of channels between NCHWc kernels, their reorders are gone (and no
 Reshape copies the arena), and every run still matches the unmodified model with the plan's
 arena and calls."""
@@ -11,12 +11,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from csdf.onnx_import import load_onnx
 from csdf.parts import phases_for_rows
-from deploy import manifest as mf
-from deploy import ort_blocked as ob
-from deploy.backend_ort import OrtBackend
-from deploy.derive import derive
-from deploy.executor import Executor
-from deploy.measure import measure
+from deploy.runtime import manifest as mf
+from deploy.ort import blocked as ob
+from deploy.ort.backend import OrtBackend
+from deploy.build.derive import derive
+from deploy.runtime.executor import Executor
+from deploy.run.measure import measure
 from test_deploy_blocked import C, blocky_onnx
 from test_deploy_fixtures import make_plan
 from test_deploy_ort import _check

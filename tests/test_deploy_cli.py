@@ -1,12 +1,12 @@
 """`explore deploy PLAN.json` then `explore run DIR --json`, through the front door, with a
-plan.json that explorer.plan reads back."""
+plan.json that explorer.plan.model reads back."""
 from __future__ import annotations
 
 import json
 
 from csdf.parts import all_parts
-from explorer.appfile import load_app
-from explorer.cli import main
+from explorer.app.appfile import load_app
+from explorer.cli.main import main
 from test_deploy_fixtures import make_plan, tiny_onnx
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from csdf.parts import all_parts
-from explorer.appfile import load_app
-from explorer.cli import main
+from explorer.app.appfile import load_app
+from explorer.cli.main import main
 from test_deploy_fixtures import make_plan, tiny_onnx
 
 

@@ -1,5 +1,5 @@
 """Small CNNs built with onnx.helper, and plans for them made by the explorer's own pipeline
-(explorer.derive: partition analysis, edge lifetimes, Algorithm 1, memory, validity check),
+(explorer.plan.derive: partition analysis, edge lifetimes, Algorithm 1, memory, validity check),
 so the deploy tests run the plans `explore` writes. Whether a plan is right is checked by
 running it: outputs equal to the unmodified model's, arena bytes equal to the plan's."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from csdf.model import CNN
 from csdf.onnx_import import load_onnx
-from explorer.app import PRECISIONS, Application, Partition
+from explorer.app.model import PRECISIONS, Application, Partition
 
 
 def tiny_onnx(path, seed: int = 0, shape=(1, 3, 16, 12), classes: int = 10) -> str:
@@ -102,11 +102,11 @@ def make_app(cnns: list[CNN], split: dict[str, int] | None = None, pipelined: bo
 
 
 def plan_of(app: Application, phases: dict[str, dict[str, int]], reuse: bool = True) -> dict:
-    """plan.json of `app` under `phases`, made by the explorer itself (explorer.derive:
+    """plan.json of `app` under `phases`, made by the explorer itself (explorer.plan.derive:
     analysis, lifetimes, Algorithm 1, memory, validity check); `reuse=False` keeps one
-    buffer per edge (explorer.memory.naive) for comparison."""
-    from explorer.derive import derive, plan_for
-    from explorer.memory import buffer_elements, naive
+    buffer per edge (explorer.memory.buffers.naive) for comparison."""
+    from explorer.plan.derive import derive, plan_for
+    from explorer.memory.buffers import buffer_elements, naive
     d = derive(app, phases)
     if not reuse:
         buffers = naive(d.uses)
@@ -125,5 +125,5 @@ def make_plan(cnns: list[CNN], phases: dict[str, dict[str, int]], split: dict[st
 def plan_for_app(app: Application, mode: str, reuse: bool = True) -> dict:
     """A plan for an app with its own partitions and pipelines; mode "whole" (reuse only)
     or "all_parts" (every layer that can, by parts: the least-memory end)."""
-    from explorer.derive import uniform_phases
+    from explorer.plan.derive import uniform_phases
     return plan_of(app, uniform_phases(app, mode == "all_parts"), reuse)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from csdf.parts import all_parts, can_split
-from deploy import arena
-from deploy.derive import derive
-from deploy.measure import measure
-from deploy.parts_onnx import InPort, OutPort, step_model
+from deploy.runtime import arena
+from deploy.build.derive import derive
+from deploy.run.measure import measure
+from deploy.steps.parts import InPort, OutPort, step_model
 from sdf3.errors import InputError
 from test_deploy_fixtures import make_plan, tiny_cnn
 
@@ -177,7 +177,7 @@ def test_one_part_model_serves_every_phase(op):
     same model, fed the slots and the 0/1 mask derive writes; each equals numpy's row."""
     import onnxruntime as ort
     from csdf.model import Layer
-    from deploy.parts_onnx import needs_mask, window_rows
+    from deploy.steps.parts import needs_mask, window_rows
     rng = np.random.default_rng(3)
     w = rng.standard_normal((1, 1, 3, 3)).astype(np.float32)
     hyper = {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1]}
@@ -238,7 +238,7 @@ def test_bad_plans(cnn, tmp_path):
 
 
 def test_cli_run_json(cnn, tmp_path, capsys):
-    from explorer.cli import main
+    from explorer.cli.main import main
     plan = make_plan([cnn], {cnn.name: alternate(cnn)})
     derive(plan, {cnn.name: cnn}, tmp_path)
     assert main(["run", str(tmp_path), "--frames", "2", "--json", "--in-process"]) == 0
@@ -253,9 +253,9 @@ def test_cli_run_json(cnn, tmp_path, capsys):
 def test_layouts_give_equal_outputs(cnn, tmp_path, layout):
     """Plain NCHW kernels, or per step the faster of NCHWc and NCHW: same arena, same calls,
     outputs still equal the reference; "auto" records one choice per step model file."""
-    from deploy import manifest as mf
-    from deploy.backend_ort import OrtBackend
-    from deploy.executor import Executor
+    from deploy.runtime import manifest as mf
+    from deploy.ort.backend import OrtBackend
+    from deploy.runtime.executor import Executor
     plan = make_plan([cnn], {cnn.name: alternate(cnn)})
     manifest = derive(plan, {cnn.name: cnn}, tmp_path)
     _check(measure(tmp_path, frames=2, layout=layout), plan)
@@ -272,7 +272,7 @@ def _touches(manifest):
     """Replay the manifest's steps: per step, the (edge, unit) it writes and reads, a unit
     being one row of an edge stored by rows with a slot per row (hncw, slots = height) and
     the whole edge otherwise; with each unit's arena bytes. Written from the bindings alone
-    (slot ranges written, slot indices gathered), independent of explorer/staircase.py."""
+    (slot ranges written, slot indices gathered), independent of explorer/memory/staircase.py."""
     edges = manifest["edges"]
     by_row = {n for n, e in edges.items() if e["layout"] == "hncw" and e["slots"] == e["shape"][2]}
 
@@ -331,7 +331,7 @@ def test_offsets_arena_is_the_plan(cnn, tmp_path, mode):
     offset, the arena exactly the plan's buffer bytes, no larger than shared objects', and,
     replayed step by step from the manifest's bindings, no write ever lands on a row (or a
     whole edge) another edge still has to read; outputs equal the ONNX model's. By parts,
-    some writes land on rows freed early (row-by-row lifetimes, explorer/staircase.py)."""
+    some writes land on rows freed early (row-by-row lifetimes, explorer/memory/staircase.py)."""
     phases = {"whole": whole, "all_parts": all_parts, "alternate": alternate}[mode](cnn)
     plan = make_plan([cnn], {cnn.name: phases})
     shared = make_plan([cnn], {cnn.name: phases}, placement="shared-objects")

@@ -11,8 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from csdf.onnx_import import load_onnx
 from csdf.parts import ROW_OPS, WINDOW_OPS, all_parts, can_split
-from deploy.derive import derive
-from deploy.measure import measure
+from deploy.build.derive import derive
+from deploy.run.measure import measure
 from test_deploy_fixtures import make_plan
 
 TOL = 1e-5
@@ -49,7 +49,7 @@ CASES = {
                           ["w", "b"], [_w("w", [4, 1, 3, 3]), _w("b", [4])]),
     "Conv grouped": _case("Conv", dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1], group=2),
                           ["w"], [_w("w", [6, 2, 2, 3])]),
-    # 1x1: parts computed in the ring's layout (deploy/parts_rowwise.py)
+    # 1x1: parts computed in the ring's layout (deploy/steps/rowwise.py)
     "Conv 1x1": _case("Conv", dict(kernel_shape=[1, 1], pads=[0, 1, 0, 2], strides=[1, 2], group=2),
                       ["w", "b"], [_w("w", [6, 2, 1, 1]), _w("b", [6])]),
     "MaxPool": _case("MaxPool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2],

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from csdf.parts import can_split, phases_for_rows
-from explorer.appfile import load_app
-from explorer.cli import main
-from explorer.device_profile import load_profile
-from explorer.throughput import make_evaluator
+from explorer.app.appfile import load_app
+from explorer.cli.main import main
+from explorer.throughput.device_profile import load_profile
+from explorer.throughput.evaluator import make_evaluator
 from test_deploy_fixtures import tiny_app_file
 
 
@@ -66,14 +66,14 @@ def test_profile_measures_conv_workspace():
     """A 3x3 conv on a 64-channel 56x56 map: in ONNX Runtime's NCHWc form the step reorders
     its input and its output into scratch (two tensors of 64*56*56 floats); in plain NCHW,
     MLAS expands the input segment by segment into one small per-thread buffer (16K floats),
-    far below one tensor. The probe (deploy/workspace_probe.py, Linux only) reads both,
+    far below one tensor. The probe (deploy/profile/workspace_probe.py, Linux only) reads both,
     to its resolution of about 128 KiB."""
     import sys
     import numpy as np
     from csdf.model import Layer
-    from deploy.backend_ort import OrtBackend
-    from deploy.parts_onnx import InPort, OutPort, step_model
-    from deploy.profile import step_workspace
+    from deploy.ort.backend import OrtBackend
+    from deploy.steps.parts import InPort, OutPort, step_model
+    from deploy.profile.layers import step_workspace
     import onnx
     if not sys.platform.startswith("linux"):
         pytest.skip("the peak RSS can be reset only on Linux")
@@ -142,7 +142,7 @@ def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
 
 
 def test_by_phases_interpolates():
-    from explorer.device_profile import LayerTimes
+    from explorer.throughput.device_profile import LayerTimes
 
     t = LayerTimes(1.0, by_phases={4: 2.0, 16: 5.0})
     assert t.ms(1) == 1.0 and t.ms(4) == 2.0 and t.ms(16) == 5.0
@@ -154,7 +154,7 @@ def test_by_phases_interpolates():
 def test_by_phases_never_faster_with_more_phases():
     """A measured dip (Φ 4 below Φ 2, Φ 2 below whole) is raised to the largest time at
     fewer phases before interpolating: more phases never run faster."""
-    from explorer.device_profile import LayerTimes
+    from explorer.throughput.device_profile import LayerTimes
 
     t = LayerTimes(1.0, by_phases={2: 0.9, 4: 1.6, 8: 1.5, 16: 2.4})
     assert t.ms(2) == 1.0 and t.ms(4) == 1.6 and t.ms(8) == 1.6 and t.ms(16) == 2.4
@@ -167,7 +167,7 @@ def test_by_phases_never_faster_with_more_phases():
 def test_ladder_rounds_keep_each_layers_least(app_file, monkeypatch):
     """With rounds, every deployment is timed once per round, rounds after each other, and
     each layer keeps its least time (contention only adds time); the runs' records too."""
-    from deploy import ladder_profile
+    from deploy.profile import ladder as ladder_profile
 
     cnn = load_app(app_file).cnns["tiny"]
     calls = []

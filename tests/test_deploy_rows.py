@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from csdf.parts import can_split, phases_for_rows
-from deploy.derive import derive
-from deploy.measure import measure
+from deploy.build.derive import derive
+from deploy.run.measure import measure
 from test_deploy_fixtures import make_plan, tiny_cnn
 
 TOL = 1e-4

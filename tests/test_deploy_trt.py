@@ -10,8 +10,8 @@ import onnx
 import pytest
 
 from csdf.parts import all_parts
-from deploy import backend_trt, board_runner
-from deploy.derive import derive
+from deploy.tensorrt import backend as backend_trt, board_runner
+from deploy.build.derive import derive
 from test_deploy_fixtures import make_plan, tiny_cnn
 
 RUNNER = Path(board_runner.__file__)

@@ -1,4 +1,4 @@
-"""DeriveApplicationWithReducedBufs (explorer.derive) on the paper's worked example, and the
+"""DeriveApplicationWithReducedBufs (explorer.plan.derive) on the paper's worked example, and the
 plan it builds: what deploy reads, and always valid buffers."""
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ from pathlib import Path
 import pytest
 
 from csdf.model import edge_name
-from explorer.appfile import load_app
-from explorer.derive import (Evaluation, derive, gene_labels, phases_of, plan_for,
-                             uniform_phases)
-from explorer.lifetimes import conflict, group_index
-from explorer.memory import Buffer
-from explorer.plan import from_json, to_json
-from explorer.throughput import make_evaluator
+from explorer.app.appfile import load_app
+from explorer.plan.derive import Evaluation, derive, gene_labels, phases_of, plan_for, uniform_phases
+from explorer.memory.lifetimes import conflict, group_index
+from explorer.memory.buffers import Buffer
+from explorer.plan.model import from_json, to_json
+from explorer.throughput.evaluator import make_evaluator
 from sdf3.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,7 +145,7 @@ def test_plan_refuses_invalid_buffers(app):
 
 
 def test_analysis_errors_become_input_errors(app, monkeypatch):
-    import explorer.derive as derive_mod
+    import explorer.plan.derive as derive_mod
     from sdf3.analysis import Deadlock
 
     def stuck(*_a, **_k):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from explorer.appfile import load_app
-from explorer.cli import main
-from explorer.derive import derive, gene_labels, phases_of
+from explorer.app.appfile import load_app
+from explorer.cli.main import main
+from explorer.plan.derive import derive, gene_labels, phases_of
 from sdf3.xml import read_xml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,8 +131,8 @@ def tiny_app(tmp_path_factory):
 
 
 def test_tiny_cnn_plan_deploys_with_equal_outputs(tiny_app, tmp_path):
-    from deploy.derive import derive as deploy_derive
-    from deploy.measure import measure
+    from deploy.build.derive import derive as deploy_derive
+    from deploy.run.measure import measure
 
     out = tmp_path / "run"
     assert explore(str(tiny_app), "--out", str(out)) == 3     # M^c = 0: least memory, unmet

@@ -1,5 +1,5 @@
-"""Fused tiling as a mode of memtrade (explorer/fused.py, explorer/tiling_genes.py,
-deploy/tiles_onnx.py) on a small network with two tiled groups: per-tile buffers in the plan
+"""Fused tiling as a mode of memtrade (explorer/tiling/fused.py, explorer/tiling/genes.py,
+deploy/steps/tiles.py) on a small network with two tiled groups: per-tile buffers in the plan
 against a hand count, the group's time against tile coverage counted independently, and the
 deployment: outputs equal to the unmodified model, arena = plan, N x M calls per group."""
 from __future__ import annotations
@@ -12,13 +12,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from csdf.tiling import Group, tile_group
-from deploy.measure import measure
-from explorer.appfile import load_app
-from explorer.cli import main
-from explorer.fused import group_ms
-from explorer.plan import to_json
-from explorer.throughput import make_evaluator
-from explorer.tiling_genes import TiledEvaluation, decode, plan_tiled
+from deploy.run.measure import measure
+from explorer.app.appfile import load_app
+from explorer.cli.main import main
+from explorer.tiling.fused import group_ms
+from explorer.plan.model import to_json
+from explorer.throughput.evaluator import make_evaluator
+from explorer.tiling.genes import TiledEvaluation, decode, plan_tiled
 
 
 def small_net(path) -> None:
@@ -69,7 +69,7 @@ def test_genes_decode_to_groups(app):
     # empty (DeepThings' grid); 3 x 3 is the largest grid that fits
     assert decode(app, [0, 0, 7], ev.slots) == {"small": [Group(("c5",), 3, 3)]}
     # non-square grids follow the squares: GRIDS[v - 1] is (rows, columns) of tiles
-    from explorer.tiling_genes import GRIDS
+    from explorer.tiling.genes import GRIDS
     assert GRIDS[:7] == tuple((v, v) for v in range(1, 8)) and len(set(GRIDS)) == len(GRIDS)
     v = GRIDS.index((1, 3)) + 1
     assert decode(app, [v, v, 0], ev.slots) == {"small": [Group(("c0", "p1", "c2", "c3", "p4"), 1, 3)]}
@@ -130,8 +130,8 @@ def test_group_time_counts_recomputed_halo(app):
 def test_group_time_with_a_measured_profile_charges_calls_as_phases(app):
     """With measured layer times, an extra tile costs each layer what one more phase costs
     it in the same profile: the slope of its measured time over its phase count."""
-    from explorer.device_profile import DeviceProfile, LayerTimes
-    from explorer.throughput import Evaluator
+    from explorer.throughput.device_profile import DeviceProfile, LayerTimes
+    from explorer.throughput.evaluator import Evaluator
 
     cnn = app.cnns["small"]
     names = [n for n in cnn.order() if n != "input"]
@@ -156,9 +156,9 @@ def test_group_time_with_a_measured_profile_charges_calls_as_phases(app):
 def test_tiled_layers_count_workspace_of_their_largest_tile(app):
     """Measured whole-layer workspace, scaled for a tiled layer by its largest tile's share
     of the output (c2: 24 x 20, 2x2 tiles computing at most 13 x 11 with the halo)."""
-    from explorer.device_profile import LayerTimes
-    from explorer.fused import derive_tiled
-    from explorer.derive import whole_phases
+    from explorer.throughput.device_profile import LayerTimes
+    from explorer.tiling.fused import derive_tiled
+    from explorer.plan.derive import whole_phases
 
     cnn = app.cnns["small"]
     table = {n: LayerTimes(1.0, whole_ws_bytes=0) for n in cnn.order() if n != "input"}
@@ -246,7 +246,7 @@ def test_groups_beside_row_parts(app, tmp_path, genes):
 
 def test_non_square_grid_deploys_with_equal_outputs(app, tmp_path):
     """A 3 x 2 grid (3 rows of 2 tiles) from the genes: 6 tile calls, outputs equal."""
-    from explorer.tiling_genes import GRIDS
+    from explorer.tiling.genes import GRIDS
     ev = TiledEvaluation(app, make_evaluator(app), "tiles")
     v = GRIDS.index((3, 2)) + 1
     genes = [v, v, 0]

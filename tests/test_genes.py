@@ -1,4 +1,4 @@
-"""Granularity genes (explorer.genes) and the search over them (explorer.search)."""
+"""Granularity genes (explorer.plan.genes) and the search over them (explorer.search.algorithm2)."""
 import itertools
 import json
 import random
@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from explorer.app import SearchSettings
-from explorer.appfile import load_app
-from explorer.derive import Evaluation, derive, gene_labels, phases_of, plan_for
-from explorer.genes import gene_space, ladder
-from explorer.plan import from_dict, to_json
-from explorer.search import algorithm2, mutate_one_gene, nsga2
-from explorer.throughput import make_evaluator
+from explorer.app.model import SearchSettings
+from explorer.app.appfile import load_app
+from explorer.plan.derive import Evaluation, derive, gene_labels, phases_of, plan_for
+from explorer.plan.genes import gene_space, ladder
+from explorer.plan.model import from_dict, to_json
+from explorer.search.algorithm2 import algorithm2, mutate_one_gene, nsga2
+from explorer.throughput.evaluator import make_evaluator
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKED = ROOT / "apps" / "worked_example.yaml"

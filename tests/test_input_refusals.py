@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from explorer.appfile import load_app
-from explorer.cli import main
-from explorer.units import parse_memory
-from explorer.yamlload import MAX_DEPTH
+from explorer.app.appfile import load_app
+from explorer.cli.main import main
+from explorer.app.units import parse_memory
+from explorer.app.yamlload import MAX_DEPTH
 from sdf3.errors import InputError
 
 GOOD = """name: t

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from csdf.onnx_import import clean_name, layer_name
-from explorer.appfile import load_app
-from explorer.cli import main
+from explorer.app.appfile import load_app
+from explorer.cli.main import main
 from onnx_cases import Net
 
 LONG = "/features/features.12/conv/conv.0/conv.0.2/" + "very_long_module_name_" * 5 + "Relu"

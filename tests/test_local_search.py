@@ -1,4 +1,4 @@
-"""Pareto local search toward whole layers (explorer/local_search.py): the neighbourhood,
+"""Pareto local search toward whole layers (explorer/search/local_search.py): the neighbourhood,
 a front that only improves, the Pareto-local-optimum property when it stops on its own,
 each chromosome asked once (and `seen` kept up to date), and the ladder search's last
 stage on the worked example."""
@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from explorer.app import SearchSettings
-from explorer.derive import Evaluation
-from explorer.genes import gene_space
-from explorer.local_search import pareto_local_search, toward_whole
-from explorer.pick import Point
-from explorer.search import algorithm2, merge_fronts
-from explorer.throughput import make_evaluator
+from explorer.app.model import SearchSettings
+from explorer.plan.derive import Evaluation
+from explorer.plan.genes import gene_space
+from explorer.search.local_search import pareto_local_search, toward_whole
+from explorer.search.pick import Point
+from explorer.search.algorithm2 import algorithm2
+from explorer.search.pick import merge_fronts
+from explorer.throughput.evaluator import make_evaluator
 from test_genes import UP, app, toy  # noqa: F401  (fixture)
 
 

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import csdf.zoo as zoo
 from csdf.onnx_import import load_onnx
-from explorer import mafat
+from explorer.tiling import mafat
 
 MB = 1 << 20
 

@@ -1,4 +1,4 @@
-"""`explore run` checks a deployment before its first frame (deploy/manifest_check.py): a
+"""`explore run` checks a deployment before its first frame (deploy/checks/manifest_check.py): a
 hand-edited or damaged manifest.json or step model is refused with one line and exit 2,
 before anything is allocated. Each case damages a deployment `explore deploy` wrote; before
 the check they gave tracebacks, or ran with exit 0 on wrong outputs (negative offsets wrap in
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from csdf.parts import all_parts
-from deploy import measure as measure_mod
-from deploy.backend_ort import OrtBackend
-from deploy.derive import derive
-from explorer.cli import main
+from deploy.run import measure as measure_mod
+from deploy.ort.backend import OrtBackend
+from deploy.build.derive import derive
+from explorer.cli.main import main
 from sdf3.errors import InputError
 from test_deploy_fixtures import make_plan, tiny_cnn
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from csdf.parts import all_parts
-from explorer.appfile import load_app
-from explorer.cli import main
-from explorer.outputs import CLAIM, MAX_NAME, claim_dir, claim_file, claim_new_dir, safe_name
+from explorer.app.appfile import load_app
+from explorer.cli.main import main
+from explorer.report.outputs import CLAIM, MAX_NAME, claim_dir, claim_file, claim_new_dir, safe_name
 from sdf3.errors import InputError
 from test_deploy_fixtures import make_plan, tiny_onnx
 
@@ -133,7 +133,7 @@ def test_claimed_file_is_not_overwritten_without_force(tmp_path):
 
 # ---- failures and Ctrl-C leave nothing ------------------------------------------------------------
 def test_ctrl_c_while_writing_leaves_no_out_and_says_one_line(tmp_path, monkeypatch, capsys):
-    import explorer.report as report
+    import explorer.report.pareto as report
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -163,7 +163,7 @@ def _tiny_plan(tmp_path: Path) -> Path:
 
 
 def test_failed_deploy_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
-    import deploy.manifest as mf
+    import deploy.runtime.manifest as mf
 
     plan = _tiny_plan(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())

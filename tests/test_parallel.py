@@ -1,4 +1,4 @@
-"""Evaluations spread over worker processes (explorer.parallel) give what one process gives:
+"""Evaluations spread over worker processes (explorer.search.parallel) give what one process gives:
 answers in the order asked, computed in other processes, and a whole search (front, counts,
 plans) equal to the serial one."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from explorer.parallel import Mapped, batch, evaluation_pool, resolve_workers
+from explorer.search.parallel import Mapped, batch, evaluation_pool, resolve_workers
 from test_search_speed import _search, app1  # noqa: F401  (fixture)
 
 fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -212,7 +212,7 @@ def test_sdf3_xml_carries_k_row_rates(tmp_path):
 
 def test_worked_example_unchanged_at_k1():
     """Table 10's chromosome as rows per phase 1 gives the paper's P1 schedule and sizes."""
-    from explorer.appfile import load_app
+    from explorer.app.appfile import load_app
     from sdf3.notation import expand
 
     app = load_app(APPS / "worked_example.yaml")
@@ -230,7 +230,7 @@ def test_explore_csdf_with_rows_per_phase(tmp_path, capsys):
     and the XML carries rates of 4; a K that is not a positive integer exits 2."""
     import json
 
-    from explorer.cli import main
+    from explorer.cli.main import main
     from sdf3.xml import read_xml
 
     out = tmp_path / "csdf"

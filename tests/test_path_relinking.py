@@ -1,12 +1,12 @@
-"""Path relinking (explorer/path_relinking.py): steps toward a neighbour, a front that only
+"""Path relinking (explorer/search/path_relinking.py): steps toward a neighbour, a front that only
 improves, each chromosome asked once, the end of a path reached when nothing stops it, and
 the ladder search's last stage on the worked example."""
 from __future__ import annotations
 
 import itertools
 
-from explorer.path_relinking import relink, steps_toward
-from explorer.search import merge_fronts
+from explorer.search.path_relinking import relink, steps_toward
+from explorer.search.pick import merge_fronts
 from test_genes import UP, app, toy  # noqa: F401  (fixture)
 from test_local_search import ladder_searches, point, weakly_dominated
 
@@ -62,7 +62,7 @@ def test_ladder_search_relinks_its_front(app):  # noqa: F811
 def test_ladder_search_relinks_after_local_search(app, monkeypatch):  # noqa: F811
     """The last stage relinks the local search's front (its new points have neighbours no
     relinking saw), and the search returns what that relinking returns."""
-    from explorer import search
+    from explorer.search import algorithm2 as search
 
     calls = []
 

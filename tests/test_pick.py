@@ -1,5 +1,5 @@
 """Algorithm 2 lines 9-16 on a hand-made front."""
-from explorer.pick import Point, meets, pick
+from explorer.search.pick import Point, meets, pick
 
 MB = 2 ** 20
 FRONT = [  # memory rises, fps rises: a front

@@ -1,7 +1,7 @@
-"""Offset placement (explorer.placement) on random DAGs, partitions, sets of J and
+"""Offset placement (explorer.memory.placement) on random DAGs, partitions, sets of J and
 schedules (the strategy of test_reuse_properties): no two buffers alive together overlap in
-the arena (the pairwise check of explorer.validity and a second one written here), no arena
-is below the most elements alive at once (explorer.baselines.lower_bound), the exact MILP is
+the arena (the pairwise check of explorer.memory.validity and a second one written here), no arena
+is below the most elements alive at once (explorer.report.baselines.lower_bound), the exact MILP is
 never worse than the heuristics, and TFLite's greedy-by-size on a case worked by hand."""
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from unittest import mock
 
 from hypothesis import given, settings, strategies as st
 
-from explorer.baselines import lower_bound
-from explorer.lifetimes import EdgeUse, conflict, edge_uses, group_index
-from explorer.memory import buffer_elements
-from explorer.placement import NAMES, conflict_graph, live_bound, place
-import explorer.placement.milp as milp
-from explorer.placement.milp import solve
-from explorer.validity import check_plan
+from explorer.report.baselines import lower_bound
+from explorer.memory.lifetimes import EdgeUse, conflict, edge_uses, group_index
+from explorer.memory.buffers import buffer_elements
+from explorer.memory.placement import NAMES, conflict_graph, live_bound, place
+import explorer.memory.placement.milp as milp
+from explorer.memory.placement.milp import solve
+from explorer.memory.validity import check_plan
 from test_reuse_properties import applications
 
 

@@ -1,5 +1,5 @@
 """plan.json read back by `explore deploy` is checked as the explorer checks its own plans
-(deploy/plan_check.py): a hand-edited or damaged plan is refused with one line naming the
+(deploy/checks/plan_check.py): a hand-edited or damaged plan is refused with one line naming the
 key, layer or edge, exit 2, and nothing is written. Each case damages a plan the explorer
 made; before the check, the first four deployed and ran with exit 0 and wrong outputs, and
 the schema cases gave tracebacks."""
@@ -14,10 +14,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from csdf.onnx_import import load_onnx
 from csdf.parts import all_parts
-from deploy import arena
-from deploy.derive import derive
-from explorer.cli import main
-from explorer.lifetimes import conflict, group_index
+from deploy.runtime import arena
+from deploy.build.derive import derive
+from explorer.cli.main import main
+from explorer.memory.lifetimes import conflict, group_index
 from sdf3.errors import InputError
 from test_deploy_fixtures import make_plan, tiny_cnn, tiny_onnx
 
@@ -45,7 +45,7 @@ def _refused(plan, cnn, tmp_path, match):
 
 
 def test_the_explorers_plans_pass(cnn, parts_plan, tmp_path):
-    from deploy import plan_check
+    from deploy.checks import plan_check
     plan_check.check(parts_plan, {cnn.name: cnn})
     plan_check.check(make_plan([cnn], {cnn.name: {n: 1 for n in cnn.order()}}), {cnn.name: cnn})
     plan_check.check(make_plan([cnn], {cnn.name: all_parts(cnn)}, split={cnn.name: 9}, pipelined=True),
@@ -54,7 +54,7 @@ def test_the_explorers_plans_pass(cnn, parts_plan, tmp_path):
 
 def test_live_edges_in_one_buffer(cnn, parts_plan, tmp_path):
     """Two edges alive at once, found with the explorer's own conflict rule, put together."""
-    from explorer.derive import derive as explorer_derive
+    from explorer.plan.derive import derive as explorer_derive
     from test_deploy_fixtures import make_app
     app = make_app([cnn])
     uses = {u.name: u for u in explorer_derive(app, {cnn.name: all_parts(cnn)}).uses}

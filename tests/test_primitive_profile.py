@@ -1,4 +1,4 @@
-"""`explore profile --primitives` measurements (deploy/primitive_profile.py) on one 3x3 conv
+"""`explore profile --primitives` measurements (deploy/profile/primitives.py) on one 3x3 conv
 layer large enough for page-granular workspace figures, the profile file round trip, and
 deployments built with every primitive matching the unmodified model."""
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 
 from csdf.model import CNN, Layer
 from csdf.onnx_import import load_onnx
-from deploy.derive import derive
-from deploy.measure import measure
-from deploy.primitive_profile import profile_primitives
-from explorer.device_profile import DeviceProfile, load_profile, save_profile
+from deploy.build.derive import derive
+from deploy.run.measure import measure
+from deploy.profile.primitives import profile_primitives
+from explorer.throughput.device_profile import DeviceProfile, load_profile, save_profile
 from test_deploy_blocked import blocky_onnx
 from test_deploy_fixtures import make_plan
 from test_deploy_ort import _check
@@ -75,12 +75,13 @@ def test_weights_and_transitions(table):
 
 def test_candidates_are_timed_computing_the_step(tmp_path):
     """Every primitive of the conv, bound to the views of the conv's step in the context
-    deployment the profile times it in (deploy/primitive_timing.py, a child process as in
+    deployment the profile times it in (deploy/profile/primitive_timing.py, a child process as in
     `explore profile`), writes what the deployment's own step writes there."""
     import onnx
-    from deploy import primitive_timing, primitives
-    from deploy.parts_onnx import step_model
-    from deploy.primitive_profile import _context, layer_ports
+    from deploy.profile import primitive_timing
+    from deploy.steps import primitives
+    from deploy.steps.parts import step_model
+    from deploy.profile.primitives import _context, layer_ports
     cnn, layer, shape = conv_relu()
     context = _context(cnn, {"x": {}, "conv": {"ort_nchwc": {}}, "relu": {}}, "float32", tmp_path / "ctx")
     ins, outs, _, _ = layer_ports(cnn, "conv")
@@ -99,7 +100,7 @@ def test_candidates_are_timed_computing_the_step(tmp_path):
 
 
 def test_profile_file_keeps_the_table(table, tmp_path):
-    from explorer.device_profile import LayerTimes
+    from explorer.throughput.device_profile import LayerTimes
     for name in ("p.json", "p.yaml"):
         path = save_profile(DeviceProfile("p", models={"c": {"conv": LayerTimes(1.0)}},
                                           primitives={"c": table}), tmp_path / name)
@@ -121,9 +122,10 @@ def test_deployed_primitives_match_the_model(tmp_path, assign):
     manifest = derive(plan, {cnn.name: cnn}, tmp_path / "dep")
     steps = {s["layer"]: s.get("primitive") for p in manifest["partitions"] for s in p["steps"]}
     assert all(steps[k] == v for k, v in assign.items())
-    from deploy import manifest as mf, ort_blocked as ob
-    from deploy.backend_ort import OrtBackend
-    from deploy.executor import Executor
+    from deploy.runtime import manifest as mf
+    from deploy.ort import blocked as ob
+    from deploy.ort.backend import OrtBackend
+    from deploy.runtime.executor import Executor
     import onnxruntime as ort
     be = OrtBackend("float32")
     Executor(mf.load(tmp_path / "dep"), tmp_path / "dep", be)

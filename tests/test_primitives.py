@@ -1,4 +1,4 @@
-"""Every primitive of deploy/primitives computes exactly the plain ONNX Conv (run by ONNX
+"""Every primitive of deploy/steps/primitives computes exactly the plain ONNX Conv (run by ONNX
 Runtime) on seeded random layers: strides, asymmetric pads, groups (depthwise too),
 dilation, odd sizes, batch 2, with and without bias; and each refuses what it says."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import onnxruntime as ort
 import pytest
 
 from csdf.model import Layer
-from deploy import primitives
-from deploy.parts_onnx import InPort, OutPort, step_model
+from deploy.steps import primitives
+from deploy.steps.parts import InPort, OutPort, step_model
 from sdf3.errors import InputError
 
 # (n, c_in, h, w, c_out, k, stride, pads [t, l, b, r], dilation, group, bias)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import csv
 import json
 
-from explorer.appfile import load_app
-from explorer.cli import main
-from explorer.derive import derive as derive_app, uniform_phases
-from explorer.device_profile import load_profile
-from explorer.taso_costs import from_profile
-from explorer import taso_ilp
+from explorer.app.appfile import load_app
+from explorer.cli.main import main
+from explorer.plan.derive import derive as derive_app, uniform_phases
+from explorer.throughput.device_profile import load_profile
+from explorer.primitives.costs import from_profile
+from explorer.primitives import ilp as taso_ilp
 from test_deploy_blocked import blocky_onnx
 
 

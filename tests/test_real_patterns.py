@@ -13,8 +13,8 @@ from onnx import numpy_helper as nh
 
 from csdf.onnx_import import load_onnx
 from csdf.parts import all_parts, can_split
-from deploy.derive import derive
-from deploy.measure import measure
+from deploy.build.derive import derive
+from deploy.run.measure import measure
 from onnx_cases import (convnext_block, hardswish_block, mnasnet_head, mobilenet_block,
                         shared_weights, shuffle_block)
 from test_deploy_fixtures import make_plan

@@ -1,5 +1,5 @@
-"""Operator reordering (explorer.reorder, Liberis & Lane) and the phase-schedule policies
-(csdf.schedule_policies, explorer.policies): the paper's own example exactly, the DP against
+"""Operator reordering (explorer.memory.reorder, Liberis & Lane) and the phase-schedule policies
+(csdf.schedule_policies, explorer.memory.policies): the paper's own example exactly, the DP against
 brute force over every topological order, never above the topological order, the beam
 fallback still a valid order; the other policies' schedules replayed row by row by the
 brute-force checker of test_to_csdf (no row read before it is written, none dropped before
@@ -15,7 +15,7 @@ from csdf.model import CNN, Layer
 from csdf.partition_analysis import analyse_partition, demand_schedule, phase_numbers, row_buffers
 from csdf.schedule_policies import asap_schedule
 from csdf.to_csdf import edge_windows
-from explorer.reorder import Tensor, best_order, peak
+from explorer.memory.reorder import Tensor, best_order, peak
 from test_to_csdf import L, brute_force_rows, conv
 
 SEED = [Tensor(1568, None, ("1",)), Tensor(3136, "1", ("2", "4")), Tensor(1568, "2", ("3",)),

@@ -3,8 +3,8 @@ import csv
 import json
 import re
 
-from explorer.pick import Point
-from explorer.report import Baseline, write_pareto_csv, write_pareto_json, write_report_html
+from explorer.search.pick import Point
+from explorer.report.pareto import Baseline, write_pareto_csv, write_pareto_json, write_report_html
 
 MB = 2 ** 20
 GENES = ["net.c1", "net.c2", "net.c3"]

@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from csdf.synthetic import build_synthetic
-from explorer.app import Application, Partition, PRECISIONS
-from explorer.appfile import load_app
-from explorer.lifetimes import EdgeUse, conflict, edge_uses, group_index
-from explorer.memory import Buffer, memory_bytes, naive
-from explorer.reuse import algorithm1
-from explorer.validity import check_plan
+from explorer.app.model import Application, Partition, PRECISIONS
+from explorer.app.appfile import load_app
+from explorer.memory.lifetimes import EdgeUse, conflict, edge_uses, group_index
+from explorer.memory.buffers import Buffer, memory_bytes, naive
+from explorer.memory.reuse import algorithm1
+from explorer.memory.validity import check_plan
 from conftest import shared_path
 
 ROOT = Path(__file__).resolve().parents[1]

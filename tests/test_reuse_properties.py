@@ -7,12 +7,12 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from csdf.model import CNN, INPUT, Layer
-from explorer.app import Application, Partition
-from explorer.baselines import lower_bound, pisarchyk, sequential_uses
-from explorer.lifetimes import conflict, edge_uses, group_index
-from explorer.memory import Buffer, naive
-from explorer.reuse import algorithm1
-from explorer.validity import check_plan
+from explorer.app.model import Application, Partition
+from explorer.report.baselines import lower_bound, pisarchyk, sequential_uses
+from explorer.memory.lifetimes import conflict, edge_uses, group_index
+from explorer.memory.buffers import Buffer, naive
+from explorer.memory.reuse import algorithm1
+from explorer.memory.validity import check_plan
 
 
 @st.composite

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from explorer.appfile import load_app
-from explorer.cli import main
-from explorer.sdf3_export import PER_MS, phase_times
-from explorer.throughput import make_evaluator
+from explorer.app.appfile import load_app
+from explorer.cli.main import main
+from explorer.report.sdf3_export import PER_MS, phase_times
+from explorer.throughput.evaluator import make_evaluator
 from sdf3.errors import InputError
 from sdf3.graph import Actor, Channel, Graph
 from sdf3.throughput import throughput

@@ -1,8 +1,8 @@
-"""NSGA-II loop (explorer.search) on toy fitness functions with a known optimum."""
+"""NSGA-II loop (explorer.search.algorithm2) on toy fitness functions with a known optimum."""
 import itertools
 
-from explorer.app import SearchSettings
-from explorer.search import nsga2
+from explorer.app.model import SearchSettings
+from explorer.search.algorithm2 import nsga2
 
 WEIGHTS = [9, 4, 7, 1, 6, 3, 8, 2]          # memory saved by each gene set to 1
 COSTS = [1, 5, 2, 6, 3, 4, 1, 5]            # fps lost by each gene set to 1

@@ -18,19 +18,19 @@ import pytest
 
 import csdf.partition_analysis as pa
 import csdf.to_csdf as tc
-import explorer.derive as dv
-import explorer.placement as placement
-import explorer.placement.best_fit as best_fit
-import explorer.policies as policies
+import explorer.plan.derive as dv
+import explorer.memory.placement as placement
+import explorer.memory.placement.best_fit as best_fit
+import explorer.memory.policies as policies
 from csdf.model import CNN
 from csdf.schedule_policies import asap_schedule
 from csdf.to_csdf import edge_windows, to_csdf
-from explorer.appfile import load_app
-from explorer.derive import Evaluation, derive, plan_for, whole_phases
-from explorer.genes import gene_space
-from explorer.placement.rows import Geometry, has_rows
-from explorer.search import algorithm2
-from explorer.throughput import make_evaluator
+from explorer.app.appfile import load_app
+from explorer.plan.derive import Evaluation, derive, plan_for, whole_phases
+from explorer.plan.genes import gene_space
+from explorer.memory.placement.rows import Geometry, has_rows
+from explorer.search.algorithm2 import algorithm2
+from explorer.throughput.evaluator import make_evaluator
 
 APP1 = Path(__file__).resolve().parents[1] / "apps" / "table12_app1_mobilenet_v2.yaml"
 
@@ -103,7 +103,7 @@ def replay_rows(graph, windows, firings):
 
 def every_order_offsets(uses, adj, pipelines=None):
     """Every visiting order and both fits, the strictly least arena kept (first on ties);
-    uses with row-by-row lifetimes placed by explorer/placement/rows.py as best fit does."""
+    uses with row-by-row lifetimes placed by explorer/memory/placement/rows.py as best fit does."""
     sizes = [u.size for u in uses]
     geometry = Geometry(uses, adj, pipelines or []) if has_rows(uses) else None
     best, best_end = [], None
@@ -200,7 +200,7 @@ def test_order_cache_follows_the_graph():
 def _search(app, granularity, **stages):
     """A short search on `app` and its front's plans. The stages after NSGA-II (path
     relinking, local search) only ask `evaluate` for more chromosomes, so they are off unless
-    `stages` turns them on (explorer.search counts them apart)."""
+    `stages` turns them on (explorer.search.algorithm2 counts them apart)."""
     settings = replace(app.search, population=8, generations=3, seed=5,
                        granularity=granularity, relink_rounds=0, local_rounds=0)
     settings = replace(settings, **stages)

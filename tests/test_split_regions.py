@@ -1,6 +1,6 @@
-"""By-parts regions (explorer/split_regions.py) and the two measured contexts of a layer's
+"""By-parts regions (explorer/throughput/split_regions.py) and the two measured contexts of a layer's
 time by parts: the ladder's region and the layer alone (LayerTimes.ms_in, the evaluator,
-deploy/ladder_profile.py's alone groups)."""
+deploy/profile/ladder.py's alone groups)."""
 from __future__ import annotations
 
 import networkx as nx
@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 
 from csdf.parts import phases_for_rows
-from deploy import ladder_profile
-from explorer.appfile import load_app
-from explorer.device_profile import (DeviceProfile, LayerTimes, load_profile, profile_from_dict,
-                                     save_profile)
-from explorer.split_regions import beside_parts, region_params
-from explorer.throughput import make_evaluator
+from deploy.profile import ladder as ladder_profile
+from explorer.app.appfile import load_app
+from explorer.throughput.device_profile import DeviceProfile, LayerTimes, load_profile, profile_from_dict, save_profile
+from explorer.throughput.split_regions import beside_parts, region_params
+from explorer.throughput.evaluator import make_evaluator
 from sdf3.errors import InputError
 from test_deploy_fixtures import tiny_app_file
 

@@ -1,5 +1,5 @@
-"""Row-by-row lifetimes (explorer/staircase.py) and their placement
-(explorer/placement/rows.py): a hand case with exact numbers, the row lives against csdf's
+"""Row-by-row lifetimes (explorer/memory/staircase.py) and their placement
+(explorer/memory/placement/rows.py): a hand case with exact numbers, the row lives against csdf's
 own ring sizes, and on random uses every planner replayed row by row, step by step: no
 element is held by two uses at once, no arena is below the most elements held at once
 (counted here, independently), MILP <= best fit <= greedy by size."""
@@ -12,12 +12,12 @@ from hypothesis import given, settings, strategies as st
 from csdf.parts import all_parts
 from csdf.partition_analysis import analyse_partition, edge_occupancy
 from csdf.to_csdf import edge_windows, production_rates
-from explorer.lifetimes import EdgeUse, Rows, group_index
-from explorer.memory import buffer_elements
-from explorer.placement import NAMES, conflict_graph, live_bound, place
-from explorer.placement.rows import forbidden, segments
-from explorer.staircase import edge_rows, row_lives
-from explorer.validity import check_plan
+from explorer.memory.lifetimes import EdgeUse, Rows, group_index
+from explorer.memory.buffers import buffer_elements
+from explorer.memory.placement import NAMES, conflict_graph, live_bound, place
+from explorer.memory.placement.rows import forbidden, segments
+from explorer.memory.staircase import edge_rows, row_lives
+from explorer.memory.validity import check_plan
 from test_deploy_fixtures import tiny_cnn
 
 

@@ -1,4 +1,4 @@
-"""explorer/taso_ilp.py against brute force: on seeded random cost models (layouts mixed, so
+"""explorer/primitives/ilp.py against brute force: on seeded random cost models (layouts mixed, so
 the linearised transition terms matter) the swept front is exactly the Pareto front of all
 choices, for both memory strategies; each solution's objective is the cost model's own
 evaluation; the paper's greedy follows its rule; the GA never beats the exact front."""
@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from explorer import taso_ga, taso_ilp
-from explorer.taso_costs import CostModel, Edge, Option, from_profile
+from explorer.primitives import ga as taso_ga, ilp as taso_ilp
+from explorer.primitives.costs import CostModel, Edge, Option, from_profile
 from sdf3.errors import InputError
 
 

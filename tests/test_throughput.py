@@ -9,11 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from csdf.model import CNN, Layer
-from explorer.app import PRECISIONS, Application, Partition
-from explorer.costs import layer_cost
-from explorer.device_profile import (DeviceProfile, LayerTimes, Roofline, builtin_profile,
-                                     load_profile, profile_from_dict, save_profile)
-from explorer.throughput import Evaluator, make_evaluator, roofline_ms
+from explorer.app.model import PRECISIONS, Application, Partition
+from explorer.throughput.costs import layer_cost
+from explorer.throughput.device_profile import DeviceProfile, LayerTimes, Roofline, builtin_profile, load_profile, profile_from_dict, save_profile
+from explorer.throughput.evaluator import Evaluator, make_evaluator, roofline_ms
 from sdf3.errors import InputError
 
 
@@ -187,7 +186,7 @@ def test_profile_round_trip(tmp_path, suffix):
     (lambda d: (d.pop("processors"), d.pop("models")), "processors"),
 ])
 def test_bad_profile_is_input_error(tmp_path, mutate, words):
-    from explorer.device_profile import profile_to_dict
+    from explorer.throughput.device_profile import profile_to_dict
     data = profile_to_dict(_full_profile())
     mutate(data)
     path = tmp_path / "bad.json"

@@ -1,4 +1,4 @@
-"""The combined search (explorer/tiling_search.py): its front weakly dominates the row-parts
+"""The combined search (explorer/tiling/search.py): its front weakly dominates the row-parts
 front and the fused-tiles front, each computed here by its own search; the embedding keeps
 every single-mode point's memory and fps exactly; nsga2's archive keeps every evaluated
 point."""
@@ -8,15 +8,15 @@ from dataclasses import replace
 
 import pytest
 
-from explorer.search import nsga2
-from explorer.throughput import make_evaluator
-from explorer.tiling_genes import TiledEvaluation
-from explorer.tiling_search import embed, search_modes
+from explorer.search.algorithm2 import nsga2
+from explorer.throughput.evaluator import make_evaluator
+from explorer.tiling.genes import TiledEvaluation
+from explorer.tiling.search import embed, search_modes
 from test_fused_tiling import app  # noqa: F401  (the small two-group network)
 
 
 def test_combined_front_weakly_dominates_each_single_mode_front(app):  # noqa: F811
-    from explorer.appfile import load_app
+    from explorer.app.appfile import load_app
     app = load_app(str(app.path), mem="1KB")        # below reuse: the searches run
     settings = replace(app.search, population=8, generations=2, seed=5, granularity="binary")
     modes = search_modes(app, make_evaluator(app), settings, "binary")
@@ -42,7 +42,7 @@ def test_combined_front_weakly_dominates_each_single_mode_front(app):  # noqa: F
 def test_archive_keeps_every_evaluated_point_and_seeds_enter():
     """A point selection drops still reaches the front: with population 4 and 6 mutually
     non-dominated seeds, all 6 are on the returned front."""
-    from explorer.app import SearchSettings
+    from explorer.app.model import SearchSettings
     table = {(i, j): (10 * (i + 2 * j), {"n": float(i + 2 * j)}) for i in range(4) for j in range(3)}
     seeds = [(1, 0), (2, 0), (3, 0), (1, 1), (3, 1), (2, 2)]   # memories 10..60, all distinct
 

@@ -351,7 +351,7 @@ def test_explore_csdf_worked_example(tmp_path, capsys):
     {l1}, {l2}, [{l3}, {l4}, {l5}] x 32; the XML of every partition reads back."""
     import json
 
-    from explorer.cli import main
+    from explorer.cli.main import main
     from sdf3.xml import read_xml
 
     out = tmp_path / "csdf"

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from explorer.units import format_bytes, parse_memory
+from explorer.app.units import format_bytes, parse_memory
 from sdf3.errors import InputError
 
 

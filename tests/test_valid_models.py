@@ -12,8 +12,8 @@ from onnx import TensorProto as T
 
 from csdf.onnx_import import load_onnx
 from csdf.parts import all_parts
-from deploy.derive import derive
-from deploy.measure import measure
+from deploy.build.derive import derive
+from deploy.run.measure import measure
 from onnx_cases import Net
 from sdf3.errors import InputError
 from test_deploy_fixtures import make_plan

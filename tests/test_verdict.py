@@ -10,9 +10,9 @@ import numpy as np
 
 from csdf.onnx_import import load_onnx
 from csdf.parts import all_parts
-from deploy.derive import derive
-from deploy.verdict import RTOL, judge
-from explorer.cli import main
+from deploy.build.derive import derive
+from deploy.run.verdict import RTOL, judge
+from explorer.cli.main import main
 from onnx_cases import Net
 from test_deploy_fixtures import make_plan
 
@@ -83,7 +83,7 @@ def test_deploy_warns_when_constraints_unmet(tmp_path, capsys):
     three_convs(tmp_path)
     app_path = tmp_path / "app.yaml"
     app_path.write_text("name: three\ncnns:\n  - name: net\n    model: three.onnx\n")
-    from explorer.appfile import load_app
+    from explorer.app.appfile import load_app
     cnn = load_app(app_path).cnns["net"]
     plan = make_plan([cnn], {"net": {k: 1 for k in cnn.order()}})
     plan.update(app=str(app_path), par_bytes=4, memory_bytes=plan["buffer_bytes"] + 10, param_bytes=10,

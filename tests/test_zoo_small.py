@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from csdf import zoo
-from explorer.appfile import load_app
+from explorer.app.appfile import load_app
 
 # Conv layers per network, counted from the architectures: VGG-11's 8 convs; ResNet-18's
 # stem + 8 blocks x 2 + 3 projections; GoogLeNet's stem (1 + reduce + 3x3) + 4 Inception

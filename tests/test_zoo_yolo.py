@@ -76,7 +76,7 @@ def test_valid_onnx_and_o1_activations(path):
 
 
 def test_app_file_names_the_trunk(tmp_path):
-    from explorer.appfile import load_app
+    from explorer.app.appfile import load_app
     (tmp_path / "app.yaml").write_text("name: y\nplatform: jetson-tx2\nprecision: fp32\n"
                                        "cnns:\n  - name: y\n    fps: 0\n    model: zoo:yolov2_16\n")
     app = load_app(str(tmp_path / "app.yaml"), mem="0")

@@ -1,0 +1,386 @@
+"""Is a deployment's manifest.json consistent with itself and with its step models? Checked
+by `explore run` before anything is allocated or run, so a hand-edited or damaged deployment
+is refused with one line (naming the file and the key, edge, step or model) instead of
+reading or writing outside a buffer's region, or running with wrong outputs.
+
+- layout: every buffer inside the arena; every edge inside its
+  buffer (offset >= 0, slots * row bytes = its bytes, one row = N*C*W elements); every view
+  a step binds inside its edge's region (slot within the ring); slot index vectors within
+  the ring; edges that share bytes never live at the same time (lifetimes from the steps,
+  judged by explorer.memory.lifetimes.conflict, the explorer's own rule; a whole edge stored by
+  rows row by row, each row from the first to the last step touching it);
+- paths: every model and reference file relative and inside the deployment directory (a
+  deployment reads only its own directory) and present;
+- models: each step model parses, and its inputs and outputs (names, element types, shapes)
+  are exactly the step's bindings: a missing, truncated or swapped model is refused;
+- memory: the arena and output arrays fit this machine (deploy/arena.check_fits).
+"""
+from __future__ import annotations
+
+from math import prod
+from pathlib import Path
+from typing import Any
+
+import onnx
+from onnx import TensorProto
+
+from deploy.runtime import arena
+from sdf3.errors import InputError
+
+ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
+SIZE = {"float32": 4, "float16": 2}
+
+
+class _Fail:
+    def __init__(self, where: str):
+        self.where = where
+
+    def __call__(self, msg: str) -> None:
+        raise InputError(f"{self.where}: {msg}")
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _shape(v: Any, n: int = 4) -> bool:
+    return isinstance(v, list) and len(v) == n and all(_int(x) and x >= 1 for x in v)
+
+
+def check(manifest: dict[str, Any], deploy_dir: str | Path) -> None:
+    """Raise InputError for the first inconsistency (see the module docstring)."""
+    root = Path(deploy_dir)
+    fail = _Fail(str(root / "manifest.json"))
+    for key in ("arena_bytes", "dtype", "buffers", "edges", "cnns", "partitions", "pipelines"):
+        if key not in manifest:
+            fail(f"missing key {key!r}")
+    dtype = manifest["dtype"]
+    if dtype not in SIZE:
+        fail(f"key 'dtype' must be float32 or float16, got {dtype!r}")
+    size = SIZE[dtype]
+    total = manifest["arena_bytes"]
+    if not _int(total) or total < 0:
+        fail(f"key 'arena_bytes' must be a non-negative integer, got {total!r}")
+    _buffers(manifest, total, fail)
+    _edges(manifest, size, fail)
+    _cnns(manifest, root, fail)
+    spans = _steps(manifest, root, size, fail)
+    _live_overlaps(manifest, spans, fail)
+    outputs = sum(2 * prod(o["shape"]) * size for c in manifest["cnns"].values() for o in c["outputs"])
+    arena.check_fits(total + outputs, fail.where, "the arena and output arrays")
+    _models(manifest, root, fail)
+
+
+def _buffers(manifest, total, fail) -> None:
+    bufs = manifest["buffers"]
+    if not isinstance(bufs, list):
+        fail("key 'buffers' must be a list")
+    regions = []
+    for i, b in enumerate(bufs):
+        if not isinstance(b, dict) or not _int(b.get("offset")) or not _int(b.get("bytes")):
+            fail(f"buffers[{i}]: expected integer 'offset' and 'bytes'")
+        if b["offset"] < 0 or b["bytes"] < 0:
+            fail(f"buffers[{i}]: negative offset or size ({b['offset']}, {b['bytes']})")
+        if b["offset"] + b["bytes"] > total:
+            fail(f"buffers[{i}]: ends at byte {b['offset'] + b['bytes']}, past the arena's "
+                 f"{total} bytes")
+        regions.append((b["offset"], b["offset"] + b["bytes"], i))
+    # buffers may share bytes (offset planners place buffers of disjoint lifetimes over
+    # each other): what must never share bytes is two live edges (_live_overlaps)
+
+
+def _edges(manifest, size, fail) -> None:
+    edges, bufs = manifest["edges"], manifest["buffers"]
+    if not isinstance(edges, dict):
+        fail("key 'edges' must map edge names to their regions")
+    for name, e in edges.items():
+        where = f"edges.{name}"
+        if not isinstance(e, dict) or not all(_int(e.get(k)) for k in ("buffer", "offset", "slots",
+                                                                     "bytes", "row_bytes")):
+            fail(f"{where}: expected integer buffer, offset, slots, bytes and row_bytes")
+        if not _shape(e.get("shape")) or e.get("layout") not in ("nchw", "hncw", "tile"):
+            fail(f"{where}: expected a 4-D 'shape' and layout nchw, hncw or tile")
+        n, c, h, w = e["shape"]
+        if not 0 <= e["buffer"] < len(bufs):
+            fail(f"{where}: buffer {e['buffer']} is out of range (0..{len(bufs) - 1})")
+        if e["layout"] == "tile":     # a tiled group's inner tensor: one tile region at a time
+            if not 0 <= e["bytes"] <= n * c * h * w * size:
+                fail(f"{where}: {e['bytes']} bytes for a tile of a {e['shape']} tensor")
+        elif e["row_bytes"] != n * c * w * size or e["bytes"] != e["slots"] * e["row_bytes"]:
+            fail(f"{where}: {e['bytes']} bytes in rows of {e['row_bytes']} do not match shape "
+                 f"{e['shape']} with {e['slots']} slots")
+        if e["layout"] != "tile" and (not 1 <= e["slots"] <= h or
+                                      (e["layout"] == "nchw" and e["slots"] != h)):
+            fail(f"{where}: {e['slots']} slots for a tensor of {h} rows stored {e['layout']}")
+        b = bufs[e["buffer"]]
+        if e["offset"] < b["offset"] or e["offset"] + e["bytes"] > b["offset"] + b["bytes"]:
+            fail(f"{where}: bytes {e['offset']}..{e['offset'] + e['bytes']} lie outside its "
+                 f"buffer {e['buffer']} ({b['offset']}..{b['offset'] + b['bytes']})")
+
+
+def _inside(root: Path, rel: Any, what: str, fail) -> Path:
+    """`rel` as a file inside the deployment directory (never an absolute or escaping path)."""
+    if not isinstance(rel, str) or not rel or Path(rel).is_absolute():
+        fail(f"{what}: {rel!r} is not a path relative to the deployment (a deployment reads "
+             f"only its own directory)")
+    path = root / rel
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        fail(f"{what}: {rel!r} leads outside the deployment directory")
+    if not path.is_file():
+        fail(f"{what}: {rel} is missing")
+    return path
+
+
+def _cnns(manifest, root, fail) -> None:
+    cnns = manifest["cnns"]
+    if not isinstance(cnns, dict) or not cnns:
+        fail("key 'cnns' must map CNN names to their inputs and outputs")
+    for name, info in cnns.items():
+        ins, outs = info.get("inputs"), info.get("outputs")
+        if not isinstance(ins, list) or not ins or not all(_shape(i.get("shape")) for i in ins):
+            fail(f"cnns.{name}.inputs: expected a list of 4-D shapes")
+        if not isinstance(outs, list) or not all(
+                _shape(o.get("shape")) and o.get("layout") in ("nchw", "hncw") for o in outs):
+            fail(f"cnns.{name}.outputs: expected 4-D shapes with layout nchw or hncw")
+        if info.get("reference") is not None:
+            _inside(root, info["reference"], f"cnns.{name}.reference", fail)
+
+
+def _views(manifest, step, parity, fail, where) -> list[tuple[str, int, int, str]]:
+    """(edge, first byte, end byte, role) of every arena view a step binds."""
+    edges, size = manifest["edges"], SIZE[manifest["dtype"]]
+    out = []
+
+    def edge_of(b):
+        names = b.get("edges")
+        if not isinstance(names, list) or len(names) != 2 or not all(n in edges for n in names):
+            fail(f"{where}: binding {b.get('name', b.get('kind'))!r} names unknown edges {names!r}")
+        return names[parity], edges[names[parity]]
+
+    for b in step["bind"]:
+        kind = b.get("kind")
+        if kind == "frame":
+            name, e = edge_of(b)
+            if e["slots"] != e["shape"][2]:
+                fail(f"{where}: the frame is copied whole into {name}, which holds {e['slots']} rows")
+            out.append((name, e["offset"], e["offset"] + e["bytes"], "write"))
+        elif kind == "edge":
+            name, e = edge_of(b)
+            slot, shape = b.get("slot"), b.get("shape")
+            if not _int(slot) or not 0 <= slot < e["slots"] or not _shape(shape):
+                fail(f"{where}: binding {b.get('name')!r}: slot {slot!r} outside 0..{e['slots'] - 1} "
+                     f"of {name}, or no 4-D shape")
+            start = e["offset"] + slot * e["row_bytes"]
+            end = start + prod(shape) * size
+            if end > e["offset"] + e["bytes"]:
+                fail(f"{where}: binding {b['name']!r} reads or writes bytes {start}..{end}, past "
+                     f"the end of {name} ({e['offset'] + e['bytes']})")
+            out.append((name, start, end, "write" if str(b.get("name")).startswith("out") else "read"))
+        elif kind == "tile":
+            name, e = edge_of(b)
+            out.append((name, e["offset"], e["offset"] + e["bytes"], "tile"))
+        elif kind not in ("const", "output"):
+            fail(f"{where}: unknown binding kind {kind!r}")
+    for t in step.get("tiles") or []:
+        for m in t.get("mids", []):
+            name = m["edges"][parity]
+            if name not in edges or not _shape(m.get("shape")):
+                fail(f"{where}: a tile writes unknown edge {name!r}")
+            e = edges[name]
+            if prod(m["shape"]) * size > e["bytes"]:
+                fail(f"{where}: a tile of {name} needs {prod(m['shape']) * size} bytes, the edge "
+                     f"has {e['bytes']}")
+    return out
+
+
+def _steps(manifest, root, size, fail) -> dict[str, dict[str, list[int]]]:
+    """Check every step's bindings; returns, per edge, per partition, the steps touching it
+    and the first step writing it (for the lifetimes)."""
+    parts, edges, cnns = manifest["partitions"], manifest["edges"], manifest["cnns"]
+    if not isinstance(parts, list):
+        fail("key 'partitions' must be a list")
+    names = set()
+    touched: dict[str, dict[str, list[int]]] = {}
+    for part in parts:
+        pname = part.get("name")
+        if part.get("cnn") not in cnns or not isinstance(part.get("steps"), list):
+            fail(f"partitions.{pname}: unknown CNN {part.get('cnn')!r} or no steps")
+        names.add(pname)
+        outs = {o["layer"]: o for o in cnns[part["cnn"]]["outputs"]}
+        for t, step in enumerate(part["steps"]):
+            where = f"partitions.{pname}.steps[{t}] ({step.get('layer')})"
+            if not isinstance(step.get("bind"), list):
+                fail(f"{where}: no bindings")
+            if step.get("model") is not None:
+                _inside(root, step["model"], where, fail)
+            for tile in step.get("tiles") or []:
+                _inside(root, tile.get("model"), where, fail)
+            for parity in (0, 1):
+                for name, _, _, role in _views(manifest, step, parity, fail, where):
+                    rec = touched.setdefault(name, {}).setdefault(pname, [t, t, -1])
+                    rec[0], rec[1] = min(rec[0], t), max(rec[1], t)
+                    if role in ("write", "tile") and rec[2] < 0:
+                        rec[2] = t
+            for b in step["bind"]:
+                if b.get("kind") == "output":
+                    o = outs.get(b.get("layer"))
+                    h = o["shape"][2] if o else 0
+                    if o is None or not _int(b.get("slot")) or not 0 <= b["slot"] < max(h, 1) \
+                            or not _shape(b.get("shape")):
+                        fail(f"{where}: output binding for {b.get('layer')!r} outside the CNN's outputs")
+                if b.get("kind") == "const" and str(b.get("name", "")).endswith("_idx"):
+                    port = b["name"][:-4]
+                    src = next((x for x in step["bind"] if x.get("name") == port), None)
+                    slots = edges[src["edges"][0]]["slots"] if src else 0
+                    values = b.get("values")
+                    if not isinstance(values, list) or not all(_int(v) and 0 <= v < slots for v in values):
+                        fail(f"{where}: slot indices {values!r} outside the ring of {slots} slots")
+    for group in manifest["pipelines"]:
+        for pname in group:
+            if pname not in names:
+                fail(f"pipelines: unknown partition {pname!r}")
+    return touched
+
+
+def _live_overlaps(manifest, touched, fail) -> None:
+    """Edges whose bytes overlap must never be live together (explorer.memory.lifetimes.conflict)."""
+    from explorer.memory.lifetimes import EdgeUse, conflict, group_index
+
+    edges = manifest["edges"]
+    parts = manifest["partitions"]
+    length = {p["name"]: len(p["steps"]) for p in parts}
+    order = [p["name"] for p in parts]
+    cnn_of = {p["name"]: p["cnn"] for p in parts}
+    uses = {}
+    for name, by_part in touched.items():
+        where = sorted(by_part, key=order.index)
+        if len(where) == 1:
+            p = where[0]
+            spans = ((p, by_part[p][0], by_part[p][1]),)
+        else:
+            writer = next((p for p in where if by_part[p][2] >= 0), where[0])
+            lo, hi = order.index(where[0]), order.index(where[-1])
+            spans = []
+            for p in order[lo:hi + 1]:
+                if cnn_of[p] != cnn_of[writer]:
+                    continue
+                if p == writer:
+                    spans.append((p, by_part[p][2], length[p] - 1))
+                elif p in by_part:
+                    spans.append((p, 0, by_part[p][1]))
+                else:
+                    spans.append((p, 0, length[p] - 1))
+            spans = tuple(spans)
+        uses[name] = EdgeUse(name, "", 0, spans)
+    group = group_index(manifest["pipelines"])
+    regions = []
+    rows = _row_steps(manifest)
+    for n, e in edges.items():
+        if n not in uses:
+            continue
+        by_row = rows.get(n)
+        if by_row is None or len(uses[n].spans) != 1:
+            regions.append((e["offset"], e["offset"] + e["bytes"], n, uses[n]))
+            continue
+        part = uses[n].spans[0][0]
+        for r, (t0, t1) in sorted(by_row.items()):     # a row holds data only while touched
+            start = e["offset"] + r * e["row_bytes"]
+            regions.append((start, start + e["row_bytes"], n, EdgeUse(n, "", 0, ((part, t0, t1),))))
+    regions.sort(key=lambda x: (x[0], x[1], x[2]))
+    for i, (a0, a1, a, ua) in enumerate(regions):
+        for b0, b1, b, ub in regions[i + 1:]:
+            if b0 >= a1:
+                break
+            if a != b and b1 > b0 and a1 > a0 and conflict(ua, ub, group):
+                fail(f"edges {a} and {b} share arena bytes while both are live")
+
+
+def _row_steps(manifest) -> dict[str, dict[int, tuple[int, int]]]:
+    """Whole edges stored by rows (layout hncw, a slot per row) touched in one partition:
+    per row, the first and last step that writes or reads it (the slot indices a step
+    gathers, the slots a part writes, every row for the frame or a whole read). Offset
+    plans let other buffers use a row's bytes outside that run (explorer/memory/staircase.py)."""
+    edges = manifest["edges"]
+    out: dict[str, dict[int, list[int]]] = {}
+    where: dict[str, set[str]] = {}
+    for part in manifest["partitions"]:
+        for t, step in enumerate(part["steps"]):
+            consts = {b.get("name"): b.get("values") for b in step["bind"] if b.get("kind") == "const"}
+            for parity in (0, 1):
+                for b in step["bind"]:
+                    if b.get("kind") not in ("frame", "edge"):
+                        continue
+                    name = b["edges"][parity]
+                    e = edges[name]
+                    if e.get("layout") != "hncw" or e["slots"] != e["shape"][2]:
+                        continue
+                    where.setdefault(name, set()).add(part["name"])
+                    if b["kind"] == "frame":
+                        touched = range(e["slots"])
+                    elif f"{b['name']}_idx" in consts and not b["name"].startswith("out"):
+                        touched = consts[f"{b['name']}_idx"]
+                    else:
+                        touched = range(b["slot"], b["slot"] + b["shape"][0])
+                    rows = out.setdefault(name, {})
+                    for r in touched:
+                        got = rows.setdefault(int(r), [t, t])
+                        got[0], got[1] = min(got[0], t), max(got[1], t)
+    return {n: {r: (a, b) for r, (a, b) in rows.items()} for n, rows in out.items()
+            if len(where[n]) == 1}
+
+
+def _signature(step, manifest) -> dict[str, tuple[int, list[int]]]:
+    """What a step binds: port name -> (element type, shape)."""
+    elem = ELEM[manifest["dtype"]]
+    sig = {}
+    for b in step["bind"]:
+        if b.get("kind") in ("edge", "output"):
+            sig[b["name"]] = (elem, list(b["shape"]))
+        elif b.get("kind") == "const":
+            sig[b["name"]] = (TensorProto.INT32, [len(b["values"])])
+    return sig
+
+
+def _models(manifest, root, fail) -> None:
+    """Every step model parses and declares exactly the tensors its steps bind."""
+    seen: dict[str, dict] = {}
+    for part in manifest["partitions"]:
+        for step in part["steps"]:
+            rel = step.get("model")
+            if rel is None:
+                continue
+            sig = _signature(step, manifest)
+            if rel not in seen:
+                seen[rel] = _declared(root / rel, rel, fail)
+            declared = seen[rel]
+            if declared != sig:
+                extra = sorted(set(declared) ^ set(sig))
+                name = extra[0] if extra else next(k for k in sig if declared[k] != sig[k])
+                fail(f"model {rel}: its tensor {name!r} is "
+                     f"{_say(declared.get(name))}, the step of {step.get('layer')} binds "
+                     f"{_say(sig.get(name))}")
+
+
+def _say(entry) -> str:
+    if entry is None:
+        return "absent"
+    return f"{TensorProto.DataType.Name(entry[0]).lower()} {entry[1]}"
+
+
+def _declared(path: Path, rel: str, fail) -> dict[str, tuple[int, list[int]]]:
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as err:   # noqa: BLE001 - protobuf raises several types for damaged files
+        fail(f"model {rel}: not a readable ONNX model ({type(err).__name__})")
+    inits = {t.name for t in model.graph.initializer}
+    out = {}
+    for v in list(model.graph.input) + list(model.graph.output):
+        if v.name in inits:
+            continue
+        t = v.type.tensor_type
+        out[v.name] = (t.elem_type, [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim])
+    if not model.graph.node:
+        fail(f"model {rel}: not a readable ONNX model (no graph nodes)")
+    return out

@@ -1,0 +1,75 @@
+"""The unmodified model: a plain ONNX Runtime session on the original ONNX file, the yardstick
+for both the deployed outputs and the deployed fps.
+
+At a plan's precision (`session(..., dtype="float16")`) the unmodified network runs in fp16:
+the model converted by ONNX Runtime's own converter (onnxruntime.transformers.float16,
+inputs and outputs kept fp32), so fp16 rounding is not blamed on the plan (deploy/run/verdict.py).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from sdf3.errors import InputError
+
+
+def session(path: str | Path, threads: int = 0, dtype: str = "float32") -> ort.InferenceSession:
+    """A session on the model at `path`, computing in `dtype` (float32 or float16)."""
+    if not Path(path).is_file():
+        raise InputError(f"{path}: reference model not found")
+    from deploy.ort.backend import _POOL
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if _POOL.get("size"):   # the process has ORT's global pool: the same threads, shared
+        opts.use_per_session_threads = False
+    else:
+        opts.intra_op_num_threads = threads
+    source = str(path)
+    if dtype == "float16":
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+        import onnx
+        source = convert_float_to_float16(onnx.load(source), keep_io_types=True).SerializeToString()
+    return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+
+
+def run(sess: ort.InferenceSession, frame: np.ndarray) -> list[np.ndarray]:
+    """Outputs for one NCHW frame, each padded to 4-D like the CNN model's shapes."""
+    inp = sess.get_inputs()[0]
+    dims = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
+    feed = frame.reshape(dims) if np.prod(dims) == frame.size else frame
+    outs = sess.run(None, {inp.name: feed.astype(_NP.get(inp.type, np.float32))})
+    outs = [np.asarray(o).astype(np.float32) for o in outs]
+    return [o.reshape(o.shape + (1,) * (4 - o.ndim)) if o.ndim < 4 else o for o in outs]
+
+
+_NP = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
+
+
+def plain_fps(sess: ort.InferenceSession, frames: int, warmup: int = 3) -> float:
+    """Frames per second of a plain session on seeded random frames: the baseline every
+    deployment benchmark compares against, measured the same way in each."""
+    return plain_timings(sess, frames, warmup)["fps"]
+
+
+def plain_timings(sess: ort.InferenceSession, frames: int, warmup: int = 3) -> dict[str, float]:
+    """`fps` (frames over elapsed time) and the medians per frame of wall and of this
+    thread's CPU time (`frame_ms_median`, `frame_cpu_ms_median`), as deploy.run.measure reports
+    them for a deployment."""
+    import time
+    shape = [d if isinstance(d, int) else 1 for d in sess.get_inputs()[0].shape]
+    data = [np.random.default_rng(i).standard_normal(shape).astype(np.float32)
+            for i in range(frames)]
+    for f in data[:warmup]:
+        run(sess, f)
+    walls, cpus = [], []
+    start = time.perf_counter()
+    for f in data:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        run(sess, f)
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.thread_time() - cpu)
+    elapsed = time.perf_counter() - start
+    return {"fps": frames / elapsed, "frame_ms_median": float(np.median(walls)) * 1e3,
+            "frame_cpu_ms_median": float(np.median(cpus)) * 1e3}

@@ -1,0 +1,419 @@
+"""ONNX Runtime (CPU) backend: compile step models to sessions and bind them, once, to numpy
+views of the arena with I/O binding, so a step is one `run_with_iobinding` and no copy.
+
+Session choices (docs/deploy.md): one session per step model file, shared by every phase
+that uses it; weights shared across a layer's variants through `add_initializer` (one copy
+per layer); graph optimisations on (ORT_ENABLE_ALL); the CPU memory arena and memory
+patterns on, so the few intermediates a step has inside ORT (a gathered window, a
+transpose, NCHWc reorders) are reused across runs, in one CPU arena shared by every step
+session (`_shared_arena`). ONNX Runtime reports no arena statistics, so that arena is not in
+`scratch_bytes`; the peak RSS that `explore run` reports includes it.
+
+Layout (`layout="auto"`): ORT_ENABLE_ALL rewrites a Conv or pool into ONNX Runtime's blocked
+NCHWc kernels with a reorder in and a reorder out. In one whole-graph session the reorders
+happen once; in a step session they happen at every step, and for a 1x1 conv on a large
+map they cost more than the blocked kernel saves (measured on MobileNetV2: features_2_expand
+0.99 ms NCHWc vs 0.65 ms plain; features_2_dw 0.92 vs 1.25). "auto" builds the step both
+ways on its bound arena views, times both and keeps the faster; "nchwc" and "nchw" force one.
+Either way the step is the same ONNX model reading and writing the same arena regions.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from deploy.ort import optimize as ort_optimize
+from sdf3.errors import InputError
+
+NP_DTYPE = {"float32": np.float32, "float16": np.float16}
+
+
+class OrtBackend:
+    """Host arena + ONNX Runtime sessions. `threads`: intra-op threads per session
+    (0 = ORT's default, one per core)."""
+
+    name = "onnxruntime"
+
+    def __init__(self, dtype: str = "float32", threads: int = 0, shared_pool: bool = False,
+                 layout: str = "nchwc", optimize_in_child: bool | None = None,
+                 arena: bool = True):
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
+        self.dtype = np.dtype(NP_DTYPE[dtype])
+        self.threads = threads
+        self.shared_pool = shared_pool
+        self.layout = layout
+        self.arena = arena      # False: no ORT memory arena (profile measures workspace)
+        self.chosen: dict[str, str] = {}     # model path -> layout kept ("auto")
+        self._sessions: dict[str, ort.InferenceSession] = {}
+        self._weights: dict[str, dict[str, np.ndarray]] = {}   # session key -> its weights
+        self._values: dict[str, dict[str, ort.OrtValue]] = {}  # the same, as ORT sees them
+        self._blocked: dict[str, frozenset[str]] = {}   # model path -> ports stored blocked
+        self._transforms: dict[str, Callable] = {}      # model path -> its blocked form (plan)
+        self.blocked_edges: set[str] = set()
+        self._block = 0                      # channels per NCHWc block (layout "blocked")
+        self._work = tempfile.mkdtemp(prefix="memtrade-ort-")   # optimised models, briefly
+        weakref.finalize(self, shutil.rmtree, self._work, True)
+        self._opt_paths: dict[tuple[str, str], Path] = {}
+        self._count = 0
+        # whole-process runners optimise in a child process (its heap never becomes ours)
+        self.optimize_in_child = shared_pool if optimize_in_child is None else optimize_in_child
+        self.helper_peak_rss_bytes = 0
+
+    # -- storage formats ----------------------------------------------------------------
+    def prepare(self, manifest: dict, root: str | Path) -> None:
+        """Have ONNX Runtime optimise every step model up front (in a child process when
+        `optimize_in_child`, see deploy/ort/optimize.py), and for layout "blocked" choose the
+        edges held in ONNX Runtime's NCHWc layout (deploy/ort/blocked.py); the other steps
+        then run as with "auto"."""
+        root = Path(root)
+        if any(s.get("primitive") for part in manifest["partitions"] for s in part["steps"]):
+            from deploy.ort.primitive_forms import prepare_plan_forms   # the plan fixes the forms
+            self.blocked_edges = prepare_plan_forms(self, manifest, root)
+            return
+        models = sorted({str(root / s["model"]) for part in manifest["partitions"]
+                         for s in part["steps"] if s["model"]})
+        first = {"nchw": ["nchw"], "nchwc": ["nchwc"]}.get(self.layout, ["nchwc"])
+        self._prefetch([(key, form) for key in models for form in first])
+        if self.layout == "auto":
+            self._prefetch([(key, "nchw") for key in models])
+        if self.layout != "blocked":
+            return
+        from deploy.ort import blocked as ob
+        block = ob.block_size(self._options())
+        self._block = block
+        candidates = {s["model"] for part in manifest["partitions"] for s in part["steps"]
+                      if s["model"] and any(b["kind"] == "edge" for b in s["bind"])}
+        forms = {}
+        for rel in sorted(candidates):    # graphs only: the weights stay in the side files
+            path = self._optimize(str(root / rel), "nchwc")
+            opt = onnx.load(str(path), load_external_data=False)
+            _external_arrays(opt, path.parent, weights=False)    # shapes inline
+            forms[rel] = ob.step_form(opt, ob.graph_only(root / rel, opt))
+        self.blocked_edges = ob.choose(manifest, forms, block)
+        for part in manifest["partitions"]:
+            for step in part["steps"]:
+                ports = ob.blocked_ports(step, self.blocked_edges) if step["model"] else None
+                if ports:
+                    self._blocked[str(root / step["model"])] = ports
+        self._prefetch([(key, "nchw") for key in models if key not in self._blocked])
+
+    def _prefetch(self, jobs: list[tuple[str, str]]) -> None:
+        """Optimise (model, form) pairs not yet optimised, all in one child process."""
+        todo = []
+        for key, form in jobs:
+            if (key, form) not in self._opt_paths:
+                self._count += 1
+                target = Path(self._work) / f"{self._count}.onnx"
+                todo.append((key, str(target), form))
+                self._opt_paths[(key, form)] = target
+        if not self.optimize_in_child:
+            for key, target, form in todo:
+                ort_optimize.optimize(key, target, form, self._options())
+            return
+        peak = ort_optimize.in_child(todo)
+        self.helper_peak_rss_bytes = max(self.helper_peak_rss_bytes, peak)
+
+    # -- memory -------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> np.ndarray:
+        return np.zeros(max(int(nbytes), 1), np.uint8)
+
+    def view(self, arena: np.ndarray, offset: int, shape: list[int], dtype=None) -> np.ndarray:
+        dt = np.dtype(dtype) if dtype is not None else self.dtype
+        count = int(np.prod(shape))
+        if offset < 0 or offset + count * dt.itemsize > arena.nbytes:   # never wrap or run past
+            raise InputError(f"manifest: a view of {count * dt.itemsize} bytes at offset {offset} "
+                             f"lies outside the arena of {arena.nbytes} bytes")
+        return arena[offset: offset + count * dt.itemsize].view(dt).reshape(shape)
+
+    # -- compile ------------------------------------------------------------------------
+    def _options(self) -> ort.SessionOptions:
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        if not self.arena:
+            opts.enable_cpu_mem_arena = False
+        elif _shared_arena():
+            opts.add_session_config_entry("session.use_env_allocators", "1")
+        if self.shared_pool and _shared_pool(self.threads):
+            opts.use_per_session_threads = False
+        else:
+            opts.intra_op_num_threads = self.threads
+            opts.inter_op_num_threads = 1
+        return opts
+
+    def load(self, path: str | Path):
+        """A compiled step model. With layout "auto" the choice is made at the first bind,
+        where the step's real arena views are known (see `bind`)."""
+        key = str(path)
+        if key in self._blocked:
+            return self._session(key, "blocked")
+        if key in self.chosen and self.layout not in ("auto", "blocked"):
+            return self._session(key, self.chosen[key])
+        if self.layout in ("auto", "blocked"):
+            return _Pending(key) if key not in self.chosen else self._session(key, self.chosen[key])
+        return self._session(key, self.layout)
+
+    def _optimize(self, key: str, layout: str) -> Path:
+        """ONNX Runtime's optimised form of step model `key` (ORT_ENABLE_ALL, without the
+        NCHWc rewrite for "nchw"), in the backend's work folder with every initializer in a
+        side file, so neither the graph nor Python ever holds them."""
+        form = "nchw" if layout == "nchw" else "nchwc"
+        self._prefetch([(key, form)])
+        return self._opt_paths[(key, form)]
+
+    def _session(self, key: str, layout: str) -> ort.InferenceSession:
+        """The session of step `key`: ONNX Runtime's optimised model, its initializers read
+        once into arrays this backend owns and handed over with `add_initializer` (no copy
+        in ONNX Runtime: the model it parses has only external references), loaded without
+        further optimisation and without pre-packing (a pre-packed copy is a second copy of
+        the weights). Measured on a 3x3 256-channel conv: 6.9 MiB per session for 2.25 MiB of
+        weights before, 2.25 after."""
+        skey = f"{layout}:{key}"
+        if skey not in self._sessions:
+            okey = "nchw" if layout == "nchw" else "nchwc"
+            path = self._optimize(key, layout)
+            model = onnx.load(str(path), load_external_data=False)
+            arrays = _external_arrays(model, path.parent)
+            if layout == "blocked":
+                from deploy.ort import blocked as ob
+                model = (self._transforms[key](model) if key in self._transforms
+                         else ob.strip(model, self._blocked[key], self._block))
+            opts = self._options()
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            opts.add_session_config_entry("session.disable_prepacking", "1")
+            values = {name: ort.OrtValue.ortvalue_from_numpy(arr) for name, arr in arrays.items()}
+            for name, value in values.items():   # ONNX Runtime keeps pointers: keep both alive
+                opts.add_initializer(name, value)
+            run_path = path.with_name(f"{path.stem}.{layout}.onnx")
+            onnx.save(model, str(run_path))
+            del model
+            self._sessions[skey] = ort.InferenceSession(str(run_path), opts,
+                                                        providers=["CPUExecutionProvider"])
+            self._weights[skey] = arrays
+            self._values[skey] = values
+            run_path.unlink()
+            self._drop_optimized(key, okey)     # ONNX Runtime read only the graph
+        return self._sessions[skey]
+
+    def _drop_optimized(self, key: str, okey: str) -> None:
+        path = self._opt_paths.pop((key, okey), None)
+        if path is not None:
+            path.unlink(missing_ok=True)
+            path.with_suffix(".bin").unlink(missing_ok=True)
+
+    def _drop_session(self, skey: str) -> None:
+        self._sessions.pop(skey, None)
+        self._weights.pop(skey, None)
+        self._values.pop(skey, None)
+
+    def fix_form(self, path: str | Path, layout: str, ports: frozenset[str] = frozenset(),
+                 transform: Callable | None = None) -> None:
+        """Run step model `path` with `layout` kernels ("nchw": ONNX Runtime's NCHWc rewrite
+        off; "nchwc": on) or, with `ports`, its NCHWc form reading/writing those ports
+        blocked, `transform(optimised graph)` making that form (a primitive plan,
+        deploy/ort/primitive_forms.py)."""
+        key = str(path)
+        if ports:
+            self._blocked[key] = frozenset(ports)
+            if transform is not None:
+                self._transforms[key] = transform
+        else:
+            self.chosen[key] = layout
+
+    def _tune(self, key: str, inputs, outputs) -> ort.InferenceSession:
+        """Build the step both ways on its own views, keep the faster (best of 5 calls
+        after 2 warm-ups each); the slower session is dropped before the next is built.
+        A step ONNX Runtime leaves without NCHWc kernels (Gemm, Softmax, Add, ...) is the
+        same both ways: it is built once (two sessions of the classifier at once were
+        MobileNetV2's load peak, 4.9 MiB above the run's)."""
+        from deploy.ort.blocked import NCHWC
+        graph = onnx.load(str(self._optimize(key, "nchwc")), load_external_data=False)
+        if not any(n.domain == NCHWC for n in graph.graph.node):
+            self.chosen[key] = "nchwc"
+            self._drop_optimized(key, "nchw")
+            return self._session(key, "nchwc")
+        best, best_t = None, float("inf")
+        for layout in ("nchwc", "nchw"):
+            session = self._session(key, layout)
+            call = self._bind(session, inputs, outputs)
+            for _ in range(2):
+                call()
+            t = min(_timed(call) for _ in range(5))
+            if t < best_t * (0.95 if layout == "nchw" else 1.0):  # plain only if clearly faster
+                if best is not None:
+                    self._drop_session(f"{best}:{key}")
+                best, best_t = layout, t
+            else:
+                self._drop_session(f"{layout}:{key}")
+        self.chosen[key] = best
+        return self._sessions[f"{best}:{key}"]
+
+    def bind(self, session, inputs: dict[str, np.ndarray],
+             outputs: dict[str, np.ndarray]) -> Callable[[], None]:
+        """A call that runs `session` reading and writing exactly these arrays."""
+        if isinstance(session, _Pending):
+            key = session.path
+            session = (self._session(key, self.chosen[key]) if key in self.chosen
+                       else self._tune(key, inputs, outputs))
+        return self._bind(session, inputs, outputs)
+
+    def _bind(self, session: ort.InferenceSession, inputs: dict[str, np.ndarray],
+              outputs: dict[str, np.ndarray]) -> Callable[[], None]:
+        binding = session.io_binding()
+        declared = {v.name: v.shape for v in session.get_inputs() + session.get_outputs()}
+        for name, arr in inputs.items():
+            binding.bind_input(name, "cpu", 0, arr.dtype, _shape(arr, declared.get(name)), arr.ctypes.data)
+        for name, arr in outputs.items():
+            binding.bind_output(name, "cpu", 0, arr.dtype, _shape(arr, declared.get(name)), arr.ctypes.data)
+        options = ort.RunOptions()
+        # The C++ session's run_with_iobinding, not the Python wrapper: the wrapper adds
+        # ~45 us of Python per call (graph-capture bookkeeping) against ~3 us for the call
+        # itself, measured on a Relu model; a by-parts frame makes thousands of calls.
+        inner = getattr(session, "_sess", None)
+        if inner is not None and hasattr(inner, "run_with_iobinding") and hasattr(binding, "_iobinding"):
+            run, handle = inner.run_with_iobinding, binding._iobinding
+        else:   # pragma: no cover - other onnxruntime versions
+            run, handle = session.run_with_iobinding, binding
+
+        def call() -> None:
+            run(handle, options)
+        return call
+
+    def param_bytes(self) -> int:
+        """Bytes of the weights the sessions hold: the arrays this backend handed them (in
+        the form ONNX Runtime computes with: fp32, NCHWc-reordered where it blocks a conv),
+        one copy per step model."""
+        return int(sum(a.nbytes for arrays in self._weights.values() for a in arrays.values()))
+
+    def notes(self) -> list[str]:
+        """What the run's report must say about how this backend holds and computes data."""
+        if self.dtype == np.float16:
+            return ["ONNX Runtime's CPU kernels compute in fp32: the fp16 arena is cast to fp32 "
+                    "at every step and the weights are held as fp32 (param_bytes counts them)"]
+        return []
+
+
+LAYOUTS = ("nchwc", "nchw", "auto", "blocked")
+
+
+def init_runtime(threads: int = 0, shared_pool: bool = False) -> None:
+    """ONNX Runtime's one-time initialisation in this process (environment, CPU kernel
+    registry, the shared arena and thread pool when asked): a one-node session built, run
+    and dropped. Measured here at 8.0 MiB of RSS whatever the model, so footprints are read
+    after it (deploy/runtime/footprint.py reports it apart as runtime_init_bytes)."""
+    be = OrtBackend("float32", threads, shared_pool)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "init",
+                                                [x], [y]), opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    sess = ort.InferenceSession(model.SerializeToString(), be._options(),
+                                providers=["CPUExecutionProvider"])
+    sess.run(None, {"x": np.zeros([1], np.float32)})
+
+
+def _external_arrays(model: onnx.ModelProto, folder: Path,
+                     weights: bool = True) -> dict[str, np.ndarray]:
+    """The model's externally stored float tensors (its weights), each read once into its
+    own array; integer tensors (shapes, axes: ONNX Runtime reads them while loading) and
+    one-element constants (Clip bounds, mask constants) are put back inline in `model`.
+    `weights` False: only the latter (a graph read for its form, deploy/ort/blocked.py)."""
+    out = {}
+    for t in model.graph.initializer:
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+        if not weights and dtype.kind == "f" and int(np.prod(t.dims)) > 1:
+            continue
+        count = int(info["length"]) // dtype.itemsize
+        arr = np.fromfile(folder / info["location"], dtype, count, offset=int(info.get("offset", 0)))
+        arr = arr.reshape(tuple(t.dims))
+        if dtype.kind == "f" and arr.size > 1:
+            out[t.name] = arr
+        else:
+            t.CopyFrom(numpy_helper.from_array(arr, t.name))
+    return out
+
+
+class _Pending:
+    """A step model whose layout is chosen when it is first bound ("auto")."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+
+def _shape(arr: np.ndarray, dims: list | None) -> list[int]:
+    """The shape to bind a contiguous view with: the one the model declares for that port
+    when it is static and holds as many elements (a row-blocked ring port is declared 5-D,
+    deploy/ort/blocked_rings.py), else the view's own."""
+    if dims and all(isinstance(d, int) for d in dims) and int(np.prod(dims)) == arr.size \
+            and list(dims) != list(arr.shape):
+        return [int(d) for d in dims]
+    return list(arr.shape)
+
+
+def _timed(call: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+_ARENA: dict[str, bool] = {}
+
+
+def _shared_arena() -> bool:
+    """One CPU memory arena for every step session that opts in, registered once per
+    process. With an arena per session, each of the hundreds of step sessions keeps the
+    peak of its own intermediates (reordered NCHWc copies of its input and output) for
+    good; shared, they reuse one region sized by the largest step, which also stays in
+    cache. Measured on MobileNetV2 reuse-only (2 cores): peak RSS 250 -> 194 MB, frame
+    7.9 -> 6.6 ms. Only sessions that set session.use_env_allocators use it, so this
+    changes no other session of the process. MEMTRADE_ORT_SHARED_ARENA=0 turns it off."""
+    if os.environ.get("MEMTRADE_ORT_SHARED_ARENA", "1") == "0":
+        return False
+    if "ok" not in _ARENA:
+        try:
+            info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                                     ort.OrtMemType.DEFAULT)
+            # max_mem 0: no cap; -1: ORT's defaults (extend by powers of two, chunk sizes)
+            ort.create_and_register_allocator(info, ort.OrtArenaCfg(0, -1, -1, -1))
+            _ARENA["ok"] = True
+        except (AttributeError, RuntimeError, ort.capi.onnxruntime_pybind11_state.Fail):
+            _ARENA["ok"] = False
+    return _ARENA["ok"]
+
+
+_POOL: dict[str, int] = {}
+
+
+def _shared_pool(threads: int) -> bool:
+    """One intra-op thread pool for all step sessions of the process (set once). With a
+    pool per session, the hundreds of sessions' idle workers spin against each other:
+    measured on MobileNetV2 (2 cores) 64 fps with per-session pools, 84 with one pool.
+    It changes every later session of the process (they must then use the global pool), so
+    only whole-process runners ask for it (`explore run`, the benchmark), never the library
+    by default. MEMTRADE_ORT_SHARED_POOL=0 turns it off."""
+    if os.environ.get("MEMTRADE_ORT_SHARED_POOL", "1") == "0":
+        return False
+    size = threads or os.cpu_count() or 1
+    if "size" not in _POOL:
+        try:
+            from onnxruntime.capi import _pybind_state
+            _pybind_state.set_global_thread_pool_sizes(size, 1)
+        except (ImportError, AttributeError, RuntimeError):
+            _POOL["size"] = 0
+            return False
+        _POOL["size"] = size
+    return _POOL["size"] > 0

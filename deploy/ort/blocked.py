@@ -1,0 +1,255 @@
+"""Whole-layer tensors stored in ONNX Runtime's blocked NCHWc layout, so that a Conv or pool
+step reads and writes the arena without reordering.
+
+Why: at ORT_ENABLE_ALL, ONNX Runtime runs a Conv or pool as its blocked NCHWc kernel between
+a `ReorderInput` and a `ReorderOutput`. A whole-model session reorders once per frame; a step
+session reorders at every step, which on MobileNetV2's early depthwise convs costs 2-5x the
+kernel (docs/deploy.md). When both ends of an edge are such steps, the edge can hold the
+blocked tensor instead: the producer's model loses its `ReorderOutput`, the consumers' lose
+their `ReorderInput`, and the bytes, offsets and calls stay those of the plan.
+
+How: ONNX Runtime writes the step model it optimised (`optimized_model_filepath`), with its
+`com.microsoft.nchwc` nodes and reordered weights; that file is valid only on the machine
+and ONNX Runtime version that wrote it, so it is made at run time, never shipped. An edge is
+blocked only when its channels are a multiple of the CPU's block size (probed from
+ONNX Runtime itself: 8 with AVX2, 16 with AVX-512), so the blocked tensor has exactly the
+plain tensor's bytes. Elementwise steps (Add, Relu, Clip) and channel Concat compute the same
+on blocked tensors when every tensor they touch is blocked alike, so they pass the layout on.
+Rows rings (the edges of by-parts steps) are stored row-blocked the same way, each row in
+NCHWc: deploy/ort/blocked_rings.py.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+from deploy.ort import blocked_rings as rings
+from deploy.ort.blocked_rings import NCHWC, plain_reorder
+NEUTRAL_OPS = {"Add", "Sum", "Relu", "Clip", "Identity", "Concat"}
+
+
+@dataclass
+class StepForm:
+    """What a step model's optimised graph allows: the input ports read only through a
+    ReorderInput, the output ports written by a ReorderOutput (directly or through Identity
+    copies of one ReorderOutput: such ports go blocked together), and whether the step is
+    elementwise/concat (layout-neutral)."""
+    accepts: set[str] = field(default_factory=set)
+    emits: set[str] = field(default_factory=set)
+    groups: list[set[str]] = field(default_factory=list)   # output ports blocked together
+    neutral: bool = False
+
+
+_BLOCK: dict[str, int] = {}
+
+
+def block_size(opts: ort.SessionOptions) -> int:
+    """Channels per NCHWc block on this CPU, asked of ONNX Runtime: ReorderInput pads 4 channels
+    (the least it takes) up to one block. `opts`: the caller's session options (thread pool)."""
+    if "b" not in _BLOCK:
+        x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 1, 1])
+        y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+        node = helper.make_node("ReorderInput", ["x"], ["y"], domain=NCHWC)
+        model = helper.make_model(helper.make_graph([node], "probe", [x], [y]),
+                                  opset_imports=[helper.make_opsetid("", 13),
+                                                 helper.make_opsetid(NCHWC, 1)])
+        model.ir_version = 8
+        sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+        _BLOCK["b"] = int(sess.run(None, {"x": np.zeros([1, 4, 1, 1], np.float32)})[0].shape[1])
+    return _BLOCK["b"]
+
+
+def optimized(path: str | Path, workdir: str | Path, opts: ort.SessionOptions) -> onnx.ModelProto:
+    """The step model as ONNX Runtime optimises it on this machine (ORT_ENABLE_ALL)."""
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3    # the "hardware specific" warning is the point here
+    fd, target = tempfile.mkstemp(suffix=".onnx", dir=workdir)
+    os.close(fd)
+    opts.optimized_model_filepath = target
+    ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    model = onnx.load(target)
+    os.unlink(target)
+    return model
+
+
+def step_form(model: onnx.ModelProto, original: onnx.ModelProto) -> StepForm:
+    g = model.graph
+    users: dict[str, list[onnx.NodeProto]] = {}
+    producer: dict[str, onnx.NodeProto] = {}
+    for node in g.node:
+        for name in node.input:
+            users.setdefault(name, []).append(node)
+        for name in node.output:
+            producer[name] = node
+    form = StepForm()
+    for port in g.input:
+        use = users.get(port.name, [])
+        if use and all(plain_reorder(n, "ReorderInput") for n in use):
+            form.accepts.add(port.name)
+    outputs = {o.name for o in g.output}
+    for port in g.output:
+        node = producer.get(port.name)
+        if node is not None and plain_reorder(node, "ReorderOutput"):
+            form.emits.add(port.name)
+            form.groups.append({port.name})
+    for node in g.node:          # ReorderOutput -> Identity copies -> several output ports
+        if plain_reorder(node, "ReorderOutput") and node.output[0] not in outputs:
+            readers = users.get(node.output[0], [])
+            if readers and all(n.op_type == "Identity" and n.output[0] in outputs for n in readers):
+                group = {n.output[0] for n in readers}
+                form.emits |= group
+                form.groups.append(group)
+    _ring_form(model, form)
+    ops = {(n.domain or "", n.op_type) for n in original.graph.node}
+    if ops and all(d == "" and op in NEUTRAL_OPS for d, op in ops):
+        form.neutral = _same_layout_math(original)
+    return form
+
+
+def _ring_form(model: onnx.ModelProto, form: StepForm) -> None:
+    """Rows-ring ports the step can read or write row-blocked (deploy/ort/blocked_rings.py)."""
+    graph = rings.Graph(model)
+    for port in model.graph.input:
+        if port.name not in form.accepts and rings.ring_input(graph, port.name):
+            form.accepts.add(port.name)
+    for port in model.graph.output:
+        found = rings.ring_output(graph, port.name) if port.name not in form.emits else None
+        group = rings.copies(graph, found.node) if found else None
+        if group and not group & form.emits:
+            form.emits |= group
+            form.groups.append(group)
+
+
+def _same_layout_math(model: onnx.ModelProto) -> bool:
+    """Elementwise on equal shapes, or Concat on axis 1 of batch-1 tensors: the result is the
+    same whether the tensors are plain or blocked alike. A constant operand of more than one
+    value (a per-channel or per-pixel Add) stays in plain layout, so such a step is not
+    neutral: the blocked tensor would meet it element by element in another order."""
+    consts = {i.name for i in model.graph.initializer}
+    if any(int(np.prod(i.dims)) > 1 for i in model.graph.initializer) or any(
+            n.op_type == "Constant" for n in model.graph.node):
+        return False
+    shapes = [[d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in list(model.graph.input) + list(model.graph.output) if v.name not in consts]
+    if not shapes or any(len(s) != 4 or s[0] != 1 for s in shapes):
+        return False
+    concats = [n for n in model.graph.node if n.op_type == "Concat"]
+    if concats:
+        axes = [{a.name: helper.get_attribute_value(a) for a in n.attribute}.get("axis") for n in concats]
+        return all(a == 1 for a in axes) and all(s[2:] == shapes[0][2:] for s in shapes)
+    return all(s == shapes[0] for s in shapes)
+
+
+def choose(manifest: dict[str, Any], forms: dict[str, StepForm], block: int) -> set[str]:
+    """The edges to store blocked: whole tensors and rows rings (row-blocked, see
+    deploy/ort/blocked_rings.py) of batch 1 whose channels fill whole blocks, whose producer
+    emits and every consumer accepts the blocked layout (neutral steps: all their tensors
+    blocked or none). A model that several steps run (a layer's phases) binds each port to
+    the same edges in every step, else none of its edges is blocked."""
+    edges = manifest["edges"]
+    ok = {eid for eid, e in edges.items()
+          if e["shape"][0] == 1 and e["shape"][1] % block == 0
+          and (e["layout"] == "hncw" or e["layout"] == "nchw" and e["slots"] == e["shape"][2])}
+    steps = [s for part in manifest["partitions"] for s in part["steps"]]
+    bound: dict[str, set] = {}
+    for s in steps:
+        if s["model"]:
+            bound.setdefault(s["model"], set()).add(tuple(
+                (b["name"], tuple(b["edges"])) for b in s["bind"] if b["kind"] == "edge"))
+    changed = True
+    while changed:
+        before = len(ok)
+        for s in steps:
+            ports = [b for b in s["bind"] if b["kind"] == "edge"]
+            form = forms.get(s["model"]) if s["model"] else None
+            if form is None or len(bound[s["model"]]) > 1:   # frame copies, plain-only, mixed
+                for b in s["bind"]:
+                    ok.difference_update(b.get("edges", []))
+                continue
+            if form.neutral:
+                ids = {eid for b in ports for eid in b["edges"]}
+                if any(b["kind"] != "edge" for b in s["bind"]) or not ids <= ok:
+                    ok -= ids
+                continue
+            for b in ports:
+                allowed = form.emits if b["name"].startswith("out") else form.accepts
+                if b["name"] not in allowed or not set(b["edges"]) <= ok:
+                    ok.difference_update(b["edges"])
+            by_name = {b["name"]: set(b["edges"]) for b in ports}
+            for group in form.groups:
+                ids = [by_name.get(name) for name in group]
+                if any(i is None or not i <= ok for i in ids):
+                    for i in ids:
+                        ok.difference_update(i or ())
+        changed = len(ok) != before
+    return ok
+
+
+def blocked_ports(step: dict, chosen: set[str]) -> frozenset[str]:
+    return frozenset(b["name"] for b in step["bind"]
+                     if b["kind"] == "edge" and set(b["edges"]) <= chosen)
+
+
+def strip(model: onnx.ModelProto, ports: frozenset[str], block: int = 0) -> onnx.ModelProto:
+    """The optimised model reading and writing `ports` in the blocked layout: their
+    ReorderInput / ReorderOutput removed (rows-ring ports: rewritten for row-blocked rows,
+    `block` channels a block)."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    if block:
+        model = rings.rewrite(model, ports, block)
+    g = model.graph
+    rename: dict[str, str] = {}
+    drop = []
+    for node in g.node:
+        if node.op_type == "ReorderInput" and node.domain == NCHWC and node.input[0] in ports:
+            rename[node.output[0]] = node.input[0]
+            drop.append(node)
+    for node in g.node:
+        for i, name in enumerate(node.input):
+            if name in rename:
+                node.input[i] = rename[name]
+    outputs = {o.name for o in g.output}
+    for node in list(g.node):
+        if node.op_type == "ReorderOutput" and node.domain == NCHWC and (
+                node.output[0] in ports or _copies_to(g, node.output[0], ports)):
+            inner = node.input[0]
+            source = next((n for n in g.node if inner in n.output), None)
+            if source is not None and inner not in outputs and _readers(g, inner) == [node]:
+                source.output[list(source.output).index(inner)] = node.output[0]
+                drop.append(node)
+            else:                     # the blocked tensor is needed elsewhere too: copy it
+                node.op_type, node.domain = "Identity", ""
+                del node.attribute[:]
+    for node in drop:
+        g.node.remove(node)
+    del g.value_info[:]       # shapes of renamed values; ONNX Runtime infers them again
+    return model
+
+
+def _copies_to(g: onnx.GraphProto, name: str, ports: frozenset[str]) -> bool:
+    """`name` is read only by Identity nodes that write blocked ports."""
+    readers = _readers(g, name)
+    return bool(readers) and all(n.op_type == "Identity" and n.output[0] in ports for n in readers)
+
+
+def _readers(g: onnx.GraphProto, name: str) -> list[onnx.NodeProto]:
+    return [n for n in g.node if name in n.input]
+
+
+def graph_only(path: Path, optimized: onnx.ModelProto) -> onnx.ModelProto:
+    """The step model's graph for `step_form` when it may be layout-neutral
+    (no weights: elementwise and concat steps); a model with weights never is, so its
+    file is not parsed at all."""
+    if any(t.data_location == TensorProto.EXTERNAL and
+           len(t.dims) > 1 for t in optimized.graph.initializer):
+        return onnx.ModelProto()
+    return onnx.load(str(path))

@@ -1,0 +1,235 @@
+"""Per-layer times at every rung of the granularity ladder, measured inside real deployments.
+
+A layer's time depends on how its neighbours store their tensors (ORT's blocked NCHWc
+layout between whole layers, rows rings around parts) and on the thread pool, so timing a
+layer alone in another layout mispredicts a deployment (issue 15: a profile summing to
+131 fps for a plan measured at 239-250). Here every layer is timed where it runs: for the
+whole CNN (reuse only) and for every k of the ladder (explorer.plan.genes) the CNN is deployed
+with every layer in parts of k rows (`csdf.parts.phases_for_rows`), run with the layout and
+thread count `explore run` uses (in a child process, with ORT's one shared thread pool),
+and every prebound call timed; a layer's time per frame at
+Φ = ceil(H / k) phases is the median over frames of the sum of its calls (the median: a
+shared machine's preemptions fall on some frames, not on every one). The evaluator
+interpolates between the measured Φ (explorer/throughput/device_profile.py, `by_phases`).
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from csdf.model import CNN
+from csdf.parts import phases_for_rows
+from deploy.runtime.child import child_env
+
+
+def ladder_rows(cnn: CNN) -> list[int]:
+    """Rows per phase k measured: 1, 2, 4, ... below the tallest height of a layer that
+    may go by parts (explorer.plan.genes' ladder rungs are these k, balanced)."""
+    from csdf.parts import can_split
+    tallest = max([int(cnn.layer(n).output_shape[2]) for n in cnn.order()
+                   if can_split(cnn.layer(n))], default=1)
+    ks, k = [], 1
+    while k < tallest:
+        ks.append(k)
+        k *= 2
+    return ks
+
+
+def _plan(cnn: CNN, phases: dict[str, int], precision: str) -> dict:
+    from explorer.app.model import PRECISIONS, Application, Partition
+    from explorer.plan.derive import derive, plan_for
+    app = Application(cnn.name, {cnn.name: cnn}, [Partition(f"{cnn.name}.all", cnn.name, cnn.order())],
+                      [[f"{cnn.name}.all"]], PRECISIONS[precision])
+    d = derive(app, {cnn.name: phases})
+    return plan_for(app, d, {cnn.name: 0.0}, True).to_dict()
+
+
+def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: str,
+               warmup: int = 3) -> dict:
+    """One deployment of `cnn` timed as `explore run` runs it: {"layers": {layer: ms per
+    frame}, "frame_ms": ms per frame, "calls": calls per frame}.
+
+    A layer's ms is the median over frames of the sum of its calls' times in that frame.
+    `frame_ms` is the median of frames run exactly as Executor.run_stream runs them (no
+    timer between calls), interleaved with the timed frames, so the loop's own cost per
+    call shows as frame_ms minus the layers' sum. Medians, not means: the profile must
+    give a quiet machine's times on a shared one. Measured (issue 15, MobileNetV2 whole,
+    load 3-10 from other processes): per-layer medians summed to 8.3-8.8 ms in every run
+    while the frames' means ranged 9.5-27 ms; the frames of a quiet run take 8.3-8.7 ms."""
+    from deploy.ort import backend as backend_ort
+    from deploy.runtime import executor, manifest as mf
+    from deploy.ort.backend import OrtBackend
+
+    manifest = mf.load(deploy_dir)
+    backend_ort.init_runtime(threads, True)
+    be = OrtBackend(manifest["dtype"], threads, True, layout)
+    ex = executor.Executor(manifest, deploy_dir, be)
+    run = ex.cnns[cnn]
+    steps = [(step["layer"], i, part) for part, mpart in
+             zip(run.partitions, [p for p in manifest["partitions"] if p["cnn"] == cnn])
+             for i, step in enumerate(mpart["steps"])]
+    layers = sorted({name for name, _, _ in steps})
+    rng = np.random.default_rng(0)
+    shape = manifest["cnns"][cnn]["inputs"][0]["shape"]
+    data = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
+    per_frame: dict[str, list[float]] = {name: [] for name in layers}
+    plain: list[float] = []
+    for f in range(warmup + 2 * frames):
+        executor._FRAME.frame = data[f % len(data)]
+        parity = f % 2
+        if f >= warmup and (f - warmup) % 2:      # a frame as run_stream runs it
+            start = time.perf_counter()
+            for part in run.partitions:
+                for call in part.calls[parity]:
+                    call()
+            plain.append(time.perf_counter() - start)
+            continue
+        acc = dict.fromkeys(layers, 0.0)
+        for name, i, part in steps:
+            call = part.calls[parity][i]
+            start = time.perf_counter()
+            call()
+            acc[name] += time.perf_counter() - start
+        if f >= warmup:
+            for name, t in acc.items():
+                per_frame[name].append(t)
+    return {"layers": {name: float(np.median(ts)) * 1e3 for name, ts in per_frame.items()},
+            "frame_ms": float(np.median(plain)) * 1e3, "calls": len(steps)}
+
+
+def _step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
+                         layout: str) -> dict:
+    """step_times in a process of its own, as `explore run` runs: ONNX Runtime's one
+    process-wide thread pool (which a process cannot share with per-session pools)."""
+    import json
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "deploy.profile.ladder", str(deploy_dir), cnn,
+                           str(frames), str(threads), layout],
+                          capture_output=True, text=True, env=child_env(), check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"timing {deploy_dir} failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads: int = 0,
+                   layout: str = "blocked", progress=None,
+                   runs_out: list | None = None, rounds: int = 1) -> dict[str, dict]:
+    """{layer: {"whole_ms": ms, "by_phases": {Φ: ms}}} measured in deployments of `cnn`
+    whole and in parts of every k of `ladder_rows`. `runs_out` (a list) receives one
+    {"rows", "layers_ms", "frame_ms", "calls"} per deployment (rows 0 = whole): what the
+    frames took beside the layers' sum.
+
+    `rounds` > 1 times every deployment that many times, round after round (each round
+    all deployments, so a busy minute on a shared machine hits one round of each, not all
+    rounds of one), and keeps per layer the least of its rounds' medians, per deployment
+    the least frame and layers' sum: contention from other processes only ever adds time,
+    so the least is the closest to a quiet machine (the benchmark measures plans the same
+    way, benchmarks/granularity.py)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ladder = Ladder(cnn, Path(tmp), precision, frames, threads, layout)
+        for _ in range(max(1, rounds)):
+            ladder.time_round()
+        return ladder.table(runs_out, progress)
+
+
+def alone_groups(cnn: CNN, phases: dict[str, int]) -> list[list[str]]:
+    """The layers in Φ > 1 phases split into groups with no edge inside a group (a greedy
+    colouring of the undirected layer graph, networkx's largest-first): deployed one group
+    in parts and the rest whole, every layer is timed in parts with all neighbours whole."""
+    import networkx as nx
+    split = [n for n in cnn.order() if phases[n] > 1]
+    colour = nx.greedy_color(nx.Graph(cnn.graph.subgraph(split)), strategy="largest_first")
+    groups: list[list[str]] = [[] for _ in range(max(colour.values(), default=-1) + 1)]
+    for n in split:
+        groups[colour[n]].append(n)
+    return groups
+
+
+class Ladder:
+    """The ladder's deployments of one CNN (whole, every layer in parts of each k of
+    `ladder_rows`, and for each k the `alone_groups` in parts one group at a time), written
+    once into `folder` and timed round by round, so a caller can interleave its own
+    measurements between rounds (benchmarks/granularity.py)."""
+
+    def __init__(self, cnn: CNN, folder: Path, precision: str = "fp32", frames: int = 10,
+                 threads: int = 0, layout: str = "blocked"):
+        from deploy.build.derive import derive as deploy_plan
+        self.cnn, self.frames, self.threads, self.layout = cnn, frames, threads, layout
+        # (label, k, group): group None = every layer at k (k None: whole)
+        self.runs: list[tuple[str, int | None, int | None]] = [("whole", None, None)]
+        every: list[dict[str, int]] = [{n: 1 for n in cnn.order()}]
+        for k in ladder_rows(cnn):
+            phases = phases_for_rows(cnn, {n: k for n in cnn.order()})
+            self.runs.append((f"k={k}", k, None))
+            every.append(phases)
+            for g, group in enumerate(alone_groups(cnn, phases)):
+                self.runs.append((f"k={k} alone {g}", k, g))
+                every.append({n: (phases[n] if n in group else 1) for n in cnn.order()})
+        self.folders: list[tuple[Path, dict[str, int]]] = []
+        for i, phases in enumerate(every):
+            out = Path(folder) / f"run{i}"
+            deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out)
+            self.folders.append((out, phases))
+        self.best: list[dict | None] = [None] * len(self.runs)
+
+    def time_round(self) -> None:
+        """Time every deployment once more; keep each layer's least median."""
+        for i, (out, _) in enumerate(self.folders):
+            timed = _step_times_in_child(out, self.cnn.name, self.frames, self.threads,
+                                         self.layout)
+            b = self.best[i]
+            if b is None:
+                self.best[i] = timed
+                continue
+            b["layers"] = {n: min(ms, timed["layers"][n]) for n, ms in b["layers"].items()}
+            b["frame_ms"] = min(b["frame_ms"], timed["frame_ms"])
+
+    def table(self, runs_out: list | None = None, progress=None) -> dict[str, dict]:
+        """{layer: {"whole_ms", "by_phases", "region", "alone", "beside_ms"}} from the rounds
+        timed so far (see profile_ladder; "region": the parameters of the layer's by-parts
+        region where by_phases was measured; "beside_ms": the median of its times whole
+        beside a layer in parts, None if never; explorer/throughput/split_regions.py)."""
+        from explorer.throughput.split_regions import beside_parts, region_params
+        cnn = self.cnn
+        beside: dict[str, list[float]] = {}
+        params = {n: cnn.layer(n).param_count for n in cnn.order()}
+        table: dict[str, dict] = {}
+        for (label, k, group), (_, phases), timed in zip(self.runs, self.folders, self.best):
+            if timed is None:
+                raise RuntimeError("Ladder.table before any round was timed")
+            times = timed["layers"]
+            if runs_out is not None:
+                runs_out.append({"rows": k or 0, "layers_ms": round(sum(times.values()), 4),
+                                 "frame_ms": round(timed["frame_ms"], 4), "calls": timed["calls"],
+                                 **({} if group is None else {"alone": group})})
+            regions = region_params(cnn.order(), cnn.edges(), phases, params)
+            near = beside_parts(cnn.order(), cnn.edges(), phases)
+            for name, ms in times.items():
+                entry = table.setdefault(name, {"by_phases": {}, "region": {}, "alone": {}})
+                if phases[name] == 1:
+                    if k is None:
+                        entry["whole_ms"] = ms
+                    elif name in near:
+                        beside.setdefault(name, []).append(ms)
+                elif group is None:
+                    if phases[name] not in entry["by_phases"]:
+                        entry["by_phases"][phases[name]] = ms
+                        entry["region"][phases[name]] = regions[name]
+                else:
+                    entry["alone"].setdefault(phases[name], ms)
+            if progress:
+                progress(label, sum(times.values()))
+        for name, entry in table.items():
+            entry["beside_ms"] = float(np.median(beside[name])) if name in beside else None
+        return table
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    d, name, n, th, lay = sys.argv[1:6]
+    print(json.dumps(step_times(Path(d), name, int(n), int(th), lay)))

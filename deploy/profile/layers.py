@@ -1,0 +1,106 @@
+"""Per-layer times on this machine, whole and per part, with the same step models and
+session settings a deployment uses, so `explore APP --evaluator <profile>` searches with
+this machine's own measurements (the paper measures on the board; see board_runner.py).
+
+A layer by parts is timed on one interior phase (the middle output row): its ring input
+holds the window's rows, and the time of one call is what every phase of it costs (one part
+model serves every phase; border phases feed a mask, deploy/steps/parts.py).
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from csdf.model import CNN, INPUT
+from csdf.parts import can_split
+from deploy.profile import workspace_probe
+from deploy.ort.backend import OrtBackend
+from deploy.steps.layer_models import layer_model
+
+
+def _time(call, repeats: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e3
+
+
+def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: int,
+               part: bool, workspace: dict | None = None) -> float:
+    """Milliseconds of one call of layer `name` whole, or of one interior phase. With
+    `workspace` (a dict), also puts the step's workspace probe job into workspace["job"]
+    (measured with others in one child: deploy/profile/workspace_probe.py)."""
+    model, ins, outs, idx = layer_model(cnn, name, backend.dtype.name, part)
+    path = folder / cnn.name / f"{len(list(folder.rglob('*.onnx')))}.onnx"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    session = backend.load(path)
+    rng = np.random.default_rng(0)
+    feeds, fetches = {}, {}
+    for port, const in zip(ins, idx):
+        feeds[port.name] = rng.standard_normal(port.stored_shape).astype(backend.dtype)
+        feeds.update(const)
+    for port in outs:
+        fetches[port.name] = np.zeros(port.stored_shape, backend.dtype)
+    ms = _time(backend.bind(session, feeds, fetches), repeats)
+    if workspace is not None:
+        layout = backend.chosen.get(str(path), backend.layout)
+        workspace["job"] = workspace_probe.job(path, "nchw" if layout == "nchw" else "nchwc",
+                                               feeds, fetches, backend.threads)
+    return ms
+
+
+def step_workspace(path: Path, backend: OrtBackend, layout: str, feeds: dict, fetches: dict
+                   ) -> int | None:
+    """Bytes ONNX Runtime allocates while running one step beyond its bound inputs,
+    outputs and weights (kernel scratch such as im2col buffers, NCHWc reorders, gathered
+    windows), measured by deploy/profile/workspace_probe.py (peak RSS of a fresh thread in a child
+    process, ONNX Runtime's arena off). In a deployment these bytes come from the one arena
+    all steps share, so the plan counts the largest step's (explorer/memory/buffers.py). None where
+    the peak cannot be reset (not Linux)."""
+    if not workspace_probe.available():
+        return None
+    job = workspace_probe.job(path, "nchw" if layout == "nchw" else "nchwc", feeds, fetches,
+                              backend.threads)
+    return workspace_probe.measure([job])[0]
+
+
+def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: int = 0,
+                progress=None, layout: str = "auto") -> dict[str, dict]:
+    """{layer: {whole_ms, part_ms, phases, whole_ws_bytes, part_ws_bytes}} (part entries
+    only for layers that can split; workspace entries where Linux lets the peak be reset).
+    layout "auto" as `explore run` uses it: each step with the faster ORT kernel layout."""
+    backend = OrtBackend(dtype, threads, layout=layout)
+    table: dict[str, dict] = {}
+    probes: list[tuple[str, str, dict]] = []       # (layer, key, workspace probe job)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name in cnn.order():
+            layer = cnn.layer(name)
+            if layer.op == INPUT:
+                frame = np.zeros(layer.output_shape, np.float32)
+                arena = np.zeros(layer.output_shape, backend.dtype)
+                table[name] = {"whole_ms": _time(lambda: np.copyto(arena, frame, casting="same_kind"), repeats)}
+                continue
+            ws: dict = {}
+            entry = {"whole_ms": time_layer(cnn, name, backend, folder, repeats, False, ws)}
+            probes.append((name, "whole_ws_bytes", ws["job"]))
+            if can_split(layer) and layer.output_shape[2] > 1:
+                entry["part_ms"] = time_layer(cnn, name, backend, folder, repeats, True, ws)
+                entry["phases"] = int(layer.output_shape[2])
+                probes.append((name, "part_ws_bytes", ws["job"]))
+            table[name] = entry
+            if progress:
+                progress(name, entry)
+        if workspace_probe.available():
+            for (name, key, _), ws_bytes in zip(probes, workspace_probe.measure([j for _, _, j in probes])):
+                table[name][key] = int(ws_bytes)
+    return table

@@ -1,0 +1,209 @@
+"""`explore profile --primitives`: every whole layer timed with every primitive of
+deploy/steps/primitives that computes it, its measured workspace and weight bytes, and the
+measured cost of each layout transition between neighbours (TASO's device profiling, Wen
+et al. 2020 Sec. 4.3: the T_i, M_i vectors and the Trans matrices of Eq. 4-12).
+
+A layer's step is built with the ports a deployment gives it (one output per consumer edge,
+plus the sink output), reading and writing plain NCHW for the NCHW primitives and ONNX
+Runtime's blocked layout on every port for `ort_nchwc` (deploy/ort/primitive_forms.py), and timed
+inside a deployment's frame as `explore run` runs it (deploy/profile/primitive_timing.py). A
+transition is priced where a deployment runs it: inside the NCHWc step, as that step's time
+with the edge's port plain (ONNX Runtime's ReorderInput / ReorderOutput in the step) minus
+its time with every port blocked. Workspaces come from deploy/profile/workspace_probe.py (peak
+resident set in a child process); a transition's is the reordered copy it makes.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from csdf.model import CNN, INPUT, edge_name
+from deploy.ort import blocked as ob
+from deploy.profile import primitive_timing, workspace_probe
+from deploy.steps import primitives
+from deploy.ort.backend import OrtBackend
+from deploy.steps.builder import ONNX_TYPE
+from deploy.steps.parts import InPort, OutPort, step_model
+from deploy.ort.primitive_forms import blocked_form, stripped_step
+
+HOW = ("ms: median of --repeats bound calls after 3 warm-ups inside the frame of a deployment "
+       "of the CNN with ORT's plain Conv (the frame's other steps run before each call; "
+       "deploy/profile/primitive_timing.py), ports as deployed (ort_nchwc: every port blocked); "
+       "workspace_bytes: peak resident set during one call minus before "
+       "it, ORT arena off, in a child process (deploy/profile/workspace_probe.py); weight_bytes: "
+       "initializers the step holds (ort_nchwc: as ONNX Runtime reordered them); transitions: "
+       "the NCHWc end's step with the edge's port plain minus with every port blocked, in the "
+       "frame; their workspace: one reorder of the edge's tensor")
+
+
+def layer_ports(cnn: CNN, name: str) -> tuple[list[InPort], list[OutPort], list[str], list[str]]:
+    """Ports of layer `name` run whole as a deployment binds them; its sources and consumers."""
+    layer = cnn.layer(name)
+    srcs = list(dict.fromkeys(layer.inputs))
+    ins = [InPort(f"in{i}", tuple(int(v) for v in cnn.edge_shape(s, name)), "nchw",
+                  int(cnn.edge_shape(s, name)[2])) for i, s in enumerate(srcs)]
+    succ = [d for d in cnn.order() if cnn.graph.has_edge(name, d)]
+    shape = tuple(int(v) for v in layer.output_shape)
+    outs = [OutPort(f"out{j}", shape, "nchw") for j in range(len(succ))]
+    if cnn.graph.out_degree(name) == 0:
+        outs.append(OutPort("sink", shape, "nchw"))
+    return ins, outs, srcs, succ
+
+
+def _weight_bytes(model: onnx.ModelProto) -> int:
+    return int(sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer))
+
+
+def _io(ins: list[InPort], outs: list[OutPort], dtype: str, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    feeds = {p.name: rng.standard_normal(p.stored_shape).astype(dtype) for p in ins}
+    fetches = {p.name: np.zeros(p.stored_shape, dtype) for p in outs}
+    return feeds, fetches
+
+
+def reorder_model(op: str, shape: list[int], dtype: str, copy: bool) -> onnx.ModelProto:
+    """One ReorderInput / ReorderOutput of a [1, C, H, W] tensor (C whole blocks). `copy`
+    makes the reordered tensor an intermediate (for its workspace): a Concat of it with
+    itself reads it (an in-place op such as Abs would let ONNX Runtime write the reorder
+    straight into the bound output)."""
+    elem = ONNX_TYPE[dtype]
+    attrs = {"channels": int(shape[1])} if op == "ReorderOutput" else {}
+    nodes = [helper.make_node(op, ["x"], ["r" if copy else "y"], domain=ob.NCHWC, **attrs)]
+    if copy:
+        nodes.append(helper.make_node("Concat", ["r", "r"], ["y"], axis=0))
+    out = [2 * shape[0]] + list(shape[1:]) if copy else shape
+    graph = helper.make_graph(nodes, op, [helper.make_tensor_value_info("x", elem, shape)],
+                              [helper.make_tensor_value_info("y", elem, out)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid(ob.NCHWC, 1)])
+    model.ir_version = 8
+    return model
+
+
+def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: int = 0,
+                       progress=None) -> dict[str, Any]:
+    """{block, layers: {layer: {primitive: {ms, workspace_bytes, weight_bytes, layout}}},
+    transitions: {edge: {src, dst, to_nchwc_ms, to_nchw_ms, to_nchwc_workspace_bytes,
+    to_nchw_workspace_bytes}}, how}. Input layers are the frame copy: one NCHW form."""
+    backend = OrtBackend(dtype, threads, layout="nchw")
+    opts = backend._options()
+    block = ob.block_size(opts)
+    layers: dict[str, dict] = {}
+    jobs, where = [], []            # workspace probes, and (layer, primitive) of each
+    timing, timed = [], []          # frame timings, and what each one prices
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "m"
+        folder.mkdir()
+        for name in cnn.order():
+            layer = cnn.layer(name)
+            if layer.op == INPUT:        # the executor's frame copy into the arena
+                layers[name] = {primitives.DEFAULT: {"ms": 0.0, "workspace_bytes": 0,
+                                                     "weight_bytes": 0, "layout": "nchw"}}
+                timing.append({"layer": name, "model": None})
+                timed.append((name, primitives.DEFAULT, []))
+                continue
+            ins, outs, srcs, succ = layer_ports(cnn, name)
+            shapes = [p.shape for p in ins] + [p.shape for p in outs]
+            can_block = (cnn.graph.out_degree(name) > 0
+                         and all(s[0] == 1 and s[1] % block == 0 for s in shapes))
+            feeds, fetches = _io(ins, outs, dtype)
+            entries = {}
+            for prim in primitives.applicable(layer, ins[0].shape):
+                layout = primitives.get(prim).layout
+                path = folder / f"{len(jobs)}_{prim}.onnx"
+                onnx.save(step_model(layer, ins, outs, dtype, primitive=prim), str(path))
+                if layout == "nchwc":
+                    if not can_block:
+                        continue
+                    ports = [p.name for p in ins] + [p.name for p in outs]
+                    found = blocked_form(path, tmp, opts, [p.name for p in ins], [p.name for p in outs])
+                    if found is None:
+                        continue
+                    model = stripped_step(*found, set(ports), set(ports))
+                    probe = folder / f"{len(jobs)}_{prim}.stripped.onnx"
+                    onnx.save(model, str(probe))
+                    mode = "stripped"
+                    # every port blocked, then each edge's port plain: its transition
+                    ends = [(src, name, "to_nchwc_ms") for src in srcs] + \
+                           [(name, dst, "to_nchw_ms") for dst in succ]
+                    variants = [{"blocked": ports, "plain": []}] + [
+                        {"blocked": [p for p in ports if p != port], "plain": [port]} for port in ports]
+                    timing.append({"layer": name, "model": str(path), "layout": layout,
+                                   "variants": variants})
+                    timed.append((name, prim, ends))
+                else:
+                    model, probe, mode = onnx.load(str(path)), path, "nchw"
+                    timing.append({"layer": name, "model": str(path), "layout": layout,
+                                   "variants": [{"blocked": [], "plain": []}]})
+                    timed.append((name, prim, []))
+                entries[prim] = {"ms": 0.0, "workspace_bytes": 0,
+                                 "weight_bytes": _weight_bytes(model), "layout": layout}
+                jobs.append(workspace_probe.job(probe, mode, feeds, fetches, threads))
+                where.append((name, prim))
+            layers[name] = entries
+        transitions, tjobs = _transitions(cnn, layers, dtype, threads, folder)
+        ms = primitive_timing.measure(_context(cnn, layers, dtype, Path(tmp) / "context"), timing,
+                                      threads, repeats)
+        measured = workspace_probe.measure(jobs + [j for j, _ in tjobs])
+    for (name, prim, ends), t in zip(timed, ms):
+        layers[name][prim]["ms"] = t["ms"][0]
+        for (src, dst, field), extra in zip(ends, t["diff"][1:]):   # port plain - all blocked
+            transitions[edge_name(cnn.name, src, dst)][field] = max(0.0, extra)
+    if progress:
+        for name in cnn.order():
+            progress(name, layers[name])
+    for (name, prim), ws in zip(where, measured):
+        layers[name][prim]["workspace_bytes"] = int(ws)
+    for (_, (key, field)), ws in zip(tjobs, measured[len(jobs):]):
+        for t in transitions.values():
+            if t["_shape"] == key:
+                t[field] = int(ws)
+    for t in transitions.values():
+        del t["_shape"]
+    return {"block": block, "layers": layers, "transitions": transitions, "how": HOW}
+
+
+def _context(cnn: CNN, layers: dict, dtype: str, out: Path) -> Path:
+    """The deployment whose frame candidates are timed in: `cnn` whole, every layer with
+    ONNX Runtime's own kernels, NCHWc where the layer has that form (the fastest primitive
+    on almost every layer here, so what the plans chosen mostly run), else the plain Conv;
+    arena placed as `explore` plans it. A context of plain Convs only (MLAS's im2col
+    buffers evicting more of the cache) predicted the ResNet-style plans 13 % slow."""
+    from deploy.build.derive import derive
+    from deploy.profile.ladder import _plan
+    plan = _plan(cnn, {n: 1 for n in cnn.order()}, {"float32": "fp32", "float16": "fp16"}[dtype])
+    plan["primitives"] = {cnn.name: {n: ("ort_nchwc" if "ort_nchwc" in layers[n] else primitives.DEFAULT)
+                                     for n in cnn.order() if cnn.layer(n).op != INPUT}}
+    derive(plan, {cnn.name: cnn}, out)
+    return out
+
+
+def _transitions(cnn: CNN, layers: dict, dtype: str, threads: int, folder: Path):
+    """Every edge with an NCHWc form at one end: its transition entry (times filled in from
+    the frame timings) and one workspace probe per tensor shape of each reorder."""
+    probed: set[tuple] = set()
+    jobs = []
+    out: dict[str, dict] = {}
+    for src, dst in cnn.graph.edges:
+        if not any(p.get("layout") == "nchwc" for end in (src, dst) for p in layers[end].values()):
+            continue
+        shape = [int(v) for v in cnn.edge_shape(src, dst)]
+        key = tuple(shape)
+        if key not in probed:
+            probed.add(key)
+            x = np.zeros(shape, dtype)
+            for op, tag in (("ReorderInput", "to_nchwc"), ("ReorderOutput", "to_nchw")):
+                cpath = folder / f"t{len(probed)}_{op}.copy.onnx"
+                onnx.save(reorder_model(op, shape, dtype, True), str(cpath))
+                y2 = np.zeros([2 * shape[0]] + shape[1:], dtype)
+                jobs.append((workspace_probe.job(cpath, "stripped", {"x": x}, {"y": y2}, threads),
+                             (key, f"{tag}_workspace_bytes")))
+        out[edge_name(cnn.name, src, dst)] = {"src": src, "dst": dst, "to_nchwc_ms": 0.0,
+                                              "to_nchw_ms": 0.0, "_shape": key,
+                                              "to_nchwc_workspace_bytes": 0, "to_nchw_workspace_bytes": 0}
+    return out, jobs

@@ -1,0 +1,149 @@
+"""Measured workspace of step models: the bytes a step allocates while it runs beyond its
+bound inputs, outputs and weights (TASO's per-primitive memory, Wen et al. 2020 Sec. 2.3).
+
+How (Linux): a child process with glibc's mmap threshold fixed at 16 KiB
+(MALLOC_MMAP_THRESHOLD_, so every larger block is fresh pages and returned at free) builds
+each session (weights and their packing belong to the weights, not the workspace), runs it
+once on the main thread (code pages), then resets the peak resident set
+(`/proc/self/clear_refs` 5) and runs it once on a fresh thread, reporting VmHWM minus the
+VmRSS before that run: the least of 3 such runs, less the same figure for a trivial step
+(the fresh thread's stack and ONNX Runtime's per-run bookkeeping). A fresh thread because ONNX Runtime's MLAS keeps a convolution's
+working buffer thread-local across calls: a warmed thread would hide it. One intra-op
+thread (with T threads MLAS keeps one such buffer per thread). Sessions run without ONNX
+Runtime's arena and memory patterns, so every intermediate and kernel buffer is a real
+allocation; page granularity (4 KiB) and blocks under 16 KiB from the heap make it a lower
+bound for tiny steps.
+
+The one workspace probe of the project: `explore profile` uses it for every layer's
+whole and part step (deploy/profile/layers.py) and for every primitive (deploy/profile/primitives.py).
+
+Usage (internal): python -m deploy.profile.workspace_probe JOBS.json OUT.json
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+from deploy.runtime.child import child_env
+
+THRESHOLD = 16384
+REPEATS = 3                 # fresh-thread runs per step; the least peak is kept
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {key}")
+
+
+def _probe(job: dict) -> int:
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.enable_cpu_mem_arena = False
+    opts.enable_mem_pattern = False
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    disabled = None
+    if job["mode"] == "stripped":
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    else:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        disabled = ["NchwcTransformer"] if job["mode"] == "nchw" else None
+    sess = ort.InferenceSession(job["model"], opts, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=disabled)
+    binding = sess.io_binding()
+    keep = []
+    for name, spec in job["inputs"].items():
+        arr = (np.asarray(spec["values"], np.int32) if "values" in spec
+               else np.ones(spec["shape"], spec.get("dtype", "float32")))
+        keep.append(arr)
+        binding.bind_input(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
+    for name, spec in job["outputs"].items():
+        arr = np.zeros(spec["shape"], spec.get("dtype", "float32"))
+        keep.append(arr)
+        binding.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
+    sess.run_with_iobinding(binding)
+    peaks = []
+    for _ in range(REPEATS):
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = _status("VmRSS")
+        worker = threading.Thread(target=sess.run_with_iobinding, args=(binding,))
+        worker.start()
+        worker.join()
+        peaks.append(max(0, _status("VmHWM") - before))
+    return min(peaks)
+
+
+def _overhead() -> int:
+    """What a fresh thread running a trivial step adds (its stack, ONNX Runtime's per-run
+    bookkeeping): subtracted from every measurement."""
+    import onnx
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1, 1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 1])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "t", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.onnx"
+        onnx.save(model, str(path))
+        job = {"model": str(path), "mode": "nchw", "inputs": {"x": {"shape": [1, 1, 1, 1]}},
+               "outputs": {"y": {"shape": [1, 1, 1, 1]}}}
+        return min(_probe(job) for _ in range(3))
+
+
+def available() -> bool:
+    """Whether this system lets the probe reset a process's peak RSS (Linux >= 4.0)."""
+    return os.path.exists("/proc/self/clear_refs") and os.path.exists("/proc/self/status")
+
+
+def job(path: str | Path, mode: str, feeds: dict, fetches: dict, threads: int = 1) -> dict:
+    """The probe job of step model `path` bound to arrays shaped like `feeds`/`fetches`
+    (integer feeds, such as a part's row slots and mask, are passed by value). `mode`:
+    "nchw" (ONNX Runtime's NCHWc rewrite off), "nchwc" (on), "stripped" (an optimised,
+    blocked model, run as it is)."""
+    def spec(v: np.ndarray) -> dict:
+        if v.dtype.kind in "iu":
+            return {"shape": list(v.shape), "values": v.tolist()}
+        return {"shape": list(v.shape), "dtype": str(v.dtype)}
+    return {"model": str(path), "mode": mode, "threads": threads,
+            "inputs": {k: spec(v) for k, v in feeds.items()},
+            "outputs": {k: spec(v) for k, v in fetches.items()}}
+
+
+def measure(jobs: list[dict]) -> list[int]:
+    """Workspace bytes of each job ({model, mode: nchw|nchwc|stripped, inputs, outputs,
+    threads}), measured in one child process."""
+    if not jobs:
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "jobs.json", Path(tmp) / "out.json"
+        src.write_text(json.dumps(jobs))
+        env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(THRESHOLD), MALLOC_TRIM_THRESHOLD_="0")
+        env = child_env(env)
+        subprocess.run([sys.executable, "-m", "deploy.profile.workspace_probe", str(src), str(dst)],
+                       env=env, check=True)
+        return json.loads(dst.read_text())
+
+
+def main(argv: list[str]) -> int:
+    jobs = json.loads(Path(argv[0]).read_text())
+    if hasattr(os, "sched_setaffinity"):     # one CPU: the kernel's per-CPU RSS deltas in one place
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    base = _overhead()
+    Path(argv[1]).write_text(json.dumps([max(0, _probe(job) - base) for job in jobs]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,163 @@
+"""Run a deployment and measure it: fps per CNN, arena and parameter bytes, calls made,
+the process's footprint (deploy/runtime/footprint.py), and the largest difference to the unmodified
+model. Everything here is measured on the run; the plan's figures are reported beside the
+measured ones, never instead of them. The reference check runs after the footprint is
+read, so the unmodified model's session does not inflate it."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploy.runtime import manifest as mf
+from deploy.checks import manifest_check
+from deploy.checks import reference
+from deploy.runtime.executor import Executor
+from deploy.runtime.footprint import Footprint, peak_rss_bytes  # noqa: F401  (peak_rss_bytes: callers)
+from sdf3.errors import InputError
+
+
+def make_backend(name: str, dtype: str, threads: int = 0, shared_pool: bool = False,
+                 layout: str = "nchwc"):
+    if name == "onnxruntime":
+        from deploy.ort.backend import OrtBackend
+        return OrtBackend(dtype, threads, shared_pool, layout)
+    raise InputError(f"--backend: expected onnxruntime or tensorrt, got {name!r}")
+
+
+POOL = 16       # distinct frames per CNN; a longer run cycles through them
+CHECKED = 16    # leading frames per CNN whose outputs are kept and compared
+
+
+class Frames:
+    """A CNN's frames for one run: seeded standard normals, made when first used and kept
+    for at most POOL distinct frames (frame f is the pool's f mod POOL), so `--frames
+    100000` holds 16 frames, not 100,000. Indexable and sized like a list."""
+
+    def __init__(self, shape: list[int], count: int, seed: int, index: int):
+        self.shape, self.count = list(shape), int(count)
+        self._rng = np.random.default_rng([seed, index])
+        self._pool: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, f: int) -> np.ndarray:
+        if not 0 <= f < self.count:
+            raise IndexError(f)
+        k = f % POOL
+        while len(self._pool) <= k:
+            self._pool.append(self._rng.standard_normal(self.shape).astype(np.float32))
+        return self._pool[k]
+
+    def __iter__(self):
+        return (self[f] for f in range(self.count))
+
+    def fill(self) -> "Frames":
+        """Make the pool now (before timing starts)."""
+        if self.count:
+            self[min(self.count, POOL) - 1]
+        return self
+
+
+def frames_for(manifest: dict[str, Any], count: int, seed: int) -> dict[str, Frames]:
+    """Frame i goes to CNN i mod n (manifest order); values are seeded standard normals."""
+    names = list(manifest["cnns"])
+    return {name: Frames(manifest["cnns"][name]["inputs"][0]["shape"],
+                         count // len(names) + (1 if i < count % len(names) else 0), seed, i).fill()
+            for i, name in enumerate(names)}
+
+
+def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: str | None = None,
+            threads: int = 0, check: bool = True, warmup: int = 3,
+            shared_pool: bool = False, layout: str = "nchwc") -> dict[str, Any]:
+    """shared_pool: one ORT thread pool for the whole process (see backend_ort); only for
+    processes that do nothing else, like `explore run`. layout: ORT kernels per step
+    ("auto" times NCHWc against plain per step model and keeps the faster)."""
+    manifest = mf.load(deploy_dir)
+    manifest_check.check(manifest, deploy_dir)     # before anything is allocated or run
+    backend_name = backend or manifest["backend"]
+    if backend_name == "tensorrt":   # the standalone runner is the GPU executor
+        from deploy.tensorrt import backend as backend_trt
+        return backend_trt.measure(deploy_dir, frames, seed, warmup, check)
+    routed = frames_for(manifest, max(frames, len(manifest["cnns"])), seed)
+    if backend_name == "onnxruntime":   # imports belong before the baseline
+        from deploy.ort import backend as backend_ort, blocked as ort_blocked  # noqa: F401
+    fp = Footprint()
+    init = None
+    if backend_name == "onnxruntime":
+        init = lambda: backend_ort.init_runtime(threads, shared_pool)  # noqa: E731
+    fp.start(init)
+    be = make_backend(backend_name, manifest["dtype"], threads, shared_pool, layout)
+    ex = Executor(manifest, deploy_dir, be)
+    fp.counted = {"weights_bytes": be.param_bytes(),
+                  "arena_bytes": int(ex.arena.nbytes if manifest["arena_bytes"] else 0),
+                  "scratch_bytes": scratch_bytes(ex)}
+    fp.loaded()
+    fps, calls, outputs = {}, {}, {}
+    frame_ms: dict[str, float] = {}
+    frame_cpu_ms: dict[str, float] = {}
+    for name, stream in routed.items():
+        # warm-up: ORT sessions plan and allocate over their first runs (measured: the
+        # first three frames of ResNet-50 run 20x slower than the rest)
+        ex.run_stream(name, [stream[f % len(stream)] for f in range(warmup)], keep_outputs=False)
+        run = ex.cnns[name]
+        run.calls = 0
+        per_frame: list = []
+        start = time.perf_counter()
+        outputs[name] = ex.run_stream(name, stream, keep_outputs=CHECKED if check else False,
+                                      timings=per_frame)
+        elapsed = time.perf_counter() - start
+        fps[name] = len(stream) / elapsed
+        calls[name] = run.calls / len(stream)
+        if per_frame:      # sequential CNNs: medians per frame (wall, this thread's CPU)
+            frame_ms[name] = float(np.median([w for w, _ in per_frame])) * 1e3
+            frame_cpu_ms[name] = float(np.median([c for _, c in per_frame])) * 1e3
+    fp.ran()
+    diff: dict[str, float | None] = {}
+    magnitude: dict[str, float | None] = {}   # largest |reference output|: the diff's scale
+    if check:
+        for name, stream in routed.items():
+            ref_path = manifest["cnns"][name]["reference"]
+            if ref_path is None:
+                diff[name] = magnitude[name] = None
+                continue
+            # the unmodified model at the plan's precision (deploy/run/verdict.py)
+            sess = reference.session(Path(deploy_dir) / ref_path, threads, manifest["dtype"])
+            worst, size = 0.0, 0.0
+            for frame, got in zip(stream, outputs[name]):
+                want = reference.run(sess, frame)
+                for g, w in zip(got, want):
+                    worst = max(worst, float(np.max(np.abs(g - w.reshape(g.shape)))))
+                    size = max(size, float(np.max(np.abs(w))))
+            diff[name], magnitude[name] = worst, size
+    result = {"fps": fps, "arena_bytes": fp.counted["arena_bytes"],
+              "param_bytes": be.param_bytes(), "max_abs_diff": diff, "max_abs_output": magnitude,
+              "calls_per_frame": {k: int(v) if float(v).is_integer() else v for k, v in calls.items()},
+              "scratch_bytes": fp.counted["scratch_bytes"],
+              "frame_ms_median": frame_ms, "frame_cpu_ms_median": frame_cpu_ms,
+              "backend": backend_name, "frames": sum(len(s) for s in routed.values())}
+    result.update(fp.report())
+    result.update(plan_figures(manifest))
+    if hasattr(be, "notes"):
+        result["notes"] = be.notes()
+    if getattr(be, "helper_peak_rss_bytes", 0):   # a child process that optimised the models
+        result["load_helper_peak_rss_bytes"] = be.helper_peak_rss_bytes
+    return result
+
+
+def plan_figures(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The plan's own figures, reported beside the measured ones (never as measured)."""
+    return {key: manifest.get(key) for key in
+            ("plan_param_bytes", "plan_buffer_bytes", "plan_workspace_bytes",
+             "plan_memory_bytes")}
+
+
+def scratch_bytes(ex: Executor) -> int:
+    """Memory the executor holds outside the arena: slot index vectors and output arrays."""
+    total = sum(c.nbytes for c in ex.consts)
+    for run in ex.cnns.values():
+        total += sum(a.nbytes for parity in run.outputs for a in parity)
+    return int(total)

@@ -1,0 +1,211 @@
+"""The one executor for every backend: one arena, every buffer viewed at its offset, and the
+schedule of every partition run step by step, each step a prebound compiled layer or part.
+
+A backend supplies alloc/view (memory), load (compile a step model) and bind (a call reading
+and writing given views). Frames go round-robin over the CNNs (frame i to CNN i mod n, in the
+manifest's order). A CNN whose partitions form one pipeline set runs them as concurrent stage
+threads, stage k on frame f while stage k+1 is on frame f-1; crossing edges have two copies
+(frame parity) and a stage waits until the consumer has finished with a copy before it writes
+it again. Otherwise a CNN's partitions run one after another.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclass
+class Partition:
+    name: str
+    cnn: str
+    calls: list[list[Callable[[], None]]]     # per parity, one call per step
+
+
+@dataclass
+class CnnRun:
+    name: str
+    partitions: list[Partition]
+    pipelined: bool
+    input_shape: list[int]
+    outputs: list[list[np.ndarray]]            # per parity, per sink (stored layout)
+    output_layouts: list[str]
+    calls: int = 0                             # compiled invocations made
+
+
+class Executor:
+    def __init__(self, manifest: dict[str, Any], deploy_dir: str | Path, backend):
+        self.manifest, self.backend = manifest, backend
+        root = Path(deploy_dir)
+        self.arena = backend.alloc(manifest["arena_bytes"])
+        if hasattr(backend, "prepare"):    # a backend may store some edges in its own layout
+            backend.prepare(manifest, root)
+        self.dtype = np.dtype(manifest["dtype"])
+        edges = manifest["edges"]
+        self.consts: list[np.ndarray] = []     # idx vectors: scratch outside the arena
+        self.cnns: dict[str, CnnRun] = {}
+        # (partition, step index, parity) -> the step's bound (inputs, outputs): a caller may
+        # bind another model of the same step to them (deploy/profile/primitive_timing.py)
+        self.views: dict[tuple[str, int, int], tuple[dict, dict]] = {}
+        for name, info in manifest["cnns"].items():
+            outs = [[np.zeros(self._stored(o), self.dtype) for o in info["outputs"]] for _ in (0, 1)]
+            groups = [g for g in manifest["pipelines"] if set(g) & set(info["partitions"])]
+            pipelined = len(info["partitions"]) > 1 and len(groups) == 1
+            self.cnns[name] = CnnRun(name, [], pipelined, info["inputs"][0]["shape"], outs,
+                                     [o["layout"] for o in info["outputs"]])
+        sink_index = {(c, o["layer"]): i for c, info in manifest["cnns"].items()
+                      for i, o in enumerate(info["outputs"])}
+        for part in manifest["partitions"]:
+            run = self.cnns[part["cnn"]]
+            calls: list[list[Callable]] = [[], []]
+            for index, step in enumerate(part["steps"]):
+                if step.get("tiles"):             # a fused-tiled group: one call per tile
+                    from deploy.steps.tiles import tile_calls
+                    for parity in (0, 1):
+                        calls[parity].extend(tile_calls(self, backend, root, step, parity, run, sink_index))
+                    continue
+                session = backend.load(root / step["model"]) if step["model"] else None
+                for parity in (0, 1):
+                    ins, outs, frame_targets = {}, {}, []
+                    for b in step["bind"]:
+                        kind = b["kind"]
+                        if kind == "frame":
+                            e = edges[b["edges"][parity]]
+                            frame_targets.append((self._edge_view(e, 0, None), e["layout"]))
+                        elif kind == "const":
+                            arr = np.asarray(b["values"], np.int32)
+                            self.consts.append(arr)
+                            ins[b["name"]] = arr
+                        elif kind == "output":
+                            arr = run.outputs[parity][sink_index[(part["cnn"], b["layer"])]]
+                            outs[b["name"]] = self._slot(arr, b)
+                        else:
+                            e = edges[b["edges"][parity]]
+                            view = self._edge_view(e, b["slot"], b["shape"])
+                            (outs if b["name"].startswith("out") else ins)[b["name"]] = view
+                    self.views[(part["name"], index, parity)] = (ins, outs)
+                    if session is None:
+                        calls[parity].append(_frame_copy(frame_targets, run, parity))
+                    else:
+                        calls[parity].append(backend.bind(session, ins, outs))
+            run.partitions.append(Partition(part["name"], part["cnn"], calls))
+
+    # -- views --------------------------------------------------------------------------
+    def _stored(self, out: dict) -> list[int]:
+        n, c, h, w = out["shape"]
+        return [n, c, h, w] if out["layout"] == "nchw" else [h, n, c, w]
+
+    def _edge_view(self, e: dict, slot: int, shape: list[int] | None) -> np.ndarray:
+        n, c, h, w = e["shape"]
+        if shape is None:
+            shape = [n, c, h, w] if e["layout"] == "nchw" else [e["slots"], n, c, w]
+        return self.backend.view(self.arena, e["offset"] + slot * e["row_bytes"], shape)
+
+    @staticmethod
+    def _slot(arr: np.ndarray, b: dict) -> np.ndarray:
+        if list(arr.shape) == list(b["shape"]):
+            return arr
+        return arr[b["slot"]: b["slot"] + int(b["shape"][0])]     # a part's rows
+
+    # -- running ------------------------------------------------------------------------
+    def run_stream(self, cnn: str, frames, keep_outputs: bool | int = True,
+                   timings: list | None = None) -> list[list[np.ndarray]]:
+        """Run `frames` (a sequence of NCHW float32 frames, indexed as they are used) through
+        `cnn`; returns its outputs (NCHW) for every frame, or (`keep_outputs` an int) for the
+        first that many, so a long run holds a bounded number of outputs. `timings` (a list,
+        sequential CNNs only) receives (wall s, this thread's CPU s) per frame: a frame's
+        median is what a shared machine cannot inflate by preempting some frames."""
+        run = self.cnns[cnn]
+        keep = len(frames) if keep_outputs is True else int(keep_outputs or 0)
+        results: list[list[np.ndarray]] = [[] for _ in range(min(keep, len(frames)))]
+        if run.pipelined:
+            self._pipelined(run, frames, results, keep)
+        else:
+            clock = (time.perf_counter, time.thread_time) if timings is not None else None
+            for f in range(len(frames)):
+                _FRAME.frame = frames[f]
+                if clock:
+                    wall, cpu = clock[0](), clock[1]()
+                for part in run.partitions:
+                    for call in part.calls[f % 2]:
+                        call()
+                    run.calls += len(part.calls[f % 2])
+                if clock:
+                    timings.append((clock[0]() - wall, clock[1]() - cpu))
+                if f < keep:
+                    results[f] = self._collect(run, f % 2)
+        return results
+
+    def _collect(self, run: CnnRun, parity: int) -> list[np.ndarray]:
+        out = []
+        for arr, layout in zip(run.outputs[parity], run.output_layouts):
+            out.append(arr.transpose(1, 2, 0, 3).astype(np.float32) if layout == "hncw"
+                       else arr.astype(np.float32, copy=True))
+        return out
+
+    def _pipelined(self, run: CnnRun, frames, results, keep_outputs) -> None:
+        """Stage threads; finished[k] counts the frames stage k has finished (in order), so
+        the bookkeeping does not grow with the number of frames."""
+        count, stages = len(frames), run.partitions
+        finished = [0] * len(stages)
+        cond = threading.Condition()
+        errors: list[BaseException] = []
+        counts = [0] * len(stages)
+
+        def wait_for(k: int, f: int) -> None:      # until stage k has finished frame f
+            with cond:
+                cond.wait_for(lambda: finished[k] > f or bool(errors))
+
+        def stage(k: int) -> None:
+            try:
+                for f in range(count):
+                    if k > 0:
+                        wait_for(k - 1, f)
+                    if f >= 2 and k + 1 < len(stages):   # copy f%2 still read downstream?
+                        wait_for(len(stages) - 1, f - 2)
+                    if errors:
+                        return
+                    _FRAME.frame = frames[f]
+                    calls = stages[k].calls[f % 2]
+                    for call in calls:
+                        call()
+                    counts[k] += len(calls)   # one counter per thread: no lost updates
+                    if k == len(stages) - 1 and f < keep_outputs:
+                        results[f] = self._collect(run, f % 2)
+                    with cond:
+                        finished[k] = f + 1
+                        cond.notify_all()
+            except BaseException as err:  # surface in the caller
+                with cond:
+                    errors.append(err)
+                    cond.notify_all()
+
+        threads = [threading.Thread(target=stage, args=(k,), daemon=True) for k in range(len(stages))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        run.calls += sum(counts)
+        if errors:
+            raise errors[0]
+
+
+def _frame_copy(targets: list[tuple[np.ndarray, str]], run: CnnRun, parity: int) -> Callable:
+    """The Input layer's firing: the current frame into each of its output edges."""
+    def call() -> None:
+        frame = _current_frame()
+        for view, layout in targets:
+            np.copyto(view, frame.transpose(2, 0, 1, 3) if layout == "hncw" else frame,
+                      casting="same_kind")
+    return call
+
+
+_FRAME = threading.local()
+
+
+def _current_frame() -> np.ndarray:
+    return _FRAME.frame

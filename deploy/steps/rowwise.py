@@ -1,0 +1,63 @@
+"""A part of a 1x1 convolution computed in the ring's own row-major layout, no transposes.
+
+A by-parts step normally gathers its window rows from the ring ([rows, N, C, W]),
+transposes them to NCHW, computes, and transposes its k output rows back to [k, N, C, W]
+(deploy/parts_onnx.step_model). A 1x1 convolution with vertical stride 1 and no vertical
+padding reads exactly its k output rows, one input row per output row, and mixes only
+channels: [k, N, C, W] reshaped to [k*N, C, 1, W] is a batch of one-row images, and the same
+Conv (horizontal stride, padding and groups as the layer's) on that batch gives
+[k*N, C_out, 1, W_out], i.e. the part's [k, N, C_out, W_out] after a reshape. Both
+reshapes are free, so two transposes per call go. Measured with one thread on
+MobileNetV2/ResNet-50-sized 1x1 parts (k = 2..8 rows, 16-1024 channels): 5-20% less per
+call, equal outputs (tests/test_deploy_rows.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from csdf.model import Layer
+from deploy.steps.builder import ONNX_TYPE
+
+
+def applies(layer: Layer, inputs: list, outputs: list, part: bool) -> bool:
+    """True for a part of a 1x1 Conv (vertical stride 1, no vertical padding) that gathers
+    its one input from a ring and writes only parts."""
+    if not part or layer.op != "Conv" or len(inputs) != 1 or not outputs:
+        return False
+    hyper = layer.hyper
+    kernel = [int(v) for v in (hyper.get("kernel_shape") or [1, 1])]
+    strides = [int(v) for v in (hyper.get("strides") or [1, 1])]
+    pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
+    port = inputs[0]
+    return (kernel[0] == 1 and strides[0] == 1 and pads[0] == 0 and pads[2] == 0
+            and port.rows is not None and not port.masked and not port.counted
+            and all(o.part for o in outputs) and len({o.rows for o in outputs}) == 1
+            and outputs[0].rows == port.rows)
+
+
+def build(b, layer: Layer, port, dtype: str, activations) -> str:
+    """The part's output [k, N, C_out, W_out] (in `dtype`) from ring input `port`; adds
+    the gather-index graph input's node to `b`; `activations(b, layer, x)` appends the
+    layer's fused activations."""
+    hyper = layer.hyper
+    n, c_in, _, w_in = port.shape
+    _, c_out, _, w_out = layer.output_shape
+    k = int(port.rows)
+    x = b.node("Gather", [port.name, f"{port.name}_idx"], axis=0)
+    x = b.node("Reshape", [x, b.const(b.tmp("shape"), np.array([k * n, c_in, 1, w_in], np.int64))])
+    if dtype != "float32":
+        x = b.node("Cast", [x], to=TensorProto.FLOAT)
+    kw = int((hyper.get("kernel_shape") or [1, 1])[1])
+    sw = int((hyper.get("strides") or [1, 1])[1])
+    pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
+    dil = int((hyper.get("dilations") or [1, 1])[1])
+    ins = [x, b.param(layer, "W")]
+    if "B" in layer.params:
+        ins.append(b.param(layer, "B"))
+    y = b.node("Conv", ins, kernel_shape=[1, kw], strides=[1, sw], pads=[0, pads[1], 0, pads[3]],
+               dilations=[1, dil], group=int(hyper.get("group", 1)))
+    y = activations(b, layer, y)
+    if dtype != "float32":
+        y = b.node("Cast", [y], to=ONNX_TYPE[dtype])
+    return b.node("Reshape", [y, b.const(b.tmp("shape"), np.array([k, n, c_out, w_out], np.int64))])

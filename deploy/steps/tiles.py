@@ -1,0 +1,149 @@
+"""Deploying a fused-tiled group: one ONNX model per distinct tile shape, called N x M times.
+
+A tiled group of the plan (`plan["tilings"]`, explorer/tiling/fused.py) is one step of its partition
+that makes one call per tile (DeepThings' fused tile partitioning, csdf/tiling.py). The tile
+model of a shape reads the group's whole input tensor (its arena view) and slices the tile's
+input region out of it (`starts` / `ends` are inputs bound per tile, so tiles of one shape
+share the model); it runs the group's layers with the tile's own pads (the layer's padding at
+the map's border, none inside) and writes every inner tensor of the tile into that edge's
+per-tile buffer of the arena (the model's outputs `mid<k>`, bound to arena views, so the
+plan's per-tile buffers are where the intermediates live). The tile's output, `out`, is
+pasted into the group's output tensor(s) in the arena at the tile's region (a strided copy:
+ONNX Runtime writes only contiguous buffers). The sliced input and the output tile are
+ONNX Runtime's / the step's own scratch, like the gathered window of a step by parts.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from csdf.model import CNN, Layer
+from csdf.tiling import Group, Tile, distinct_shapes, tile_group
+from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
+from deploy.steps.parts import layer_core
+from sdf3.errors import InputError
+
+
+def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nchw") -> onnx.ModelProto:
+    """The model of `tile`'s shape: in0 (whole input, NCHW or, when its producer runs by
+    parts, rows first: HNCW) + starts/ends [row, column] -> mid<k>..., out."""
+    b = Builder(dtype)
+    elem = ONNX_TYPE[dtype]
+    first = cnn.layer(group.layers[0])
+    n, c, h, w = (int(v) for v in cnn.edge_shape(first.inputs[0], first.name))
+    in_shape = [h, n, c, w] if layout == "hncw" else [n, c, h, w]
+    inputs = [helper.make_tensor_value_info("in0", elem, in_shape),
+              helper.make_tensor_value_info("starts", TensorProto.INT64, [2]),
+              helper.make_tensor_value_info("ends", TensorProto.INT64, [2])]
+    axes = b.const(b.tmp("axes"), np.array([0, 3] if layout == "hncw" else [2, 3], np.int64))
+    x = b.node("Slice", ["in0", "starts", "ends", axes])
+    if layout == "hncw":                     # only the crop is transposed back to NCHW
+        x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
+    if dtype != "float32":
+        x = b.node("Cast", [x], to=TensorProto.FLOAT)
+    outputs = []
+    for k, lt in enumerate(tile.layers):
+        layer = cnn.layer(lt.layer)
+        hyper = dict(layer.hyper)
+        if "pads" in hyper or layer.op in ("Conv", "MaxPool", "AveragePool"):
+            hyper["pads"] = list(lt.pads)
+        n, c = (int(v) for v in layer.output_shape[:2])
+        shaped = Layer(layer.name, layer.op, hyper, layer.params, layer.inputs,
+                       (n, c, lt.out_h.size, lt.out_w.size))
+        in_c = int(cnn.edge_shape(layer.inputs[0], layer.name)[1])
+        x = layer_core(b, shaped, [x], [(n, in_c, lt.in_h.size, lt.in_w.size)], None, None)
+        name = "out" if k == len(tile.layers) - 1 else f"mid{k}"
+        y = b.node("Cast", [x], to=elem) if dtype != "float32" else x
+        b.nodes.append(helper.make_node("Identity", [y], [name]))
+        outputs.append(helper.make_tensor_value_info(name, elem, [n, c, lt.out_h.size, lt.out_w.size]))
+    graph = helper.make_graph(b.nodes, f"{group.name}_tile", inputs, outputs, b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="memtrade.deploy")
+    model.ir_version = IR_VERSION
+    return model
+
+
+def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[str]],
+               dtype: str, out: Path, models: dict, safe: Callable[[str], str],
+               edges: dict | None = None) -> dict[str, Any]:
+    """The manifest step of one tiled group: its tile calls (model, region, bindings).
+    `edges`: the manifest's edges (their layouts)."""
+    layers = list(group.layers)
+    first, last = cnn.layer(layers[0]), layers[-1]
+    in_edges = edge_copies(first.inputs[0], layers[0])
+    layout = (edges or {}).get(in_edges[0], {}).get("layout", "nchw")
+    mids = [edge_copies(a, b) for a, b in group.internal_edges()]
+    succ = [d for d in cnn.order() if cnn.graph.has_edge(last, d)]
+    outs = [edge_copies(last, d) for d in succ]
+    sink = cnn.graph.out_degree(last) == 0
+    tiles = tile_group(cnn, layers, group.n, group.m)
+    calls = []
+    for shape_no, (key, same) in enumerate(distinct_shapes(tiles).items()):
+        rel = f"models/{safe(cnn.name)}/{safe(group.name)}.tile{shape_no}.onnx"
+        if rel not in models:
+            model = tile_model(cnn, group, same[0], dtype, layout)
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            onnx.save(model, str(out / rel))
+            models[rel] = {"cnn": cnn.name, "layer": group.name, "variant": f"tile{shape_no}",
+                           "inputs": ["in0", "starts", "ends"],
+                           "outputs": [f"mid{k}" for k in range(len(mids))] + ["out"]}
+        for t in same:
+            n, c = (int(v) for v in cnn.layer(last).output_shape[:2])
+            calls.append({
+                "tile": [t.i, t.j], "model": rel,
+                "starts": [t.in_h.start, t.in_w.start], "ends": [t.in_h.stop, t.in_w.stop],
+                "mids": [{"edges": e, "shape": [int(v) for v in cnn.layer(a).output_shape[:2]]
+                          + [lt.out_h.size, lt.out_w.size]}
+                         for e, a, lt in zip(mids, layers[:-1], t.layers[:-1])],
+                "region": [t.out_h.start, t.out_h.stop, t.out_w.start, t.out_w.stop],
+                "out_shape": [n, c, t.out_h.size, t.out_w.size]})
+    calls.sort(key=lambda c: tuple(c["tile"]))
+    bind = [{"kind": "tile", "edges": e} for e in [in_edges, *mids, *outs]]
+    return {"layer": layers[0], "group": layers, "grid": [group.n, group.m], "phase": 0,
+            "model": None, "bind": bind, "in": in_edges, "outs": outs, "sink": last if sink else None,
+            "tiles": calls}
+
+
+def tile_calls(executor, backend, root: Path, step: dict, parity: int, run, sink_index: dict
+               ) -> list[Callable[[], None]]:
+    """One call per tile: ORT on the bound views, then the output tile pasted in place."""
+    edges = executor.manifest["edges"]
+    cnn = run.name
+    in_e = edges[step["in"][parity]]
+    if in_e["layout"] not in ("nchw", "hncw") or in_e["slots"] != in_e["shape"][2]:
+        raise InputError(f"plan: edge {step['in'][parity]} feeds a tiled group but is not held whole")
+    whole_in = executor._edge_view(in_e, 0, None)
+    targets = [(executor._edge_view(edges[e[parity]], 0, None), edges[e[parity]]["layout"])
+               for e in step["outs"]]
+    for e in step["outs"]:
+        if edges[e[parity]]["slots"] != edges[e[parity]]["shape"][2]:
+            raise InputError(f"plan: edge {e[parity]} leaves a tiled group but is not held whole")
+    if step["sink"] is not None:
+        targets.append((run.outputs[parity][sink_index[(cnn, step["sink"])]], "nchw"))
+    calls = []
+    for t in step["tiles"]:
+        session = backend.load(root / t["model"])
+        tile_out = np.zeros(t["out_shape"], executor.dtype)
+        executor.consts.append(tile_out)
+        starts = np.asarray(t["starts"], np.int64)
+        ends = np.asarray(t["ends"], np.int64)
+        executor.consts.extend([starts, ends])
+        outs = {f"mid{k}": executor._edge_view(edges[m["edges"][parity]], 0, m["shape"])
+                for k, m in enumerate(t["mids"])}
+        outs["out"] = tile_out
+        run_tile = backend.bind(session, {"in0": whole_in, "starts": starts, "ends": ends}, outs)
+        h0, h1, w0, w1 = t["region"]
+        # rows-first (HNCW) targets take the tile transposed: a consumer by parts reads rows
+        views = [(v[h0:h1, :, :, w0:w1], (2, 0, 1, 3)) if lay == "hncw" else (v[:, :, h0:h1, w0:w1], None)
+                 for v, lay in targets]
+
+        def call(run_tile=run_tile, views=views, tile_out=tile_out) -> None:
+            run_tile()
+            for v, perm in views:
+                v[...] = tile_out if perm is None else tile_out.transpose(perm)
+        calls.append(call)
+    return calls

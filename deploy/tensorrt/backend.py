@@ -1,0 +1,42 @@
+"""TensorRT backend: engines built from the same ONNX step models, run by the standalone
+board runner (deploy/tensorrt/board_runner.py), which must work on a Jetson TX2 under Python 3.6 with
+TensorRT 8.2 and so cannot import this package. This module only connects `explore deploy`
+and `explore run --backend tensorrt` on a machine with a GPU to that runner."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from deploy.tensorrt import board_runner
+from sdf3.errors import InputError
+
+
+def available() -> bool:
+    """True when the tensorrt package and the CUDA runtime can be loaded here."""
+    if board_runner.trt is None:
+        return False
+    try:
+        board_runner.Cuda()
+    except (RuntimeError, OSError):
+        return False
+    return True
+
+
+def copy_runner(out_dir: str | Path) -> Path:
+    """Put the standalone runner next to the deployment, so DIR is all the board needs."""
+    target = Path(out_dir) / "board_runner.py"
+    shutil.copyfile(board_runner.__file__, target)
+    return target
+
+
+def build_engines(out_dir: str | Path, manifest: dict[str, Any]) -> int:
+    return board_runner.build_all(str(out_dir), manifest)
+
+
+def measure(deploy_dir: str | Path, frames: int, seed: int, warmup: int, check: bool) -> dict:
+    if not available():
+        raise InputError("--backend tensorrt: needs the tensorrt package and an NVIDIA GPU with "
+                         "the CUDA runtime; neither is here (use --backend onnxruntime)")
+    board_runner.build_all(str(deploy_dir))
+    return board_runner.measure(str(deploy_dir), frames, seed, warmup, check)

@@ -1,0 +1,84 @@
+"""The application: CNNs, partitions, pipeline sets J, precision and constraints.
+
+Types only; `explorer.app.appfile` reads them from YAML and validates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from csdf.model import CNN
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str          # fp32 | fp16 | mixed | int8
+    data_bytes: int
+    par_bytes: int
+
+
+PRECISIONS = {
+    "fp32": Precision("fp32", 4, 4),
+    "fp16": Precision("fp16", 2, 2),
+    "mixed": Precision("mixed", 2, 1),   # fp16 data, int8 parameters (paper Table 3)
+    "int8": Precision("int8", 1, 1),
+}
+
+
+@dataclass
+class Partition:
+    """A contiguous range of a CNN's layers (topological order) on one processor."""
+    name: str                  # qualified: "cnn.partition"; the default is "cnn.all"
+    cnn: str
+    layers: list[str]
+    processor: str = "gpu"
+
+
+GRANULARITIES = ("ladder", "binary")   # gene kinds (explorer/plan/genes.py)
+
+
+@dataclass
+class SearchSettings:
+    population: int = 100
+    generations: int = 60
+    crossover: float = 0.7
+    mutation: float = 0.2
+    seed: int = 1
+    granularity: str = "ladder"      # explorer.plan.genes: "ladder" (rows per phase) or "binary"
+    relink_rounds: int = 16          # path relinking rounds after a ladder search (fewer when
+                                     # a round adds nothing)
+    local_rounds: int = 1            # then Pareto local search rounds (toward whole)
+    workers: int = 0                 # processes evaluating (explorer.search.parallel); 0 = one per CPU
+
+
+@dataclass
+class Application:
+    name: str
+    cnns: dict[str, CNN]
+    partitions: list[Partition]
+    pipelines: list[list[str]]          # J: every partition in exactly one set (singletons added)
+    precision: Precision = PRECISIONS["fp32"]
+    platform: str = "jetson-tx2"
+    memory: int | None = None           # M^c in bytes; None = no constraint
+    fps: dict[str, float] = field(default_factory=dict)   # T^c per CNN (0 = none)
+    schedules: dict[str, list[str]] = field(default_factory=dict)  # explicit, per partition
+    search: SearchSettings = field(default_factory=SearchSettings)
+    path: Path | None = None
+    # buffer placement (explorer.memory.placement): "offsets" (default) also reorders layers and
+    # picks phase schedules for total memory; "shared-objects" is the paper's methodology
+    placement: str = "offsets"
+
+    def partition(self, name: str) -> Partition:
+        for p in self.partitions:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def partitions_of(self, cnn: str) -> list[Partition]:
+        return [p for p in self.partitions if p.cnn == cnn]
+
+    def pipeline_of(self, partition: str) -> list[str]:
+        for group in self.pipelines:
+            if partition in group:
+                return group
+        return [partition]

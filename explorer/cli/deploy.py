@@ -1,0 +1,75 @@
+"""`explore deploy PLAN.json --backend onnxruntime|tensorrt --out DIR`: the final application
+from a plan (paper Section 7): step models, arena placement, resolved schedules, and for
+TensorRT the engines built from the same ONNX parts."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("plan", help="plan.json written by `explore APP.yaml`")
+    parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default="onnxruntime")
+    parser.add_argument("--out", required=True, help="directory for the deployment")
+    parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    parser.add_argument("--with-profile", action="store_true",
+                        help="also write every layer's whole and part model, for "
+                             "`board_runner.py profile` on the target")
+
+
+def load_plan(path: str | Path) -> dict:
+    """plan.json as a dict, checked by explorer.plan.model (InputError naming the missing key)."""
+    from explorer.plan.model import from_json
+    return from_json(path).to_dict()
+
+
+def unmet_constraints(plan: dict) -> str:
+    """Which of the plan's constraints it misses, in words ("" when met or none)."""
+    if plan.get("constraints_met", True):
+        return ""
+    cons = plan.get("constraints") or {}
+    out = []
+    mem = cons.get("memory_bytes")
+    if mem is not None and plan.get("memory_bytes", 0) > mem:
+        out.append(f"memory {plan['memory_bytes']} B > {mem} B")
+    for cnn, want in (cons.get("fps") or {}).items():
+        got = (plan.get("fps") or {}).get(cnn)
+        if want and got is not None and got < want:
+            out.append(f"{cnn} {got:.1f} fps < {want:g} fps")
+    return ", ".join(out) or "constraints_met is false"
+
+
+def run(args: argparse.Namespace) -> int:
+    from explorer.report.outputs import claim_dir
+
+    # --out is checked and claimed before any work; the deployment is written to a temporary
+    # sibling that replaces it at the end, so a failed deploy leaves nothing behind
+    with claim_dir(args.out, args.force) as out:
+        return _deploy(args, out)
+
+
+def _deploy(args: argparse.Namespace, out: Path) -> int:
+    from deploy.build.derive import derive
+    from explorer.app.appfile import load_app
+
+    plan = load_plan(args.plan)
+    unmet = unmet_constraints(plan)
+    if unmet:
+        print(f"explore deploy: warning: plan {args.plan} does not meet its constraints ({unmet}); "
+              f"deploying it anyway", file=sys.stderr)
+    app = load_app(plan["app"])
+    manifest = derive(plan, app.cnns, out, args.backend, args.with_profile, where=args.plan)
+    steps = sum(len(p["steps"]) for p in manifest["partitions"])
+    print(f"deployed {manifest['name'] or Path(args.plan).stem}: {len(manifest['models'])} step models, "
+          f"{steps} steps, arena {manifest['arena_bytes']} B "
+          f"(device {manifest['device_arena_bytes']} B) -> {args.out}")
+    if args.backend == "tensorrt":
+        from deploy.tensorrt import backend as backend_trt
+        if backend_trt.available():
+            built = backend_trt.build_engines(out, manifest)
+            print(f"built {built} TensorRT engines")
+        else:
+            print("tensorrt is not installed here: engines will be built on the target by "
+                  "`python3 board_runner.py build DIR` (deploy/tensorrt/board_runner.py, copied into DIR)")
+    return 0

@@ -1,0 +1,225 @@
+"""`explore APP.yaml [--mem 8MB] [--fps 71 | --fps name=71,...] [--out DIR]`: the methodology.
+
+Algorithm 2 (explorer.search.algorithm2.algorithm2) over DeriveApplicationWithReducedBufs
+(explorer.plan.derive), then the files of DIR: pareto.json, pareto.csv, plan.json (the chosen
+point), report.html (the front, the constraints, the baselines) and the SDF3 XML of every
+partition of the chosen plan (`<cnn>.<partition>.xml`: explorer/report/sdf3_export.py, buffer
+sizes in rows as capacity channels, the evaluator's per-phase times in ns).
+Exit 0 when the chosen plan meets M^c and every T^c, 3 when no point of the front does
+(the least-memory plan is still written). Without --out, DIR is runs/<name>-<n> under the
+current directory: <name> the app's name made a safe directory name (explorer.report.outputs.
+safe_name), n the first number not taken. DIR is claimed before the search and written
+through a temporary sibling (explorer.report.outputs), so a failed or interrupted run leaves none.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from explorer.report.outputs import Staged, claim_dir, claim_new_dir, safe_name
+from explorer.report.sdf3_export import write_partitions
+from explorer.app.units import format_bytes
+from sdf3.errors import InputError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("app", help="application file (YAML)")
+    parser.add_argument("--mem", help="memory constraint M^c, e.g. 8MB (0 = least memory)")
+    parser.add_argument("--fps", help="throughput constraint T^c: one value for every CNN, or "
+                                      "name=value,... (0 = none)")
+    parser.add_argument("--precision", choices=["fp32", "fp16", "mixed", "int8"],
+                        help="override the app's precision")
+    parser.add_argument("--evaluator", default=None,
+                        help="throughput evaluator: profile (default), measured, a built-in "
+                             "profile name or a profile file")
+    parser.add_argument("--out", help="output directory (default: runs/<app name>-<n>)")
+    parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    parser.add_argument("--seed", type=int, help="random seed (default: the app's search.seed)")
+    parser.add_argument("--population", type=int, help="NSGA-II population (app's default)")
+    parser.add_argument("--generations", type=int, help="NSGA-II generations (app's default)")
+    parser.add_argument("--workers", type=int,
+                        help="processes evaluating chromosomes (0 = one per CPU, the default; "
+                             "results do not depend on it)")
+    parser.add_argument("--relink-rounds", type=int, dest="relink_rounds",
+                        help="rounds of path relinking between neighbouring front points after "
+                             "a ladder search (explorer/search/path_relinking.py; default: the app's, 16)")
+    parser.add_argument("--local-rounds", type=int, dest="local_rounds",
+                        help="rounds of Pareto local search toward whole layers after the "
+                             "relinking (explorer/search/local_search.py; default: the app's, 1)")
+    parser.add_argument("--granularity", choices=["ladder", "binary"],
+                        help="genes: rows per phase from a ladder, or the paper's binary "
+                             "whole/row-by-row (default: the app's search.granularity, ladder)")
+    parser.add_argument("--tiling", choices=["parts", "tiles", "both"],
+                        help="fused tiling of layer groups (MAFAT / DeepThings, docs/tiling.md): "
+                             "search tiled groups alone (tiles) or with the per-layer genes (both: "
+                             "after the parts and tiles searches, seeded with their fronts); "
+                             "parts = the tiling search space without tiling genes")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    from explorer.cli.baselines import add_placement
+    add_placement(parser)
+
+
+def out_dir(args: argparse.Namespace, app_name: str) -> Staged:
+    """The directory to write, claimed before the search runs."""
+    if args.out:
+        return claim_dir(args.out, args.force)
+    return claim_new_dir("runs", safe_name(app_name))
+
+
+def settings_of(app, args: argparse.Namespace):
+    s = app.search
+    if getattr(args, "granularity", None):
+        s = replace(s, granularity=args.granularity)
+    from explorer.app.appfile import SEARCH_LIMITS
+    for key in ("seed", "population", "generations", "workers", "relink_rounds", "local_rounds"):
+        value = getattr(args, key, None)
+        if value is not None:
+            low = 1 if key in ("population", "generations") else 0
+            if not low <= value <= SEARCH_LIMITS[key]:
+                raise InputError(f"--{key.replace('_', '-')}: expected a {'non-negative' if low == 0 else 'positive'}"
+                                 f" integer up to {SEARCH_LIMITS[key]}, got {value}")
+            s = replace(s, **{key: value})
+    return s
+
+
+SHOW = 16                   # layers by parts named in the summary (all are in plan.json)
+LABELS = {"none": "no reduction", "pisarchyk": "Pisarchyk & Lee [23]",
+          "reuse": "reuse only (Algorithm 1)", "all_parts": "all layers by parts [17]",
+          "lower_bound": "lower bound (this plan's schedule)"}
+
+
+def baselines_for(app, evaluator, derived=None) -> list:
+    """The rows of `explore baselines` as report marks, with the fps the evaluator predicts
+    for their phases (none for the lower bound, and for Pisarchyk & Lee on a pipelined app:
+    it treats the pipeline as sequential stages, which the evaluator does not time). With
+    `derived` (the chosen plan's derivation) the lower bound is that plan's own: the most
+    bytes alive at once under its schedules, so the plan never sits below it."""
+    from explorer.plan.derive import uniform_phases
+    from explorer.report.pareto import Baseline
+    try:
+        from explorer.report.baselines import baselines
+    except ImportError:
+        return []
+    whole = evaluator.fps(uniform_phases(app, False))
+    pipelined = any(len(group) > 1 for group in app.pipelines)
+    fps = {"none": whole, "reuse": whole, "pisarchyk": {} if pipelined else whole,
+           "all_parts": evaluator.fps(uniform_phases(app, True)), "lower_bound": {}}
+    rows = baselines(app)
+    rows.pop("all_parts_bound", None)
+    if derived is not None:
+        from explorer.report.baselines import lower_bound
+        elements, _ = lower_bound(derived.uses, app.pipelines)
+        rows["lower_bound"] = replace(rows["lower_bound"], total_bytes=derived.param_bytes
+                                      + elements * app.precision.data_bytes)
+    return [Baseline(LABELS.get(name, name), int(row.total_bytes), fps.get(name, {}))
+            for name, row in rows.items()]
+
+
+def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
+    r = outcome.result
+    lines = [f"app {app.name}: {len(app.cnns)} CNN(s), {len(app.partitions)} partition(s), "
+             f"precision {app.precision.name}, evaluator {evaluator_name}, "
+             f"placement {app.placement}"]
+    if r.early_exit:
+        lines.append("search: early exit, buffer reuse alone (every layer one phase) fits M^c")
+    else:
+        rate = r.evaluations / r.seconds if r.seconds else 0.0
+        lines.append(f"search: NSGA-II {r.generations} generations, {r.evaluations} evaluations "
+                     f"({r.unique} unique) in {r.seconds:.1f} s ({rate:.0f}/s); "
+                     f"front {len(outcome.front)} points")
+    mem_c = app.memory
+    mem_ok = mem_c is None or plan.memory_bytes <= mem_c
+    lines.append(f"memory  {format_bytes(plan.memory_bytes)} ({plan.memory_bytes} B: params "
+                 f"{format_bytes(plan.param_bytes)} + buffers {format_bytes(plan.buffer_bytes)}"
+                 + (f" + workspace {format_bytes(plan.workspace_bytes)}" if plan.workspace_bytes else "")
+                 + ")"
+                 + ("" if mem_c is None else
+                    f"  M^c {format_bytes(mem_c)}: {'met' if mem_ok else 'NOT met'}"))
+    for cnn, v in plan.fps.items():
+        need = app.fps.get(cnn, 0.0)
+        tail = f"  T^c {need:g}: {'met' if v >= need else 'NOT met'}" if need else ""
+        lines.append(f"fps     {cnn}: {v:.2f}{tail}")
+    for cnn, ph in plan.phases.items():
+        rows = plan.rows.get(cnn, {})
+        split = [layer + (f":{rows[layer]}" if rows.get(layer, 1) > 1 else "")
+                 for layer, n in ph.items() if n > 1]
+        shown = ", ".join(split[:SHOW]) + (f", ... ({len(split) - SHOW} more)"
+                                           if len(split) > SHOW else "")
+        lines.append(f"by parts {cnn}: {len(split)} of {len(ph)} layers"
+                     + (f": {shown}" if split else ""))
+    lines.append("constraints " + ("met" if plan.constraints_met else
+                                   "NOT met by any point of the front (least-memory plan written)"))
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from explorer.app.appfile import load_app
+
+    staged = claim_dir(args.out, args.force) if args.out else None   # before any work
+    try:
+        app = load_app(args.app, mem=args.mem, fps=args.fps, precision=args.precision)
+        app.placement = args.placement
+        settings = settings_of(app, args)
+        staged = staged or out_dir(args, app.name)
+    except BaseException:
+        if staged is not None:
+            staged.discard()
+        raise
+    with staged as out:
+        notes, xml, met = _explore(app, settings, args, out)
+    for line in notes:
+        print(line)
+    print(f"wrote {staged.final}/: plan.json, pareto.json, pareto.csv, report.html, "
+          + ", ".join(p.name for p in xml))
+    return 0 if met else 3
+
+
+def _explore(app, settings, args: argparse.Namespace, out: Path):
+    """The search and the files of DIR, written into `out`; (summary lines, XML paths, met)."""
+    from explorer.plan.derive import Evaluation, derive, plan_for
+    from explorer.plan.genes import gene_space
+    from explorer.plan.model import to_json
+    from explorer.report.pareto import write_pareto_csv, write_pareto_json, write_report_html
+    from explorer.search.algorithm2 import algorithm2, stderr_progress
+    from explorer.throughput.evaluator import make_evaluator
+
+    evaluator = make_evaluator(app, args.evaluator)
+    if getattr(args, "tiling", None):     # fused tiling as a mode (explorer/tiling/genes.py)
+        from explorer.tiling.genes import TiledEvaluation, plan_tiled
+        progress = None if args.quiet else stderr_progress
+        if args.tiling == "both":         # seeded with both modes' fronts (tiling_search.py)
+            from explorer.tiling.search import search_modes
+            combined = search_modes(app, evaluator, settings, settings.granularity, progress)["both"]
+            evaluation, outcome = combined.evaluation, combined.outcome
+        else:
+            evaluation = TiledEvaluation(app, evaluator, args.tiling, settings.granularity)
+            outcome = algorithm2(app, evaluation, settings, progress)
+        chosen = outcome.chosen
+        derived, _ = evaluation.derive(chosen.genes)
+        plan = plan_tiled(app, evaluation, chosen.genes, chosen.fps, outcome.met)
+    else:
+        evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
+        outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
+        chosen = outcome.chosen
+        derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache, evaluation.workspace)
+        plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
+
+    cnns = list(app.cnns)
+    r = outcome.result
+    write_pareto_json(outcome.front, cnns, outcome.genes, out / "pareto.json", extra={
+        "app": plan.app, "name": app.name, "early_exit": r.early_exit, "seed": settings.seed,
+        "population": settings.population, "generations": settings.generations,
+        "granularity": settings.granularity, "relink_rounds": settings.relink_rounds,
+        "local_rounds": settings.local_rounds,
+        "evaluations": r.evaluations, "unique": r.unique, "seconds": round(r.seconds, 3),
+        "constraints": plan.constraints, "chosen": list(chosen.genes),
+        "constraints_met": plan.constraints_met})
+    write_pareto_csv(outcome.front, cnns, outcome.genes, out / "pareto.csv")
+    to_json(plan, out / "plan.json")
+    xml = write_partitions(app, plan, out, evaluator)
+    notes = [line for line in summary(app, plan, outcome, evaluator.name)]
+    write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
+                      outcome.genes, app.memory, app.fps, baselines_for(app, evaluator, derived), chosen,
+                      outcome.met, notes)
+    return notes, xml, outcome.met

@@ -1,0 +1,51 @@
+"""The `explore` command: parses, calls the library, prints. Handlers live in cmd_*.py."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from sdf3.errors import InputError
+
+SUBCOMMANDS = {
+    # name: (module with add_arguments(parser) and run(args) -> int, help)
+    "info": ("explorer.cli.info", "show the CNNs, layers, edges and parameter bytes of an app"),
+    "baselines": ("explorer.cli.baselines", "memory of the paper's baselines for an app"),
+    "csdf": ("explorer.cli.csdf", "write the CSDF (SDF3 XML) of partitions, buffers, schedules"),
+    "deploy": ("explorer.cli.deploy", "build the final application from a plan.json"),
+    "run": ("explorer.cli.run", "run a deployed application and measure it"),
+    "profile": ("explorer.cli.profile", "measure per-layer times and write a device profile"),
+    "primitives": ("explorer.cli.primitives", "pick a primitive per layer by ILP (TASO): exact "
+                   "time/memory front and a plan"),
+}
+MAIN = "explorer.cli.explore"   # `explore APP.yaml ...`: the methodology itself
+
+
+def _parser(module: str, prog: str, help_: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=help_)
+    importlib.import_module(module).add_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        module, help_ = SUBCOMMANDS[argv[0]]
+        prog, argv = f"explore {argv[0]}", argv[1:]
+    else:
+        module, prog = MAIN, "explore"
+        help_ = ("Trade memory against throughput for a CNN application. Subcommands: "
+                 + ", ".join(SUBCOMMANDS) + ".")
+    args = _parser(module, prog, help_).parse_args(argv)
+    try:
+        return int(importlib.import_module(module).run(args) or 0)
+    except InputError as err:
+        print(f"explore: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as err:   # one line, no traceback; outputs say what they undid
+        print(f"explore: interrupted{': ' + str(err) if str(err) else ''}", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""`explore run DIR [--frames N] [--json]`: run a deployment on seeded random frames and
+report what was measured: fps per CNN, arena and parameter bytes, calls per frame, peak RSS,
+the footprint (peak - the RSS before loading) with its breakdown beside the plan's memory,
+and the largest difference to a plain ONNX Runtime session on the original model, with a
+PASS/FAIL verdict per CNN (deploy/run/verdict.py); exit status 4 when a CNN fails."""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", help="directory written by `explore deploy`")
+    parser.add_argument("--frames", type=int, default=20, help="frames to run (default 20)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="ONNX Runtime intra-op threads per session (0: one per core)")
+    parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default=None,
+                        help="override the manifest's backend")
+    parser.add_argument("--no-check", action="store_true", help="skip the reference comparison")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--layout", choices=["blocked", "auto", "nchwc", "nchw"], default="blocked",
+                        help="ONNX Runtime storage and kernels: blocked (whole-layer tensors in "
+                             "ORT's NCHWc layout where both ends allow, other steps as auto), "
+                             "auto (per step the faster of NCHWc with reorders and plain NCHW), "
+                             "or force one")
+    parser.add_argument("--in-process", action="store_true",
+                        help="leave ONNX Runtime's threading per session (for callers that "
+                             "create other sessions in the same process)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from deploy.run.measure import measure
+    from sdf3.errors import InputError
+
+    if args.frames < 1:
+        raise InputError(f"--frames: expected a positive number, got {args.frames}")
+    result = measure(args.dir, frames=args.frames, seed=args.seed, backend=args.backend,
+                     threads=args.threads, check=not args.no_check,
+                     shared_pool=not args.in_process, layout=args.layout)
+    verdicts = {}
+    if not args.no_check and result.get("max_abs_output"):
+        from deploy.run import verdict
+        verdicts = result["verdict"] = verdict.for_run(args.dir, result, args.frames, args.seed,
+                                                       args.threads)
+    status = 4 if any(v["verdict"] == "FAIL" for v in verdicts.values()) else 0
+    if args.json:
+        print(json.dumps(result))
+        return status
+    print(f"backend {result['backend']}, {result['frames']} frames")
+    print(f"arena bytes {result['arena_bytes']}, parameter bytes {result['param_bytes']}, "
+          f"scratch bytes {result['scratch_bytes']}, peak RSS {result['peak_rss_bytes'] / 2**20:.1f} MiB")
+    if "footprint_bytes" in result:
+        from deploy.runtime.footprint import describe
+        for line in describe(result):
+            print(line)
+    for cnn, fps in result["fps"].items():
+        diff = result["max_abs_diff"].get(cnn)
+        diff_s = ("not checked (--no-check)" if args.no_check else
+                  "n/a (no reference model)" if diff is None else f"{diff:.3g}")
+        v = verdicts.get(cnn, {})
+        if "tolerance" in v:
+            diff_s += (f" on outputs up to {v['max_abs_output']:.3g} (tolerance {v['tolerance']:.3g}, "
+                       f"{v['reference_dtype']} reference): {v['verdict']}")
+        print(f"  {cnn}: {fps:.1f} fps, {result['calls_per_frame'][cnn]} calls/frame, "
+              f"max |diff| {diff_s}")
+    if status:
+        bad = [c for c, v in verdicts.items() if v["verdict"] == "FAIL"]
+        print(f"FAIL: outputs of {', '.join(bad)} differ from the unmodified model (exit 4)")
+    return status

@@ -1,0 +1,6 @@
+"""The memory model: buffers and Eq. 1-4, edge lifetimes over schedules (row staircases
+included), Algorithm 1 (reuse), reordering, phase-schedule policies, plan validity, and
+buffer placement (placement/, one planner per module).
+
+May import: explorer.app, csdf, sdf3.
+"""

@@ -1,0 +1,95 @@
+"""The memory model of the paper (Section 2.4, Equations 1-4) and the plain buffer type.
+
+M = M_par + M_buf (Eq. 1). M_par = stored parameters x par_bytes (Eq. 2), summed over the
+CNNs. M_buf = sum over buffers of size x data_bytes (Eq. 3), where a buffer's size is the
+largest edge it ever holds (Eq. 4). Sizes are kept in elements until the last moment so the
+paper's element figures (Tables 1, 8, 9) can be checked exactly.
+
+Workspace (an addition to the paper's model, `workspace_bytes`): the scratch a backend needs
+while it runs a layer (im2col buffers, layout reorders, a gathered window), measured per layer
+by `explore profile`. A deployment serves every step from one shared arena, so the bytes are
+the largest step's, summed over partitions that run at the same time (one pipeline set) and
+the largest over sets, which never overlap. With no measured workspace it is 0.
+
+Parameters are the ones actually stored after BatchNorm folding (`CNN.param_count`): that is
+what a TensorRT engine keeps and what reproduces the paper's MobileNetV2 figures (see
+docs/memory.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from csdf.model import CNN
+
+
+@dataclass
+class Buffer:
+    """One memory buffer: the edge uses it holds (names, in the order they were placed),
+    its size in elements (the largest of them) and, when an offset planner placed it
+    (explorer.memory.placement), its offset in the arena in elements; None = shared objects laid
+    one after another."""
+    edges: list[str] = field(default_factory=list)
+    size: int = 0
+    offset: int | None = None
+
+
+def param_elements(cnn: CNN) -> int:
+    """Parameters stored for `cnn` (folded), cached on the graph: the search asks often."""
+    cache = cnn.graph.graph
+    if "_param_elements" not in cache:
+        cache["_param_elements"] = int(cnn.param_count)
+    return cache["_param_elements"]
+
+
+def buffer_elements(buffers: Iterable[Buffer]) -> int:
+    """Arena elements: the sum of buffer sizes (the bracket of Eq. 3) for shared objects;
+    the largest offset + size once an offset planner placed every buffer."""
+    buffers = list(buffers)
+    if buffers and all(b.offset is not None for b in buffers):
+        return max(b.offset + b.size for b in buffers)
+    return sum(b.size for b in buffers)
+
+
+def arena_offsets(buffers: list[Buffer]) -> list[int]:
+    """Offset of every buffer in elements: its own, or one after another (shared objects)."""
+    if buffers and all(b.offset is not None for b in buffers):
+        return [int(b.offset) for b in buffers]
+    out, at = [], 0
+    for b in buffers:
+        out.append(at)
+        at += b.size
+    return out
+
+
+def memory_bytes(app, buffers: Iterable[Buffer]) -> tuple[int, int, int]:
+    """(param_bytes, buffer_bytes, total) of `app` with `buffers` (Eq. 1-4)."""
+    params = sum(param_elements(cnn) for cnn in app.cnns.values()) * app.precision.par_bytes
+    bufs = buffer_elements(buffers) * app.precision.data_bytes
+    return params, bufs, params + bufs
+
+
+def workspace_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -> int:
+    """Backend workspace of `app` under `phases`: per partition the largest measured
+    workspace of its layers (whole_ws_bytes, or part_ws_bytes for a layer by parts), summed
+    over the partitions of a pipeline set, the largest over sets. `tables`: {cnn: {layer:
+    explorer.throughput.device_profile.LayerTimes}}, None or empty when nothing was measured."""
+    if not tables:
+        return 0
+    per_part: dict[str, int] = {}
+    for part in app.partitions:
+        table, ph = tables.get(part.cnn, {}), phases.get(part.cnn, {})
+        best = 0
+        for layer in part.layers:
+            t = table.get(layer)
+            if t is not None:
+                ws = t.part_ws_bytes if ph.get(layer, 1) > 1 else t.whole_ws_bytes
+                best = max(best, int(ws or 0))
+        per_part[part.name] = best
+    return max((sum(per_part.get(p, 0) for p in group) for group in app.pipelines), default=0)
+
+
+def naive(uses) -> list[Buffer]:
+    """No reuse: one buffer per edge use (the paper's Table 1; a double-buffered pipeline
+    edge is two uses and so two buffers)."""
+    return [Buffer([u.name], u.size) for u in uses]

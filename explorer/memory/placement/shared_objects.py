@@ -1,0 +1,14 @@
+"""Shared objects: Algorithm 1 of Minakova & Stefanov (greedy buffer reuse, explorer.memory.reuse).
+
+Buffers carry no offset: each is its own region, laid one after another, so the arena is the
+sum of the buffer sizes (the paper's Eq. 3). Kept so that the paper's tables reproduce.
+"""
+from __future__ import annotations
+
+from explorer.memory.lifetimes import EdgeUse
+from explorer.memory.buffers import Buffer
+from explorer.memory.reuse import algorithm1
+
+
+def place(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
+    return algorithm1(uses, pipelines)

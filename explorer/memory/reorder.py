@@ -1,0 +1,172 @@
+"""Operator reordering for whole layers: Liberis & Lane, "Neural networks on microcontrollers:
+saving memory at inference via operator reordering" (2019), Section 3.
+
+The working set of an operator is its inputs and outputs plus every tensor produced earlier
+and still to be read later; the peak of an execution order is the largest working set over
+its operators. Liberis & Lane's memoised dynamic program finds the order with the least peak
+over the states "tensors still to produce" (equivalently, operators already run, S):
+
+    best(S) = min over ready o of max(ws(S, o), best(S + o))
+
+Here it is solved forward, level by level of |S| (a bottleneck shortest path over the same
+state graph, so the same optimum): peak(S + o) = min over (S, o) of max(peak(S), ws(S, o)),
+with ws(S, o) = held(S) + outputs(o) (o's inputs are held, as o has not run). A level with
+more than `width` states keeps the `width` best (least peak, then least held): a beam, the
+bounded fallback for graphs the exact DP cannot finish; `Order.exact` says which happened.
+
+memtrade's buffers are edges (one per producer-consumer pair, docs/architecture.md), so a
+partition's "tensors" are its edges, each read by one consumer (`partition_tensors`); the
+paper's own example has a tensor read by two operators, which the general form allows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WIDTH = 2000          # states kept per level before the beam cuts in
+
+
+@dataclass(frozen=True)
+class Tensor:
+    size: int
+    producer: str | None             # None: present before the first operator
+    consumers: tuple[str, ...] = ()  # () = kept to the end (a graph output)
+
+
+@dataclass(frozen=True)
+class Order:
+    order: list[str]
+    peak: int
+    exact: bool                      # False when the beam dropped states
+
+
+def peak(order: list[str], tensors: list[Tensor]) -> int:
+    """Largest working set of `order` (every operator once, producers first)."""
+    step = {o: i for i, o in enumerate(order)}
+    end = len(order)
+    alive = [0] * end
+    for t in tensors:
+        first = step[t.producer] if t.producer is not None else 0
+        last = max((step[c] for c in t.consumers), default=end - 1) if t.consumers else end - 1
+        for i in range(first, last + 1):
+            alive[i] += t.size
+    return max(alive, default=0)
+
+
+def best_order(ops: list[str], tensors: list[Tensor], width: int = WIDTH) -> Order:
+    """The order of `ops` with the least peak working set (exact unless the beam cut in).
+    `ops` must be a valid order already (ties keep it: lower index first)."""
+    index = {o: i for i, o in enumerate(ops)}
+    n = len(ops)
+    out = [0] * n
+    ins: list[list[tuple[int, int]]] = [[] for _ in ops]    # (size, mask of its consumers)
+    pred = [0] * n
+    held0 = 0
+    for t in tensors:
+        cmask = 0
+        for c in t.consumers:
+            cmask |= 1 << index[c]
+        if t.producer is None:
+            held0 += t.size
+        else:
+            p = index[t.producer]
+            out[p] += t.size
+            for c in t.consumers:
+                pred[index[c]] |= 1 << p
+        for c in t.consumers:
+            ins[index[c]].append((t.size, cmask))
+    # the beam's state: mask -> (peak, held, parent mask, op)
+    level: dict[int, tuple[int, int]] = {0: (0, held0)}
+    parents: list[dict[int, tuple[int, int]]] = []
+    exact = True
+    for _ in range(n):
+        nxt: dict[int, tuple[int, int]] = {}
+        back: dict[int, tuple[int, int]] = {}
+        for s, (pk, held) in level.items():
+            for o in range(n):
+                bit = 1 << o
+                if s & bit or pred[o] & ~s:
+                    continue
+                ws = held + out[o]
+                s2 = s | bit
+                p2 = pk if pk > ws else ws
+                old = nxt.get(s2)
+                if old is None or p2 < old[0]:
+                    freed = sum(size for size, m in ins[o] if not m & ~s2)
+                    nxt[s2] = (p2, ws - freed)
+                    back[s2] = (s, o)
+        if len(nxt) > width:
+            exact = False
+            keep = sorted(nxt, key=lambda m: (nxt[m][0], nxt[m][1], m))[:width]
+            nxt = {m: nxt[m] for m in keep}
+        level = nxt
+        parents.append(back)
+    (s, (pk, _)), = level.items()
+    order: list[str] = []
+    for back in reversed(parents):
+        s, o = back[s]
+        order.append(ops[o])
+    order.reverse()
+    return Order(order, pk, exact)
+
+
+def partition_tensors(app, part_name: str, sizes: dict[str, int] | None = None) -> list[Tensor]:
+    """The partition's edges as tensors, as explorer.memory.lifetimes sees them: internal edges from
+    producer to consumer; an edge from an earlier sequential stage is there from the first
+    step until its consumer; an edge to a later stage is kept from its producer to the end;
+    double-buffered pipeline edges are there throughout. `sizes` (edge name -> elements)
+    replace whole tensors."""
+    from csdf.model import edge_name
+    from explorer.memory.lifetimes import group_index
+
+    sizes = sizes or {}
+    part = app.partition(part_name)
+    cnn = app.cnns[part.cnn]
+    inside = set(part.layers)
+    group = group_index(app.pipelines)
+    where = {x: p.name for p in app.partitions_of(part.cnn) for x in p.layers}
+    out: list[Tensor] = []
+    for src, dst in cnn.edges():
+        if src not in inside and dst not in inside:
+            continue
+        size = sizes.get(edge_name(cnn.name, src, dst), 0) or int(_elements(cnn, src, dst))
+        if src in inside and dst in inside:
+            out.append(Tensor(size, src, (dst,)))
+            continue
+        other = where.get(dst if src in inside else src)
+        parallel = part_name in group and group.get(other) == group[part_name]
+        if parallel:
+            out += [Tensor(size, None), Tensor(size, None)]
+        elif src in inside:
+            out.append(Tensor(size, src))
+        else:
+            out.append(Tensor(size, None, (dst,)))
+    return out
+
+
+def _elements(cnn, src: str, dst: str) -> int:
+    n = 1
+    for v in cnn.edge_shape(src, dst):
+        n *= int(v)
+    return n
+
+
+def partition_order(app, part_name: str, sizes: dict[str, int] | None = None) -> Order:
+    """The least-peak order of a partition's whole layers, cached on the CNN's graph by
+    (partition layers, sizes of its edges)."""
+    part = app.partition(part_name)
+    cnn = app.cnns[part.cnn]
+    cache = cnn.graph.graph.setdefault("_reorder", {})
+    fast = (part_name, tuple(part.layers), tuple(map(tuple, app.pipelines)))
+    if not sizes and fast in cache:
+        return cache[fast]
+    tensors = partition_tensors(app, part_name, sizes)
+    key = (part_name, tuple(part.layers), tuple(t.size for t in tensors))
+    if not sizes:
+        cache[fast] = cache.get(key) or best_order([x for x in cnn.order() if x in set(part.layers)],
+                                                    tensors)
+        cache.setdefault(key, cache[fast])
+    if key not in cache:
+        inside = set(part.layers)
+        ops = [x for x in cnn.order() if x in inside]
+        cache[key] = best_order(ops, tensors)
+    return cache[key]

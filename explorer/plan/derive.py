@@ -1,0 +1,251 @@
+"""DeriveApplicationWithReducedBufs (Algorithm 2's inner step) and the chosen plan.
+
+A chromosome has one gene per layer that Table 2 lets go by parts, CNN by CNN in the app's
+order and each CNN's topological order (a gene for a layer that must stay whole would be
+neutral: Equation 6 gives it one phase either way, so it is left out and the search space
+is the same). What a gene means is explorer.plan.genes' business (granularity ladder, or the
+paper's binary gene). For a chromosome:
+
+  genes -> phases (explorer.plan.genes.GeneSpace.decode, or Eq. 6 csdf.parts.phases_for) -> per partition: CSDF graph, schedule and
+  minimal row buffers (csdf.partition_analysis.analyse_partition, cached by partition and
+  its phases) -> edge lifetimes (explorer.memory.lifetimes) -> Algorithm 1 (explorer.memory.reuse) ->
+  memory (Eq. 1-4, explorer.memory.buffers).
+
+An explicit schedule of the app file wins for its partition when it fires every layer as
+many times as the phases say (a schedule of whole layers no longer fits once a layer goes
+by parts; then the analysis' schedule is used). `plan_for` turns a derivation into the
+plan.json that `deploy` reads (docs/architecture.md, "Plan"), and refuses to return a plan
+whose buffers fail explorer.memory.validity.check_plan.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from csdf.model import CNN, edge_name
+from csdf.partition_analysis import PartitionAnalysis, analyse_partition, row_buffers
+from csdf.parts import can_split, phases_for, rows_per_phase
+from csdf.to_csdf import edge_windows
+from explorer.app.model import Application
+from explorer.plan.genes import GeneSpace
+from explorer.plan.model import Plan
+from sdf3.analysis import AnalysisError
+from sdf3.errors import InputError
+from sdf3.notation import compact
+
+Phases = dict[str, dict[str, int]]
+_COPY = re.compile(r"\(\d+\)$")
+
+
+@dataclass
+class PartView:
+    """What the memory layer needs of one analysed partition under one phase choice."""
+    firings: list[str]
+    rows: dict[tuple[str, str], int]           # internal edges: rows held at most
+    elements: dict[tuple[str, str], int]
+    lives: dict = field(default_factory=dict)  # whole edges stored by rows: Rows (offsets only)
+
+
+@dataclass
+class Derived:
+    """One application derived with reduced buffers: phases, schedules, buffers, memory."""
+    phases: Phases
+    parts: dict[str, PartView]                 # by qualified partition name
+    uses: list                                 # explorer.memory.lifetimes.EdgeUse
+    buffers: list                              # explorer.memory.buffers.Buffer
+    param_bytes: int
+    buffer_bytes: int
+    memory_bytes: int
+    sizes: dict[str, int] = field(default_factory=dict)   # internal edge name -> elements
+    workspace_bytes: int = 0                   # measured backend scratch (in memory_bytes)
+
+
+def gene_layers(app: Application) -> list[tuple[str, str]]:
+    """(cnn, layer) of every gene, in gene order."""
+    return [(name, layer) for name, cnn in app.cnns.items() for layer in cnn.order()
+            if can_split(cnn.layer(layer))]
+
+
+def gene_labels(app: Application) -> list[str]:
+    return [f"{c}.{l}" for c, l in gene_layers(app)]
+
+
+def whole_phases(app: Application) -> Phases:
+    """Every layer of every CNN in one phase."""
+    return {name: {layer: 1 for layer in cnn.order()} for name, cnn in app.cnns.items()}
+
+
+def phases_of(app: Application, genes: tuple[int, ...] | list[int],
+              where: list[tuple[str, str]] | None = None,
+              space: GeneSpace | None = None) -> Phases:
+    """{cnn: {layer: phases}} for every layer of a chromosome: decoded by `space`
+    (explorer.plan.genes), or without one Equation 6 of binary genes. `where` is
+    gene_layers(app), passed in by callers that ask often."""
+    if space is not None:
+        return space.decode(genes, whole_phases(app))
+    where = gene_layers(app) if where is None else where
+    if len(genes) != len(where):
+        raise ValueError(f"expected {len(where)} genes, got {len(genes)}")
+    by_cnn: dict[str, dict[str, int]] = {name: {} for name in app.cnns}
+    for (cnn, layer), g in zip(where, genes):
+        by_cnn[cnn][layer] = int(g)
+    return {name: phases_for(cnn, by_cnn[name]) for name, cnn in app.cnns.items()}
+
+
+def uniform_phases(app: Application, by_parts: bool) -> Phases:
+    """Every layer whole (reuse only), or every layer that can by parts ([17])."""
+    return phases_of(app, [int(by_parts)] * len(gene_layers(app)))
+
+
+def _analyse(cnn: CNN, part_name: str, layers: list[str], phases: dict[str, int]
+             ) -> PartitionAnalysis:
+    try:
+        return analyse_partition(cnn, layers, phases)
+    except AnalysisError as err:
+        raise InputError(f"partition {part_name}: dataflow analysis failed: {err}") from None
+
+
+def part_view(app: Application, part_name: str, phases: Phases) -> PartView:
+    """Schedule and row buffers of one partition; the app's explicit schedule wins when it
+    fits the phases."""
+    part = app.partition(part_name)
+    cnn = app.cnns[part.cnn]
+    a = _analyse(cnn, part_name, part.layers, phases.get(part.cnn, {}))
+    given = app.schedules.get(part_name)
+    fits = bool(given) and Counter(given) == Counter(a.firing_counts)
+    if not fits and app.placement != "shared-objects":
+        from explorer.memory.policies import choose      # schedules chosen for total memory
+        c = choose(app, part_name, a)
+        return PartView(c.firings, c.rows, c.elements, c.lives)
+    if not fits or list(given) == a.firings:
+        return PartView(a.firings, a.edge_rows, a.edge_elements)
+    try:
+        rows, _ = row_buffers(a.graph, edge_windows(cnn, a.layers, a.phases), list(given))
+    except (AnalysisError, IndexError, KeyError) as err:
+        raise InputError(f"schedules.{part_name}: cannot run under phases {a.phases}: {err}") from None
+    elements = {e: rows[e] * (a.edge_elements[e] // max(1, a.edge_rows[e])) for e in rows}
+    return PartView(list(given), rows, elements)
+
+
+ViewCache = dict[tuple[str, tuple[int, ...]], PartView]
+CACHE_LIMIT = 2048          # partition views kept per search (oldest dropped first)
+
+
+def _cached_view(app: Application, part, phases: Phases, cache: ViewCache | None) -> PartView:
+    """part_view, cached by partition and its phases tuple: in a multi-CNN or pipelined app
+    most chromosomes change one partition and the others recur. csdf's own (unbounded)
+    per-CNN cache of full analyses is emptied as we go; the views are much smaller."""
+    if cache is None:
+        return part_view(app, part.name, phases)
+    ph = phases.get(part.cnn, {})
+    key = (part.name, tuple(int(ph.get(x, 1)) for x in part.layers))
+    view = cache.get(key)
+    if view is None:
+        view = cache[key] = part_view(app, part.name, phases)
+        app.cnns[part.cnn].graph.graph.pop("_partition_analysis", None)
+        if len(cache) > CACHE_LIMIT:
+            del cache[next(iter(cache))]
+    return view
+
+
+def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
+           workspace: dict | None = None) -> Derived:
+    """DeriveApplicationWithReducedBufs: buffers and memory of the app under `phases`.
+    `cache` (a dict the caller keeps across calls) reuses partitions already analysed.
+    `workspace`: measured per-layer tables ({cnn: {layer: LayerTimes}}) whose workspace
+    enters the memory (explorer/memory.workspace_bytes)."""
+    from explorer.memory.lifetimes import edge_uses
+    from explorer.memory.buffers import memory_bytes, workspace_bytes
+    from explorer.memory.placement import place
+
+    parts = {p.name: _cached_view(app, p, phases, cache) for p in app.partitions}
+    sizes: dict[str, int] = {}
+    lives = {}
+    for p in app.partitions:
+        for (src, dst), n in parts[p.name].elements.items():
+            sizes[edge_name(p.cnn, src, dst)] = int(n)
+        for (src, dst), life in parts[p.name].lives.items():
+            lives[edge_name(p.cnn, src, dst)] = life
+    uses = edge_uses(app, {n: v.firings for n, v in parts.items()}, sizes, lives)
+    buffers = place(uses, app.pipelines, app.placement)
+    param, buf, total = memory_bytes(app, buffers)
+    ws = workspace_bytes(app, phases, workspace)
+    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws), sizes, ws)
+
+
+@dataclass
+class Evaluation:
+    """The injected `evaluate(genes) -> (memory_bytes, {cnn: fps})` of explorer.search.algorithm2."""
+    app: Application
+    evaluator: Any                             # explorer.throughput.evaluator.Evaluator (.fps)
+    space: GeneSpace | None = None             # None: binary genes of Equation 6
+    where: list[tuple[str, str]] = field(default_factory=list)
+    cache: ViewCache = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.where = gene_layers(self.app)
+        self._whole = whole_phases(self.app)
+        # measured per-layer tables: their workspace counts in the memory (explorer/memory/buffers.py)
+        self.workspace = getattr(self.evaluator, "_tables", None) or None
+
+    def phases(self, genes) -> Phases:
+        if self.space is not None:
+            return self.space.decode(genes, self._whole)
+        return phases_of(self.app, genes, self.where)
+
+    def __call__(self, genes: tuple[int, ...]) -> tuple[int, dict[str, float]]:
+        phases = self.phases(genes)
+        return (derive(self.app, phases, self.cache, self.workspace).memory_bytes,
+                self.evaluator.fps(phases))
+
+
+def _edge_parts(name: str) -> tuple[str, str, str]:
+    cnn, rest = name.split(".", 1)
+    src, dst = _COPY.sub("", rest).split("->")
+    return cnn, src, dst
+
+
+def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
+             genes: tuple[int, ...] | list[int] = ()) -> Plan:
+    """The plan.json of a derivation; raises RuntimeError when its buffers break the
+    validity check (a bug: Algorithm 1 must never share a buffer between live edges)."""
+    from explorer.memory.validity import check_plan
+
+    problems = check_plan(d.uses, d.buffers, app.pipelines)
+    if problems:
+        raise RuntimeError("derived plan fails the buffer validity check: " + problems[0])
+    data = app.precision.data_bytes
+    edges: dict[str, dict[str, Any]] = {}
+    buffers: list[dict[str, Any]] = []
+    size_of = {u.name: int(u.size) for u in d.uses}
+    for i, buf in enumerate(d.buffers):
+        for name in buf.edges:
+            cnn, src, dst = _edge_parts(name)
+            shape = [int(v) for v in app.cnns[cnn].edge_shape(src, dst)]
+            row = shape[0] * shape[1] * shape[3]
+            elements = size_of.get(name, row * shape[2])
+            edges[name] = {"buffer": i, "elements": elements, "rows": -(-elements // row),
+                           "shape": shape}
+        buffers.append({"edges": list(buf.edges), "elements": int(buf.size),
+                        "bytes": int(buf.size) * data}
+                       | ({} if buf.offset is None else {"offset": int(buf.offset) * data}))
+    firings = {p.name: list(d.parts[p.name].firings) for p in app.partitions}
+    return Plan(
+        app=str(app.path or ""), name=app.name, precision=app.precision.name,
+        data_bytes=data, par_bytes=app.precision.par_bytes,
+        memory_bytes=d.memory_bytes, param_bytes=d.param_bytes, buffer_bytes=d.buffer_bytes,
+        workspace_bytes=d.workspace_bytes,
+        fps={c: float(v) for c, v in fps.items()},
+        constraints={"memory_bytes": app.memory, "fps": dict(app.fps)},
+        constraints_met=bool(met),
+        phases={c: dict(ph) for c, ph in d.phases.items()},
+        rows={c: {layer: rows_per_phase(app.cnns[c].layer(layer).output_shape[2], n)
+                  for layer, n in ph.items()} for c, ph in d.phases.items()},
+        partitions=[{"name": p.name, "cnn": p.cnn, "layers": list(p.layers),
+                     "processor": p.processor} for p in app.partitions],
+        pipelines=[list(g) for g in app.pipelines],
+        schedules={n: compact(f) for n, f in firings.items()},
+        firings=firings, edges=edges, buffers=buffers, genes=[int(g) for g in genes],
+        placement=app.placement)

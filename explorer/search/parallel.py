@@ -1,0 +1,107 @@
+"""Chromosomes evaluated in worker processes: DEAP's documented way to spread a search's
+evaluations (`toolbox.register("map", pool.map)` over a `multiprocessing.Pool`), kept to the
+search's batches so the results stay those of the serial run.
+
+NSGA-II hands over, per generation, the chromosomes it has not met before
+(explorer.search.algorithm2.nsga2); each worker derives some of them (explorer.plan.derive.Evaluation: row
+replay, schedules, placement) and `Pool.map` returns the answers in the order asked, so the
+front, the cache and every count are the ones a single process gets: an evaluation is a
+pure function of its genes (the caches inside explorer.plan.derive and explorer.memory.placement only
+save work). Workers are forked, so they start with the parent's application, profile and
+caches without pickling them; where `fork` is not offered, or one worker is asked for, the
+evaluations run in this process.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
+
+Key = tuple[int, ...]
+Result = tuple[int, dict[str, float]]
+MAX_WORKERS = 8            # beyond this a generation's batch (~30 new chromosomes) is too short
+
+_EVALUATE: Callable[[Key], Result] | None = None      # the workers' evaluate, set before fork
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (the affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                 # not on Linux
+        return os.cpu_count() or 1
+
+
+def resolve_workers(workers: int) -> int:
+    """0 = one per usable CPU (at most MAX_WORKERS); otherwise the number asked for."""
+    return min(usable_cpus(), MAX_WORKERS) if workers == 0 else workers
+
+
+def batch(evaluate: Callable[[Key], Result]) -> Callable[[Sequence[Key]], list[Result]]:
+    """`evaluate` over many chromosomes: its own `many` when it has one, else one by one."""
+    many = getattr(evaluate, "many", None)
+    return many if many is not None else (lambda keys: [evaluate(k) for k in keys])
+
+
+class Mapped:
+    """`evaluate` after translating each chromosome (the binary stage of a ladder search
+    evaluates a binary chromosome as its ladder twin), batches included."""
+
+    def __init__(self, evaluate: Callable[[Key], Result], translate: Callable[[Key], Key]):
+        self.evaluate, self.translate = evaluate, translate
+
+    def __call__(self, key: Key) -> Result:
+        return self.evaluate(self.translate(key))
+
+    def many(self, keys: Sequence[Key]) -> list[Result]:
+        return batch(self.evaluate)([self.translate(k) for k in keys])
+
+
+def _quiet_worker() -> None:
+    """Ctrl-C is the parent's to handle (it stops the pool); workers would each print a
+    traceback otherwise."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _work(key: Key) -> Result:
+    assert _EVALUATE is not None
+    return _EVALUATE(key)
+
+
+class PoolEvaluate:
+    """`evaluate` with a `many` that splits a batch over the pool's workers."""
+
+    def __init__(self, evaluate: Callable[[Key], Result], pool):
+        self.evaluate, self.pool = evaluate, pool
+
+    def __call__(self, key: Key) -> Result:
+        return self.evaluate(key)
+
+    def many(self, keys: Sequence[Key]) -> list[Result]:
+        keys = list(keys)
+        if len(keys) < 2:
+            return [self.evaluate(k) for k in keys]
+        # one chromosome per task: a derivation takes milliseconds, a task's round trip
+        # far less, and a generation's batch is short, so balance beats batching
+        return self.pool.map(_work, keys, chunksize=1)
+
+
+@contextmanager
+def evaluation_pool(evaluate: Callable[[Key], Result], workers: int) -> Iterator:
+    """`evaluate`, spread over `workers` forked processes for the `with` block (0: one per
+    usable CPU); `evaluate` itself when that is one worker or fork is not offered."""
+    global _EVALUATE
+    n = resolve_workers(workers)
+    if n < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        yield evaluate
+        return
+    _EVALUATE = evaluate
+    pool = multiprocessing.get_context("fork").Pool(n, initializer=_quiet_worker)
+    try:
+        yield PoolEvaluate(evaluate, pool)
+    finally:
+        pool.terminate()
+        pool.join()
+        _EVALUATE = None

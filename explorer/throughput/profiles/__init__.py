@@ -1,0 +1,1 @@
+"""The built-in device profiles (YAML), found by name (`platform: jetson-tx2`)."""
