@@ -11,7 +11,6 @@ are applied per constraint; `explore APP --mem X` gives the same plan. "min" is 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from dataclasses import replace
@@ -30,7 +29,7 @@ from explorer.search.algorithm2 import nsga2  # noqa: E402
 from explorer.throughput.evaluator import make_evaluator  # noqa: E402
 
 MB = 2 ** 20
-SHARED = Path(os.environ.get("MEMTRADE_SHARED", ROOT.parent / "shared")) / "paper"
+SHARED = ROOT / "tests" / "data" / "paper"    # copies of ../shared/paper (tests/data/README.md)
 APPS = {1: "table12_app1_mobilenet_v2", 2: "table12_app2_efficientnet_b0",
         3: "table12_app3_mobilenet_v2_pipelined", 4: "table12_app4_efficientnet_b0_pipelined",
         5: "table12_app5_multi_cnn_1", 6: "table12_app6_multi_cnn_2"}

@@ -1,5 +1,6 @@
 """Shared fixtures: a tiny ONNX CNN written with onnx.helper, for tests that need a model file,
-and the paper's figures in ../shared (beside the project root; $MEMTRADE_SHARED overrides)."""
+and the paper's figures and SDF3's answers, copied into tests/data (tests/data/README.md names
+each file's source in ../shared; test_data_sources.py keeps the copies true)."""
 from __future__ import annotations
 
 import os
@@ -11,14 +12,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 
+DATA = Path(__file__).resolve().parent / "data"
 SHARED = Path(os.environ.get("MEMTRADE_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 
 
-def shared_path(*parts: str) -> Path:
-    """A file of ../shared, or a skip naming it: tests never fake the paper's figures."""
-    path = SHARED.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} (shared test data beside the project) absent")
+def data_path(*parts: str) -> Path:
+    """A file of tests/data (part of the clone, so never a skip)."""
+    path = DATA.joinpath(*parts)
+    assert path.is_file(), f"{path}: test data missing from the clone"
     return path
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import shared_path
+from conftest import data_path
 from explorer.app.model import PRECISIONS
 from explorer.app.appfile import load_app
 from sdf3.errors import InputError
@@ -47,7 +47,7 @@ def test_worked_example_matches_table1():
     assert sizes["CNN2.e34"] == 10
     # Table 1 from the paper's data file: every buffer's edge has that size; e23(1), e23(2)
     # are the two copies of CNN2's edge that crosses P2 -> P3.
-    table1 = yaml.safe_load(shared_path("paper", "worked_example.yaml").read_text())["table1_naive"]
+    table1 = yaml.safe_load(data_path("paper", "worked_example.yaml").read_text())["table1_naive"]
     for row in table1:
         (edge,) = row["edges"]
         assert sizes[edge.split("(")[0]] == row["size"], edge
@@ -215,7 +215,7 @@ def test_pipelined_split_balanced(stem):
 
 def test_table13_requirements():
     """Table 13's constraints as the paper states them (MB = 2^20 bytes)."""
-    paper = yaml.safe_load(shared_path("paper", "table13.yaml").read_text())["apps"]
+    paper = yaml.safe_load(data_path("paper", "table13.yaml").read_text())["apps"]
     files = {"MobileNet-sequential": "table13_mobilenet_sequential", "ResNet-sequential": "table13_resnet_sequential",
              "MobileNet-pipelined": "table13_mobilenet_pipelined", "Multi-CNN": "table13_multi_cnn"}
     for key, stem in files.items():

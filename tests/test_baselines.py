@@ -16,7 +16,7 @@ from explorer.cli.main import main
 from explorer.memory.lifetimes import edge_uses
 from explorer.memory.reuse import algorithm1
 from explorer.memory.validity import check_plan
-from conftest import shared_path
+from conftest import data_path
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ROOT / "apps"
@@ -77,7 +77,7 @@ def mobilenet():
 
 
 def test_mobilenet_v2_pisarchyk_reproduces_the_paper(mobilenet):
-    paper = yaml.safe_load(shared_path("paper", "table12.yaml").read_text())["apps"][1]["memory"]
+    paper = yaml.safe_load(data_path("paper", "table12.yaml").read_text())["apps"][1]["memory"]
     rows = baselines(mobilenet, with_all_parts=False)
     cnn = mobilenet.cnns["mobilenet_v2"]
     whole = sum(cnn.edge_elements(u, v) for u, v in cnn.graph.edges)

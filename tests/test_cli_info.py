@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import shared_path
+from conftest import data_path
 from explorer.cli.main import main
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
@@ -19,7 +19,7 @@ def _info(capsys, *args: str) -> dict:
 
 def test_worked_example_naive_total_is_table1(capsys):
     info = _info(capsys, str(APPS / "worked_example.yaml"))
-    assert info["total"]["naive_elements"] == yaml.safe_load(shared_path("paper", "worked_example.yaml").read_text())["table1_total"] == 59658
+    assert info["total"]["naive_elements"] == yaml.safe_load(data_path("paper", "worked_example.yaml").read_text())["table1_total"] == 59658
     assert info["cnns"]["CNN2"]["crossing_elements"] == 6272          # e23's second copy
     assert info["cnns"]["CNN1"]["layers"] == 5 and info["cnns"]["CNN1"]["edges"] == 5
     assert info["cnns"]["CNN1"]["edge_bytes"] == (3072 + 3 * 8192 + 16384) * 4

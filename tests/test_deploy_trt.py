@@ -4,8 +4,13 @@ offsets are aligned), and a full run on a GPU when tensorrt and CUDA are present
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -14,24 +19,105 @@ from deploy.tensorrt import backend as backend_trt, board_runner
 from deploy.build.derive import derive
 from test_deploy_fixtures import make_plan, tiny_cnn
 
-RUNNER = Path(board_runner.__file__)
+HERE = Path(board_runner.__file__).parent
+SIBLINGS = {Path(f).stem for f in backend_trt.RUNNER_FILES}
 ALLOWED = {"argparse", "ctypes", "ctypes.util", "json", "os", "resource", "sys", "threading",
            "time", "numpy", "tensorrt"}
 
 
-def test_runner_is_python36_and_standalone():
-    tree = ast.parse(RUNNER.read_text(), feature_version=(3, 6))   # no walrus, no 3.8+ syntax
-    imported = set()
+def test_runner_files_are_the_whole_runner():
+    """RUNNER_FILES names board_runner.py and every trt_*.py beside it, nothing else."""
+    assert len(set(backend_trt.RUNNER_FILES)) == len(backend_trt.RUNNER_FILES)
+    found = {"board_runner.py"} | {f.name for f in HERE.glob("trt_*.py")}
+    assert set(backend_trt.RUNNER_FILES) == found
+    assert all((HERE / f).is_file() for f in backend_trt.RUNNER_FILES)
+
+
+@pytest.mark.parametrize("name", backend_trt.RUNNER_FILES)
+def test_runner_is_python36_and_standalone(name):
+    text = (HERE / name).read_text()
+    tree = ast.parse(text, feature_version=(3, 6))   # no walrus, no 3.8+ syntax
+    imported, siblings = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             imported |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
-            imported.add(node.module)
+            assert node.module != "__future__", "no __future__ imports (annotations) under 3.6"
+            if node.level:    # relative: a sibling inside the package deploy.tensorrt
+                assert node.level == 1 and node.module in SIBLINGS, ast.dump(node)
+                siblings.add(node.module)
+            elif node.module in SIBLINGS:   # flat: the sibling in DIR, run as a script
+                siblings.add(node.module)
+            else:
+                imported.add(node.module)
+        # 3.6 evaluates annotations: `X | Y`, `list[int]` would fail there
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            assert node.returns is None and all(
+                a.annotation is None for a in args.args + args.kwonlyargs), node.name
+        assert not isinstance(node, ast.AnnAssign), "no variable annotations"
+    assert not {m.split(".")[0] for m in imported} & {"deploy", "explorer", "sdf3", "csdf"}
     assert imported <= ALLOWED, imported - ALLOWED
-    assert "dataclass" not in RUNNER.read_text()
+    assert "dataclass" not in text
     # APIs newer than 3.6 that ast cannot catch
-    for name in ("capture_output", "asyncio.run", "math.prod", "removeprefix", "text=True"):
-        assert name not in RUNNER.read_text()
+    for api in ("capture_output", "asyncio.run", "math.prod", "removeprefix", "text=True"):
+        assert api not in text
+    # every sibling import has its two forms, relative (package) and flat (script in DIR)
+    for mod in siblings:
+        assert "from .%s import" % mod in text and "from %s import" % mod in text, mod
+
+
+def test_copied_runner_imports_standalone(tmp_path):
+    """The runner copied into DIR imports on its own, from DIR only, as on the board (DIR is
+    sys.path[0]; the memtrade packages may be importable here, via an editable install, so
+    the child checks that none of them was loaded), and deals the same frames as in-package."""
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    assert backend_trt.copy_runner(folder) == folder / "board_runner.py"
+    m = {"cnns": {"a": {"inputs": [{"shape": [1, 3, 4, 4]}]},
+                  "b": {"inputs": [{"shape": [1, 2, 2, 3]}]}}}
+    child = """if True:
+        import json, sys
+        sys.path.insert(0, sys.argv[1])
+        import board_runner
+        names = [n[:-3] for n in json.loads(sys.argv[2])]
+        frames = board_runner.input_frames(json.loads(sys.argv[3]), 9, seed=3)
+        print(json.dumps({
+            "files": {n: sys.modules[n].__file__ for n in names},
+            "memtrade": sorted(m for m in sys.modules
+                               if m.split(".")[0] in ("deploy", "explorer", "sdf3", "csdf")),
+            "trt_none": board_runner.trt is None,
+            "frames": {n: [len(c), [f.tolist() for f in c.pool]] for n, c in frames.items()}}))
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([sys.executable, "-c", child, str(folder),
+                          json.dumps(backend_trt.RUNNER_FILES), json.dumps(m)],
+                         cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    assert got["memtrade"] == []
+    assert {n: Path(f).parent for n, f in got["files"].items()} == {
+        Path(f).stem: folder for f in backend_trt.RUNNER_FILES}
+    assert got["trt_none"] == (board_runner.trt is None)
+    want = board_runner.input_frames(m, 9, seed=3)
+    assert list(got["frames"]) == list(want) == ["a", "b"]
+    for n, (count, pool) in got["frames"].items():
+        assert count == len(want[n]) == {"a": 5, "b": 4}[n]
+        assert len(pool) == len(want[n].pool) == 4
+        for mine, theirs in zip(want[n].pool, pool):
+            assert np.array_equal(mine, np.asarray(theirs, np.float32))
+
+
+def test_copied_runner_runs_as_a_script(tmp_path):
+    """`python3 DIR/board_runner.py ...` from elsewhere: the flat imports resolve in DIR."""
+    backend_trt.copy_runner(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([sys.executable, str(tmp_path / "board_runner.py"), "--help"],
+                         cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         universal_newlines=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "{build,run,profile}" in res.stdout
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +129,14 @@ def deployed(tmp_path_factory):
     return tmp / "dep", manifest
 
 
+def test_deployment_holds_the_whole_runner(deployed):
+    folder, _ = deployed
+    for name in backend_trt.RUNNER_FILES:
+        assert (folder / name).read_bytes() == (HERE / name).read_bytes(), name
+
+
 def test_models_fit_tensorrt_82(deployed):
     folder, manifest = deployed
-    assert (folder / "board_runner.py").read_text() == RUNNER.read_text()
     rels = list(manifest["models"]) + [p["model"] for p in manifest["profile"]]
     for rel in rels:
         model = onnx.load(str(folder / rel))
@@ -85,8 +176,6 @@ def test_tensorrt_run_matches_reference(deployed):   # pragma: no cover - GPU on
 def test_runner_feeds_a_pool_of_frames():
     """`board_runner.py run` deals max(frames, CNNs) frames to the CNNs in turn, each CNN's
     cycled from at most 4 arrays made once (peak RSS counts 4 frames, not --frames)."""
-    import numpy as np
-
     m = {"cnns": {"a": {"inputs": [{"shape": [1, 3, 8, 8]}]},
                   "b": {"inputs": [{"shape": [1, 1, 4, 4]}]}}}
     got = board_runner.input_frames(m, 11, seed=5)

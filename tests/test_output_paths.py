@@ -12,7 +12,7 @@ import yaml
 from csdf.parts import all_parts
 from explorer.app.appfile import load_app
 from explorer.cli.main import main
-from explorer.report.outputs import CLAIM, MAX_NAME, claim_dir, claim_file, claim_new_dir, safe_name
+from explorer.report.outputs import MAX_NAME, claim_dir, claim_file, claim_new_dir, safe_name
 from sdf3.errors import InputError
 from test_deploy_fixtures import make_plan, tiny_onnx
 

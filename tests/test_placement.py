@@ -5,11 +5,10 @@ is below the most elements alive at once (explorer.report.baselines.lower_bound)
 never worse than the heuristics, and TFLite's greedy-by-size on a case worked by hand."""
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 from unittest import mock
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 
 from explorer.report.baselines import lower_bound
 from explorer.memory.lifetimes import EdgeUse, conflict, edge_uses, group_index

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import networkx as nx
 from hypothesis import given, settings, strategies as st
 
-from csdf.model import CNN, Layer
+from csdf.model import CNN
 from csdf.partition_analysis import analyse_partition, demand_schedule, phase_numbers, row_buffers
 from csdf.schedule_policies import asap_schedule
 from csdf.to_csdf import edge_windows

@@ -1,5 +1,5 @@
 """The memory model and Algorithm 1 against the paper's worked example (Tables 1, 8, 9),
-read from ../shared/paper/worked_example.yaml, plus the lifetime rules and the plan check."""
+read from tests/data/paper/worked_example.yaml, plus the lifetime rules and the plan check."""
 from __future__ import annotations
 
 import re
@@ -16,7 +16,7 @@ from explorer.memory.lifetimes import EdgeUse, conflict, edge_uses, group_index
 from explorer.memory.buffers import Buffer, memory_bytes, naive
 from explorer.memory.reuse import algorithm1
 from explorer.memory.validity import check_plan
-from conftest import shared_path
+from conftest import data_path
 
 ROOT = Path(__file__).resolve().parents[1]
 P1_PHASES = ["l1", "l2"] + ["l3", "l4", "l5"] * 32      # {l1}, {l2}, [{l3}, {l4}, {l5}] x 32
@@ -31,7 +31,7 @@ def ours(paper_edge: str) -> str:
 
 @pytest.fixture(scope="module")
 def paper() -> dict:
-    return yaml.safe_load(shared_path("paper", "worked_example.yaml").read_text())
+    return yaml.safe_load(data_path("paper", "worked_example.yaml").read_text())
 
 
 @pytest.fixture(scope="module")

@@ -21,10 +21,9 @@ from sdf3.tools import find_sdf3, parse_output, run_sdf3
 from sdf3.tradeoff import sdf3_min_size, tradeoff
 from sdf3.xml import CAPACITY_SUFFIX, read_xml, to_bytes, write_xml
 
-from conftest import SHARED as SHARED_ROOT  # noqa: E402
-SHARED = SHARED_ROOT / "sdf3"
+from conftest import DATA  # noqa: E402
+SHARED = DATA / "sdf3"
 ROOT = Path(__file__).resolve().parents[1]
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} (shared test data) absent")
 
 
 def _transcript_points(case: str):
@@ -32,7 +31,6 @@ def _transcript_points(case: str):
 
 
 # ---- capacities as SDF3 sees them -------------------------------------------------------------
-@needs_shared
 @pytest.mark.parametrize("case", ["ex1_conv3x3", "ex2_two_actor"])
 def test_written_capacities_give_sdf3s_own_throughputs(case, tmp_path):
     """Each non-zero point SDF3 printed for the shared graphs (its distribution and its thr):
@@ -123,7 +121,6 @@ def test_no_zero_point_when_sdf3s_start_runs():
     assert all(p.throughput > 0 for p in points)
 
 
-@needs_shared
 @pytest.mark.parametrize("case", ["ex1_conv3x3", "ex2_two_actor"])
 def test_zero_point_when_sdf3s_start_deadlocks(case):
     # CSDF with a phase that consumes nothing: SDF3 starts that channel at 0, which

@@ -1,9 +1,8 @@
-"""Our engine against SDF3's own answers (../shared/sdf3/*.out, real sdf3analysis-csdf runs)."""
+"""Our engine against SDF3's own answers (tests/data/sdf3/*.out, copied from ../shared/sdf3: real sdf3analysis-csdf runs)."""
 from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import pytest
 
@@ -14,11 +13,10 @@ from sdf3.tools import parse_output
 from sdf3.tradeoff import tradeoff
 from sdf3.xml import read_xml
 
-from conftest import SHARED as SHARED_ROOT  # noqa: E402
-SHARED = SHARED_ROOT / "sdf3"
+from conftest import DATA  # noqa: E402
+SHARED = DATA / "sdf3"
 CASES = ["ex1_conv3x3", "ex2_two_actor"]
 
-pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} (shared test data) absent")
 
 
 def _out(case: str) -> str:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,8 @@ from sdf3.tools import find_sdf3, parse_output, run_sdf3
 from sdf3.tradeoff import tradeoff
 from sdf3.xml import read_xml
 
-from conftest import SHARED as SHARED_ROOT  # noqa: E402
-SHARED = SHARED_ROOT / "sdf3"
+from conftest import DATA  # noqa: E402
+SHARED = DATA / "sdf3"
 needs_sdf3 = pytest.mark.skipif(find_sdf3() is None,
                                 reason="sdf3analysis-csdf not on PATH nor in $SDF3_HOME/bin "
                                        "(SDF3 is not in any package registry; install it by hand)")
@@ -33,9 +32,7 @@ def test_find_sdf3_honours_sdf3_home(tmp_path, monkeypatch):
 
 
 def test_parse_output_reads_a_transcript():
-    text = (SHARED / "ex2_two_actor.out").read_text() if SHARED.is_dir() else ""
-    if not text:
-        pytest.skip("shared test data absent")
+    text = (SHARED / "ex2_two_actor.out").read_text()
     r = parse_output(text)
     assert r.consistent is True and r.repetition_vector == {"P": 5, "C": 5}
     assert r.repetition_vector_sum == 10 and r.throughput == pytest.approx(0.1)

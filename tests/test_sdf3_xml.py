@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 from lxml import etree
@@ -11,8 +10,8 @@ from sdf3.errors import InputError
 from sdf3.graph import Actor, Channel, Graph
 from sdf3.xml import parse_list, read_xml, to_bytes, write_xml
 
-from conftest import SHARED as SHARED_ROOT  # noqa: E402
-SHARED = SHARED_ROOT / "sdf3"
+from conftest import DATA  # noqa: E402
+SHARED = DATA / "sdf3"
 
 
 def random_graph(rng: random.Random, n: int = 5) -> Graph:
@@ -78,7 +77,6 @@ def test_ports_get_unique_names_when_channels_have_none():
     assert back.actors["a"].exec_times == [1, 1]  # default time 1 written explicitly
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared test data absent")
 def test_reads_shared_files_with_repeat_notation():
     g = read_xml(SHARED / "ex2_two_actor.xml")  # uses rate="5*1"
     assert g.channel("selfP").prod == [1] * 5 and g.channel("selfP").initial_tokens == 1

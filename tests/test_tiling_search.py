@@ -10,7 +10,6 @@ import pytest
 
 from explorer.search.algorithm2 import nsga2
 from explorer.throughput.evaluator import make_evaluator
-from explorer.tiling.genes import TiledEvaluation
 from explorer.tiling.search import embed, search_modes
 from test_fused_tiling import app  # noqa: F401  (the small two-group network)
 

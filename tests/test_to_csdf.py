@@ -14,8 +14,7 @@ from csdf.partition_analysis import analyse_partition
 from csdf.to_csdf import to_csdf
 from sdf3.notation import expand
 
-from conftest import SHARED as SHARED_ROOT  # noqa: E402
-SHARED = SHARED_ROOT
+from conftest import DATA  # noqa: E402
 
 
 def L(name, op, inputs, shape, **hyper):
@@ -274,7 +273,6 @@ def test_xml_round_trip_and_sdf3_example(tmp_path):
                 for c in g.channels})
 
 
-@pytest.mark.skipif(not (SHARED / "sdf3").is_dir(), reason="needs ../shared/sdf3 (SDF3's examples)")
 def test_rates_equal_sdf3_example1_file():
     from sdf3.xml import read_xml
 
@@ -282,7 +280,7 @@ def test_rates_equal_sdf3_example1_file():
     cnn.add_layer(L("in", "Input", [], (1, 1, 5, 5)))
     cnn.add_layer(conv("conv", "in", (1, 1, 5, 5), k=3, top=0, bottom=2))
     ours = to_csdf(cnn, ["in", "conv"], {"in": 5, "conv": 5}).channel("in->conv")
-    ex1 = read_xml(SHARED / "sdf3" / "ex1_conv3x3.xml").channel("in2conv")
+    ex1 = read_xml(DATA / "sdf3" / "ex1_conv3x3.xml").channel("in2conv")
     assert (ours.prod, ours.cons) == (ex1.prod, ex1.cons)
 
 

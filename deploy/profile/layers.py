@@ -1,6 +1,7 @@
 """Per-layer times on this machine, whole and per part, with the same step models and
 session settings a deployment uses, so `explore APP --evaluator <profile>` searches with
-this machine's own measurements (the paper measures on the board; see board_runner.py).
+this machine's own measurements (the paper measures on the board; see
+deploy/tensorrt/board_runner.py and its trt_measure.py).
 
 A layer by parts is timed on one interior phase (the middle output row): its ring input
 holds the window's rows, and the time of one call is what every phase of it costs (one part

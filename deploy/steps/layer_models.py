@@ -50,7 +50,8 @@ def layer_model(cnn: CNN, name: str, dtype: str, part: bool):
 
 def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path) -> list[dict]:
     """Every layer's whole and interior-part model under out_dir/profile/, with the ports
-    the board runner feeds when it times them (`board_runner.py profile`)."""
+    the board runner feeds when it times them (`board_runner.py profile`, whose code is in
+    deploy/tensorrt/trt_measure.py)."""
     entries = []
     for cnn in cnns.values():
         for name in cnn.order():

@@ -1,5 +1,6 @@
 """TensorRT on the board: engines built from the same step models, and the board runner
-(a self-contained script copied beside the deployment; Python 3.6 on a Jetson TX2).
+(board_runner.py and its trt_*.py modules: self-contained, copied beside the deployment;
+Python 3.6 on a Jetson TX2).
 
 May import: sdf3.
 """

@@ -1,7 +1,8 @@
 """TensorRT backend: engines built from the same ONNX step models, run by the standalone
-board runner (deploy/tensorrt/board_runner.py), which must work on a Jetson TX2 under Python 3.6 with
-TensorRT 8.2 and so cannot import this package. This module only connects `explore deploy`
-and `explore run --backend tensorrt` on a machine with a GPU to that runner."""
+board runner (deploy/tensorrt/board_runner.py and its trt_*.py modules, RUNNER_FILES), which
+must work on a Jetson TX2 under Python 3.6 with TensorRT 8.2 and so cannot import this
+package. This module only connects `explore deploy` and `explore run --backend tensorrt` on a
+machine with a GPU to that runner, and copies the runner into a deployment."""
 from __future__ import annotations
 
 import shutil
@@ -10,6 +11,9 @@ from typing import Any
 
 from deploy.tensorrt import board_runner
 from sdf3.errors import InputError
+
+# the standalone runner: the script and the modules it imports, all copied flat into DIR
+RUNNER_FILES = ("board_runner.py", "trt_cuda.py", "trt_engines.py", "trt_board.py", "trt_measure.py")
 
 
 def available() -> bool:
@@ -24,10 +28,12 @@ def available() -> bool:
 
 
 def copy_runner(out_dir: str | Path) -> Path:
-    """Put the standalone runner next to the deployment, so DIR is all the board needs."""
-    target = Path(out_dir) / "board_runner.py"
-    shutil.copyfile(board_runner.__file__, target)
-    return target
+    """Put the standalone runner (every file of RUNNER_FILES) next to the deployment, so DIR is
+    all the board needs; the path of the copied board_runner.py."""
+    here = Path(board_runner.__file__).parent
+    for name in RUNNER_FILES:
+        shutil.copyfile(here / name, Path(out_dir) / name)
+    return Path(out_dir) / "board_runner.py"
 
 
 def build_engines(out_dir: str | Path, manifest: dict[str, Any]) -> int:

@@ -71,5 +71,6 @@ def _deploy(args: argparse.Namespace, out: Path) -> int:
             print(f"built {built} TensorRT engines")
         else:
             print("tensorrt is not installed here: engines will be built on the target by "
-                  "`python3 board_runner.py build DIR` (deploy/tensorrt/board_runner.py, copied into DIR)")
+                  "`python3 board_runner.py build DIR` (deploy/tensorrt/board_runner.py and its "
+                  "trt_*.py modules, copied into DIR)")
     return 0
