@@ -52,10 +52,11 @@ def search_once(app, settings, evaluator_spec=None, quiet=True):
 
 
 def choose(reuse: Point, result, mem: int | None, fps: dict[str, float]) -> tuple[Point, bool, bool]:
-    """Algorithm 2 for one constraint: (point, constraints met, early exit)."""
+    """Algorithm 2 for one constraint, with the paper's pick (the least memory meeting it):
+    (point, constraints met, early exit)."""
     if mem is None or reuse.memory_bytes <= mem or result is None:
-        return reuse, pick([reuse], mem, fps)[1], True
-    point, met = pick(result.front, mem, fps)
+        return reuse, pick([reuse], mem, fps, "memory")[1], True
+    point, met = pick(result.front, mem, fps, "memory")
     return point, met, False
 
 

@@ -117,6 +117,7 @@ BAD = [
     (lambda d: d.update(memory="eight MB"), r"app.yaml: memory: expected a memory figure"),
     (lambda d: d.update(memory="8kB"), r"unknown memory unit 'kB'"),
     (lambda d: d.update(precision="fp64"), r"precision: expected one of fp32, fp16, mixed, int8"),
+    (lambda d: d.update(prefer="speed"), r"app.yaml: prefer: expected one of memory, fps, got 'speed'"),
     (lambda d: d["cnns"][0].update(fps=-1), r"cnns\[0\].fps: throughput must be a number >= 0"),
     (lambda d: d.update(schedules={"tiny.all": ["input", "conv2", "conv1", "gap", "flat", "fc"]}),
      r"schedules.tiny.all: layer 'conv2' fires before its producer 'conv1'"),
@@ -224,3 +225,11 @@ def test_table13_requirements():
         assert set(app.fps.values()) == {paper[key]["fps"]}
         assert len(app.cnns) == len(paper[key]["cnns"])
     assert load_app(APPS / "table13_mobilenet_sequential.yaml").precision.name == "fp16"
+
+
+def test_prefer_from_the_file_and_the_command_line_wins(tmp_path, tiny_onnx):
+    doc = _tiny_app(tmp_path, tiny_onnx)
+    assert load_app(_write(tmp_path, doc)).prefer is None
+    doc["prefer"] = "memory"
+    path = _write(tmp_path, doc)
+    assert load_app(path).prefer == "memory" and load_app(path, prefer="fps").prefer == "fps"

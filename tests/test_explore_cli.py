@@ -35,9 +35,10 @@ def exhaustive_min_buffers(path: str, precision: str | None = None) -> int:
 
 
 def test_worked_example_int8_meets_table9_constraint(tmp_path, capsys):
-    # Table 9's M^c is 20,000 with sizes counted in elements: int8 data is one byte each
+    # Table 9's M^c is 20,000 with sizes counted in elements: int8 data is one byte each;
+    # --prefer memory: the paper's pick (the app gives M^c alone, which defaults to the fastest)
     out = tmp_path / "run"
-    assert explore(WORKED, "--precision", "int8", "--out", str(out)) == 0
+    assert explore(WORKED, "--precision", "int8", "--out", str(out), "--prefer", "memory") == 0
     assert {p.name for p in out.iterdir()} == FILES
     plan = json.loads((out / "plan.json").read_text())
     assert plan["constraints_met"] is True and plan["constraints"]["memory_bytes"] == 20000
@@ -59,6 +60,29 @@ def test_worked_example_int8_meets_table9_constraint(tmp_path, capsys):
     assert front["chosen"] == plan["genes"] and not front["early_exit"]
     text = capsys.readouterr().out
     assert "constraints met" in text and "M^c 19.53 KB: met" in text
+    assert front["rule"] == "memory" and "picked  the least memory" in text and "--prefer memory" in text
+
+
+def test_memory_budget_alone_picks_the_fastest_point_within_it(tmp_path, capsys):
+    """Issue 29: with only M^c the plan is the highest-throughput front point within it (the
+    geometric mean of the CNNs' fps), checked on the front the run wrote; --prefer memory
+    and an added T^c give back the paper's least-memory pick."""
+    out = tmp_path / "run"
+    assert explore(WORKED, "--precision", "int8", "--out", str(out), "--seed", "3") == 0
+    front = json.loads((out / "pareto.json").read_text())
+    plan = json.loads((out / "plan.json").read_text())
+    within = [p for p in front["points"] if p["memory_bytes"] <= 20000]
+    assert len(within) > 1 and front["rule"] == "fps" and front["prefer"] is None
+    speed = [p["fps"]["CNN1"] * p["fps"]["CNN2"] for p in within]
+    best = max(speed)
+    assert plan["memory_bytes"] == min(p["memory_bytes"] for p, s in zip(within, speed) if s == best)
+    assert plan["memory_bytes"] > min(p["memory_bytes"] for p in within)    # not the least
+    assert "picked  the highest throughput" in capsys.readouterr().out
+    again = tmp_path / "again"
+    assert explore(WORKED, "--precision", "int8", "--out", str(again), "--seed", "3",
+                   "--prefer", "memory") == 0
+    assert json.loads((again / "plan.json").read_text())["memory_bytes"] == \
+        min(p["memory_bytes"] for p in within)
 
 
 def test_unmet_constraint_exits_3_with_least_memory_plan(tmp_path):

@@ -12,14 +12,15 @@ from typing import Any
 from csdf.model import CNN, INPUT
 from csdf.onnx_import import load_onnx
 from csdf.synthetic import build_synthetic
-from explorer.app.model import GRANULARITIES, PRECISIONS, Application, Partition, SearchSettings
+from explorer.app.model import (GRANULARITIES, PRECISIONS, PREFER, Application, Partition,
+                                SearchSettings)
 from explorer.app.layer_names import resolve
 from explorer.app.units import parse_memory
 from explorer.app.yamlload import load_yaml
 from sdf3.errors import InputError
 
-TOP_KEYS = ("name", "description", "platform", "precision", "memory", "cnns", "pipelines",
-            "schedules", "search")
+TOP_KEYS = ("name", "description", "platform", "precision", "memory", "prefer", "cnns",
+            "pipelines", "schedules", "search")
 CNN_KEYS = ("name", "model", "fps", "partitions")
 PARTITION_KEYS = ("name", "layers", "processor")
 PROCESSORS = ("gpu", "cpu")
@@ -31,9 +32,10 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
 def load_app(path: str | Path, mem: str | None = None, fps: str | None = None,
-             precision: str | None = None, fused: bool = True) -> Application:
-    """The application in `path`; `mem`, `fps` and `precision` override the file (CLI's
-    --mem "8MB", --fps "71" or "name=71,name2=30", --precision fp16)."""
+             precision: str | None = None, fused: bool = True,
+             prefer: str | None = None) -> Application:
+    """The application in `path`; `mem`, `fps`, `precision` and `prefer` override the file
+    (CLI's --mem "8MB", --fps "71" or "name=71,name2=30", --precision fp16, --prefer fps)."""
     path = Path(path)
     doc = _read_yaml(path)
     where = str(path)
@@ -66,13 +68,16 @@ def load_app(path: str | Path, mem: str | None = None, fps: str | None = None,
     prec = precision if precision is not None else doc.get("precision", "fp32")
     if not isinstance(prec, str) or prec not in PRECISIONS:
         raise InputError(f"{where}: precision: expected one of {', '.join(PRECISIONS)}, got {prec!r}")
+    chosen_by = prefer if prefer is not None else doc.get("prefer")
+    if chosen_by is not None and chosen_by not in PREFER:
+        raise InputError(f"{where}: prefer: expected one of {', '.join(PREFER)}, got {chosen_by!r}")
     memory = mem if mem is not None else doc.get("memory")
     memory_bytes = None if memory is None else parse_memory(
         memory, "--mem" if mem is not None else f"{where}: memory")
     return Application(
         name=name, cnns=cnns, partitions=partitions, pipelines=pipelines,
         precision=PRECISIONS[prec], platform=_platform(doc.get("platform", "jetson-tx2"), path),
-        memory=memory_bytes, fps=fps_by_cnn, schedules=schedules,
+        memory=memory_bytes, fps=fps_by_cnn, prefer=chosen_by, schedules=schedules,
         search=_search(doc.get("search"), where), path=path.resolve())
 
 

@@ -35,6 +35,7 @@ class Partition:
 
 
 GRANULARITIES = ("ladder", "binary")   # gene kinds (explorer/plan/genes.py)
+PREFER = ("memory", "fps")              # rules picking a point of the front (explorer/search/pick.py)
 
 
 @dataclass
@@ -61,6 +62,9 @@ class Application:
     platform: str = "jetson-tx2"
     memory: int | None = None           # M^c in bytes; None = no constraint
     fps: dict[str, float] = field(default_factory=dict)   # T^c per CNN (0 = none)
+    # which point of the front to pick (explorer.search.pick): "memory", "fps", None = by the
+    # constraints given (the fastest within M^c when M^c is the only one)
+    prefer: str | None = None
     schedules: dict[str, list[str]] = field(default_factory=dict)  # explicit, per partition
     search: SearchSettings = field(default_factory=SearchSettings)
     path: Path | None = None

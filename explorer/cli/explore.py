@@ -55,6 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "search tiled groups alone (tiles) or with the per-layer genes (both: "
                              "after the parts and tiles searches, seeded with their fronts); "
                              "parts = the tiling search space without tiling genes")
+    parser.add_argument("--prefer", choices=["memory", "fps"],
+                        help="which point of the front: the least memory or the highest "
+                             "throughput meeting the constraints (default: the fastest within "
+                             "--mem when it is the only constraint, else the least memory; "
+                             "docs/search.md)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     from explorer.cli.baselines import add_placement
     add_placement(parser)
@@ -148,6 +153,8 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
                                            if len(split) > SHOW else "")
         lines.append(f"by parts {cnn}: {len(split)} of {len(ph)} layers"
                      + (f": {shown}" if split else ""))
+    from explorer.search.pick import describe_rule
+    lines.append("picked  " + describe_rule(outcome.rule, app.prefer))
     lines.append("constraints " + ("met" if plan.constraints_met else
                                    "NOT met by any point of the front (least-memory plan written)"))
     return lines
@@ -158,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
 
     staged = claim_dir(args.out, args.force) if args.out else None   # before any work
     try:
-        app = load_app(args.app, mem=args.mem, fps=args.fps, precision=args.precision)
+        app = load_app(args.app, mem=args.mem, fps=args.fps, precision=args.precision,
+                       prefer=args.prefer)
         app.placement = args.placement
         settings = settings_of(app, args)
         staged = staged or out_dir(args, app.name)
@@ -214,6 +222,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
         "local_rounds": settings.local_rounds,
         "evaluations": r.evaluations, "unique": r.unique, "seconds": round(r.seconds, 3),
         "constraints": plan.constraints, "chosen": list(chosen.genes),
+        "rule": outcome.rule, "prefer": app.prefer,
         "constraints_met": plan.constraints_met})
     write_pareto_csv(outcome.front, cnns, outcome.genes, out / "pareto.csv")
     to_json(plan, out / "plan.json")

@@ -245,6 +245,7 @@ class Outcome:
     met: bool
     result: SearchResult
     genes: list[str]                      # gene labels "cnn.layer", in gene order
+    rule: str = "memory"                  # the rule that chose (explorer.search.pick.pick_rule)
 
 
 def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
@@ -290,7 +291,7 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
     its front and the space's seeds in the ladder population, `seeds` after them);
     `seeded=False` runs the plain NSGA-II on them instead."""
     from explorer.plan.derive import gene_labels
-    from explorer.search.pick import pick
+    from explorer.search.pick import pick, pick_rule
 
     settings = settings or app.search
     space = getattr(evaluate, "space", None)
@@ -311,5 +312,7 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
                 result = ladder_search(space, cnns, spread, settings, progress, seeds)
             else:
                 result = nsga2(upper, cnns, spread, settings, progress, seeds)
-    chosen, met = pick(result.front, app.memory, app.fps)
-    return Outcome(result.front, chosen, met, result, labels)
+    prefer = getattr(app, "prefer", None)
+    chosen, met = pick(result.front, app.memory, app.fps, prefer)
+    return Outcome(result.front, chosen, met, result, labels,
+                   pick_rule(app.memory, app.fps, prefer))

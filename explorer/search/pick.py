@@ -1,13 +1,23 @@
-"""Points of a Pareto front: merging fronts into one, and Algorithm 2, lines 9-16, choosing
-one point of it.
+"""Points of a Pareto front: merging fronts into one, and choosing one point of it.
 
-The least-memory point that meets M^c and every T^c_n; when no point meets them all, the
-least-memory point of the front (the paper still returns it, and `explore` exits 3).
-Ties on memory go to the higher total fps, then to the earlier point (deterministic).
+Two rules choose among the points that meet M^c and every T^c_n:
+- "memory": the least-memory point (Algorithm 2, lines 9-16, the paper's rule); ties go to the
+  higher total fps, then to the earlier point;
+- "fps": the highest throughput, the geometric mean of the CNNs' fps (one CNN: its fps; the
+  mean weighs each CNN's relative speed-up alike, whatever its frame rate); ties go to less
+  memory, then to the earlier point.
+`pick_rule` says which applies: `prefer` when the user gave one; the "fps" rule when only a
+memory budget constrains the application (a user who gives only a budget expects the fastest
+plan within it); the paper's rule otherwise (both constraints, only T^c, or none).
+When no point meets them all, either rule returns the least-memory point of the front (the
+paper still returns it, and `explore` exits 3).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+from explorer.app.model import PREFER
 
 
 @dataclass(frozen=True)
@@ -30,13 +40,38 @@ def _key(indexed: tuple[int, Point]) -> tuple:
     return (p.memory_bytes, -sum(p.fps.values()), i)
 
 
-def pick(front: list[Point], mem: int | None, fps: dict[str, float]) -> tuple[Point, bool]:
-    """The chosen point and whether it meets the constraints (lines 9-16)."""
+def _fastest(indexed: tuple[int, Point]) -> tuple:
+    i, p = indexed
+    return (-math.prod(p.fps.values()), p.memory_bytes, i)
+
+
+def pick_rule(mem: int | None, fps: dict[str, float], prefer: str | None = None) -> str:
+    """"memory" or "fps": the user's `prefer`, else "fps" when M^c is the only constraint."""
+    if prefer is not None:
+        if prefer not in PREFER:
+            raise ValueError(f"prefer: expected one of {', '.join(PREFER)}, got {prefer!r}")
+        return prefer
+    return "fps" if mem is not None and not any(fps.values()) else "memory"
+
+
+def describe_rule(rule: str, prefer: str | None) -> str:
+    """One line for the summary and the report: which rule chose the plan, and why."""
+    what = ("the highest throughput meeting the constraints" if rule == "fps" else
+            "the least memory meeting the constraints (the paper's rule)")
+    why = ("--prefer " + prefer if prefer is not None else
+           "only a memory budget given; --prefer memory for the least memory" if rule == "fps"
+           else "the default with a throughput constraint or none; --prefer fps for the fastest")
+    return f"{what} ({why})"
+
+
+def pick(front: list[Point], mem: int | None, fps: dict[str, float],
+         prefer: str | None = None) -> tuple[Point, bool]:
+    """The chosen point by `pick_rule`'s rule and whether it meets the constraints."""
     if not front:
         raise ValueError("empty Pareto front")
     ok = [(i, p) for i, p in enumerate(front) if meets(p, mem, fps)]
     if ok:
-        return min(ok, key=_key)[1], True
+        return min(ok, key=_fastest if pick_rule(mem, fps, prefer) == "fps" else _key)[1], True
     return min(enumerate(front), key=_key)[1], False
 
 
