@@ -21,6 +21,7 @@ import csdf.to_csdf as tc
 import explorer.plan.derive as dv
 import explorer.memory.placement as placement
 import explorer.memory.placement.best_fit as best_fit
+import explorer.memory.placement.rows as rows_mod
 import explorer.memory.policies as policies
 from csdf.model import CNN
 from csdf.schedule_policies import asap_schedule
@@ -233,6 +234,33 @@ def test_search_front_and_plans_equal_the_obvious_path(app1, monkeypatch, granul
             tc.consumption_rates(reads, int(cnn.edge_shape(s, d)[2])), tc.token_size(cnn, s, d)))
         m.setattr(placement, "RECENT_LIMIT", 0)
         m.setattr(best_fit, "best_offsets", every_order_offsets)
+        m.setattr(rows_mod, "FAST", False)
         slow = _search(app1, granularity)
     assert slow == fast
     assert len(fast[0]) >= 3
+
+
+def test_row_placement_arrays_equal_the_plain_scan(monkeypatch, tmp_path):
+    """rows.Geometry's mirrored pairs, neighbour arrays and running-maximum fit give the
+    offsets of the plain pair-by-pair scan under every visiting order and both fits, on
+    DenseNet-121 in torchvision's form (feature maps with up to 25 readers: uses with many
+    neighbours), the arrays used from the first neighbour on."""
+    path = tmp_path / "dn.yaml"
+    path.write_text("name: dn\ncnns:\n  - {name: net, model: 'zoo:densenet121_tv'}\n")
+    app = load_app(path, mem="0")
+    evaluate = Evaluation(app, make_evaluator(app))            # the paper's binary genes
+    rnd = random.Random(3)
+    genes = tuple(rnd.randint(0, 1) for _ in evaluate.where)
+    uses = derive(app, evaluate.phases(genes)).uses
+    adj = placement.conflict_graph(uses, app.pipelines)
+    sizes = [u.size for u in uses]
+    assert has_rows(uses) and max(len(a) for a in adj) > 50
+    monkeypatch.setattr(rows_mod, "MANY", 0)
+    got = {}
+    for fast in (True, False):
+        monkeypatch.setattr(rows_mod, "FAST", fast)
+        geometry = Geometry(uses, adj, app.pipelines)
+        got[fast] = [best_fit.offsets(sizes, adj, order, how, geometry)
+                     for order in best_fit.orders(uses, adj) for how in (True, False)]
+    assert got[True] == got[False]
+    assert got[True][0] != got[True][1]           # best and first fit differ: both exercised

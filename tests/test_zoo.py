@@ -21,11 +21,13 @@ PUBLISHED = {
     "efficientnet_b0": (5.29e6, 0.01),  # Tan & Le 2019 report 5.3M; torchvision 5.29M
     "inception_v2": (11.2e6, 0.03),  # TF-slim inception_v2 checkpoint, about 11.2M
     "densenet121": (7.98e6, 0.01),  # torchvision 7.98M (Huang et al. ~8.0M)
+    "densenet121_tv": (7.98e6, 0.01),  # the same network, torchvision's Concats
 }
 CLASSES = {name: 1001 if name == "inception_v2" else 1000 for name in zoo.NAMES}
 # channels of the last feature map before global pooling, from each paper's architecture table
 LAST_FEATURES = {"mobilenet_v2": 1280, "mobilenet_v1": 1024, "mobilenet_v1_025": 256, "resnet50": 2048,
-                 "efficientnet_b0": 1280, "inception_v2": 1024, "densenet121": 1024}
+                 "efficientnet_b0": 1280, "inception_v2": 1024, "densenet121": 1024,
+                 "densenet121_tv": 1024}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,23 @@ def count_params(model: onnx.ModelProto) -> int:
 
 def test_names_are_the_issue_list():
     assert zoo.NAMES == ("mobilenet_v2", "mobilenet_v1", "mobilenet_v1_025", "resnet50",
-                         "efficientnet_b0", "inception_v2", "densenet121")
+                         "efficientnet_b0", "inception_v2", "densenet121", "densenet121_tv")
+
+
+def test_densenet_in_torchvision_form_is_the_same_function_with_every_input_concatenated(models):
+    """Issue 26: the same initializers byte for byte and the same output as densenet121, while
+    each dense layer j >= 2 of a block reads a Concat of the block input and its j - 1
+    predecessors, and the block's end one of all L + 1 (block 3's: 25 inputs)."""
+    a, b = models["densenet121"], models["densenet121_tv"]
+    assert {t.name: t.raw_data for t in a.graph.initializer} == \
+        {t.name: t.raw_data for t in b.graph.initializer}
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    run = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+           .run(None, {m.graph.input[0].name: x})[0] for m in (a, b)]
+    np.testing.assert_array_equal(run[0], run[1])
+    widths = sorted(len(n.input) for n in b.graph.node if n.op_type == "Concat")
+    blocks = (6, 12, 24, 16)
+    assert widths == sorted([j for n in blocks for j in range(2, n + 1)] + [n + 1 for n in blocks])
 
 
 @pytest.mark.parametrize("name", zoo.NAMES)

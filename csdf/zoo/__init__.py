@@ -30,6 +30,7 @@ NAMES: tuple[str, ...] = (
     "efficientnet_b0",
     "inception_v2",
     "densenet121",
+    "densenet121_tv",
 )
 # Feature-extractor trunks (no classifier): the early layers a paper studies on their own.
 TRUNKS: tuple[str, ...] = ("yolov2_16",)
@@ -50,6 +51,7 @@ def _builders() -> dict[str, Callable[[int], onnx.ModelProto]]:
         "efficientnet_b0": efficientnet.efficientnet_b0,
         "inception_v2": inception.inception_v2,
         "densenet121": densenet.densenet121,
+        "densenet121_tv": densenet.densenet121_tv,
         "yolov2_16": yolo.yolov2_16,
         "vgg_small": small.vgg_small,
         "resnet_small": small.resnet_small,

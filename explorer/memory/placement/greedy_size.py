@@ -9,6 +9,8 @@ highest of them.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from explorer.memory.lifetimes import EdgeUse
 from explorer.memory.buffers import Buffer
 from explorer.memory.placement.conflicts import conflict_graph
@@ -37,10 +39,12 @@ def _offsets(sizes: list[int], adj: list[set[int]], order: list[int], which: int
     """The offsets taking fit `which` (0 best, 1 first) of each record, and whether the
     two fits agreed for every record."""
     off = [-1] * len(sizes)
+    arr = np.full(len(sizes), -1, dtype=np.int64) if geometry is not None else None
     same = True
     for i in order:
         if geometry is not None:
-            both = geometry.offsets(i, off)
+            both = geometry.offsets(i, off, arr)
+            arr[i] = both[which]
         else:
             both = fits(sizes[i], [(off[j], off[j] + sizes[j]) for j in adj[i] if off[j] >= 0])
         off[i] = both[which]
