@@ -169,6 +169,7 @@ class _Importer:
         todo = [i for i in range(len(nodes)) if i not in self.done]
         made = {o: i for i in todo for o in nodes[i].output if o}
         edges = [(made[t], i) for i in todo for t in nodes[i].input if t in made]
+        self._refuse_cycles(todo, edges)
         inputs = [v.name for v in self.model.graph.input if v.name not in self.consts]
         self.axes = onnx_opaque.layouts(nodes, todo, inputs, self.shapes, self.consts, self.opset)
         unknown = {i for i in todo if not self._modellable(nodes[i])}
@@ -183,6 +184,20 @@ class _Importer:
         dag.add_edges_from((unit_of[u], unit_of[v]) for u, v in edges if unit_of[u] != unit_of[v])
         first = {u: (min(u) if isinstance(u, frozenset) else u) for u in dag}
         return list(nx.lexicographical_topological_sort(dag, key=first.__getitem__))
+
+    def _refuse_cycles(self, todo: list[int], edges: list[tuple[int, int]]) -> None:
+        """ONNX graphs are acyclic (onnx.checker does not always say so): one line naming the
+        nodes of a cycle rather than a failed sort deeper down."""
+        graph = nx.DiGraph(edges)
+        graph.add_nodes_from(todo)
+        if nx.is_directed_acyclic_graph(graph):
+            return
+        nodes = self.model.graph.node
+        loop = [u for u, _ in nx.find_cycle(graph)]
+        names = " -> ".join(f"'{nodes[i].name or nodes[i].output[0]}' ({nodes[i].op_type})"
+                            for i in loop + loop[:1])
+        raise InputError(f"{self.path}: the graph has a cycle: {names}; expected an acyclic ONNX "
+                         f"graph (each tensor computed before it is read)")
 
     def _outputs_of_inputs(self) -> None:
         """A graph output that is a graph input passed through (Identity, Dropout) gets a

@@ -130,3 +130,45 @@ def test_memory_figures_in_range_still_parse(text, expected):
 def test_memory_figures_out_of_range_are_input_errors(text):
     with pytest.raises(InputError):
         parse_memory(text)
+
+
+def _cyclic_onnx(path: Path) -> Path:
+    """conv -> add -> relu -> add: the Add reads the Relu's output, which reads the Add's."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "r"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["r"], name="relu")]
+    graph = helper.make_graph(
+        nodes, "cyc", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("command", [["info"], ["baselines"], []])
+def test_a_cyclic_onnx_graph_is_one_line_naming_the_cycle(tmp_path, capsys, command):
+    """Issue 29: a cycle (Add -> Relu -> Add) ended in networkx's traceback at `explore info`."""
+    _cyclic_onnx(tmp_path / "cyc.onnx")
+    app = tmp_path / "app.yaml"
+    app.write_text("name: c\ncnns:\n  - {name: c, model: cyc.onnx}\n")
+    extra = [] if command else ["--out", str(tmp_path / "run"), "--quiet"]
+    _refused(capsys, [*command, str(app), *extra], "cyc.onnx", "cycle",
+             "'add' (Add) -> 'relu' (Relu) -> 'add' (Add)")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("threads", ["-1", "100000"])
+@pytest.mark.parametrize("command", ["run", "profile", "primitives"])
+def test_bad_thread_counts_are_refused_before_onnx_runtime(tmp_path, tiny_onnx, capsys,
+                                                           command, threads):
+    """Issue 29: `explore run --threads -1` ended in ONNX Runtime's own traceback."""
+    target = str(tmp_path) if command == "run" else str(_app(tmp_path, tiny_onnx, GOOD))
+    extra = ["--out", str(tmp_path / "out")] if command != "run" else []
+    _refused(capsys, [command, target, "--threads", threads, *extra],
+             f"--threads: expected 0 (one per core) or a thread count up to 1024, got {threads}")
+    assert not (tmp_path / "out").exists()

@@ -8,6 +8,8 @@ long-lived process that leaves the heap larger by several times the weights (mea
 MobileNetV2: 17 MiB of RSS after optimising its 67 step models, 13 MiB of them weights), so a
 whole-process runner (`explore run`) optimises in one child process instead
 (`python -m deploy.ort.optimize`, jobs as JSON on stdin; it reports its own peak RSS).
+A model ONNX Runtime refuses (a damaged deployment) is reported by the child as JSON and
+raised here as `ModelRefused`, one line naming the model file and ORT's reason.
 """
 from __future__ import annotations
 
@@ -16,8 +18,18 @@ import subprocess
 import sys
 from pathlib import Path
 from deploy.runtime.child import child_env
+from sdf3.errors import InputError
 
 FORMS = ("nchwc", "nchw")     # ORT_ENABLE_ALL with, or without, the NCHWc rewrite
+
+
+class ModelRefused(InputError):
+    """ONNX Runtime cannot load a step model."""
+
+
+def refused(src: str, err: BaseException) -> ModelRefused:
+    reason = " ".join(str(err).split())[:400] or type(err).__name__
+    return ModelRefused(f"model {src}: ONNX Runtime refuses it: {reason}")
 
 
 def optimize(src: str, target: str, form: str, opts=None) -> None:
@@ -36,8 +48,11 @@ def optimize(src: str, target: str, form: str, opts=None) -> None:
                                   "0")
     opts.add_session_config_entry("session.disable_prepacking", "1")
     disabled = ["NchwcTransformer"] if form == "nchw" else None
-    ort.InferenceSession(str(src), opts, providers=["CPUExecutionProvider"],
-                         disabled_optimizers=disabled)
+    try:
+        ort.InferenceSession(str(src), opts, providers=["CPUExecutionProvider"],
+                             disabled_optimizers=disabled)
+    except Exception as err:      # onnxruntime's Fail, InvalidGraph, ... : all one line
+        raise refused(src, err) from None
 
 
 def in_child(jobs: list[tuple[str, str, str]]) -> int:
@@ -46,14 +61,28 @@ def in_child(jobs: list[tuple[str, str, str]]) -> int:
         return 0
     env = child_env()
     out = subprocess.run([sys.executable, "-m", "deploy.ort.optimize"], input=json.dumps(jobs),
-                         stdout=subprocess.PIPE, text=True, env=env, check=True)
-    return int(json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_bytes"])
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    last = out.stdout.strip().splitlines()[-1:] or ["{}"]
+    try:
+        report = json.loads(last[0])
+    except json.JSONDecodeError:
+        report = {}
+    if "refused" in report:
+        raise ModelRefused(report["refused"])
+    if out.returncode != 0 or "peak_rss_bytes" not in report:
+        tail = " ".join(out.stderr.strip().splitlines()[-1:]) or f"exit status {out.returncode}"
+        raise InputError(f"optimising the step models failed in the child process: {tail}")
+    return int(report["peak_rss_bytes"])
 
 
 def main() -> None:
     from deploy.runtime.footprint import peak_rss_bytes
     for src, target, form in json.loads(sys.stdin.read()):
-        optimize(src, target, form)
+        try:
+            optimize(src, target, form)
+        except ModelRefused as err:
+            print(json.dumps({"refused": str(err)}))
+            sys.exit(3)
     print(json.dumps({"peak_rss_bytes": peak_rss_bytes()}))
 
 

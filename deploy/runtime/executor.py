@@ -7,6 +7,10 @@ manifest's order). A CNN whose partitions form one pipeline set runs them as con
 threads, stage k on frame f while stage k+1 is on frame f-1; crossing edges have two copies
 (frame parity) and a stage waits until the consumer has finished with a copy before it writes
 it again. Otherwise a CNN's partitions run one after another.
+
+A step that fails while running (ONNX Runtime refusing a damaged model's output shape, ...)
+raises `StepFailed`, one line naming the CNN, partition, step, layer, phase and model file:
+the deployment is damaged (the CLI exits 2), not the program.
 """
 from __future__ import annotations
 
@@ -18,12 +22,19 @@ from typing import Any, Callable
 
 import numpy as np
 
+from sdf3.errors import InputError
+
+
+class StepFailed(InputError):
+    """A step of a deployment failed at run time (a damaged or hand-edited deployment)."""
+
 
 @dataclass
 class Partition:
     name: str
     cnn: str
     calls: list[list[Callable[[], None]]]     # per parity, one call per step
+    labels: list[str] | None = None           # per call (both parities alike): what it runs
 
 
 @dataclass
@@ -62,12 +73,16 @@ class Executor:
         for part in manifest["partitions"]:
             run = self.cnns[part["cnn"]]
             calls: list[list[Callable]] = [[], []]
+            labels: list[str] = []
             for index, step in enumerate(part["steps"]):
                 if step.get("tiles"):             # a fused-tiled group: one call per tile
                     from deploy.steps.tiles import tile_calls
                     for parity in (0, 1):
                         calls[parity].extend(tile_calls(self, backend, root, step, parity, run, sink_index))
+                    labels += [_label(index, step, f"tile {t}")
+                               for t in range(len(calls[0]) - len(labels))]
                     continue
+                labels.append(_label(index, step))
                 session = backend.load(root / step["model"]) if step["model"] else None
                 for parity in (0, 1):
                     ins, outs, frame_targets = {}, {}, []
@@ -90,9 +105,14 @@ class Executor:
                     self.views[(part["name"], index, parity)] = (ins, outs)
                     if session is None:
                         calls[parity].append(_frame_copy(frame_targets, run, parity))
-                    else:
+                        continue
+                    try:                  # binding may run the step (a backend tunes it)
                         calls[parity].append(backend.bind(session, ins, outs))
-            run.partitions.append(Partition(part["name"], part["cnn"], calls))
+                    except InputError:
+                        raise
+                    except Exception as err:
+                        raise _failed(part["cnn"], part["name"], labels[-1], err) from None
+            run.partitions.append(Partition(part["name"], part["cnn"], calls, labels))
 
     # -- views --------------------------------------------------------------------------
     def _stored(self, out: dict) -> list[int]:
@@ -131,8 +151,7 @@ class Executor:
                 if clock:
                     wall, cpu = clock[0](), clock[1]()
                 for part in run.partitions:
-                    for call in part.calls[f % 2]:
-                        call()
+                    _run_calls(part, f % 2)
                     run.calls += len(part.calls[f % 2])
                 if clock:
                     timings.append((clock[0]() - wall, clock[1]() - cpu))
@@ -171,8 +190,7 @@ class Executor:
                         return
                     _FRAME.frame = frames[f]
                     calls = stages[k].calls[f % 2]
-                    for call in calls:
-                        call()
+                    _run_calls(stages[k], f % 2)
                     counts[k] += len(calls)   # one counter per thread: no lost updates
                     if k == len(stages) - 1 and f < keep_outputs:
                         results[f] = self._collect(run, f % 2)
@@ -192,6 +210,29 @@ class Executor:
         run.calls += sum(counts)
         if errors:
             raise errors[0]
+
+
+def _label(index: int, step: dict, tile: str = "") -> str:
+    what = f"layer {step.get('layer')} phase {step.get('phase', 0)}"
+    return (f"step {index} ({what}" + (f", {tile}" if tile else "")
+            + (f", model {step['model']}" if step.get("model") else "") + ")")
+
+
+def _run_calls(part: Partition, parity: int) -> None:
+    """The partition's calls for one frame; a failing one becomes StepFailed naming it."""
+    k = 0
+    try:
+        for k, call in enumerate(part.calls[parity]):
+            call()
+    except Exception as err:     # the backend's own error type (onnxruntime's, numpy's)
+        label = part.labels[k] if part.labels and k < len(part.labels) else f"step call {k}"
+        raise _failed(part.cnn, part.name, label, err) from None
+
+
+def _failed(cnn: str, partition: str, label: str, err: BaseException) -> StepFailed:
+    reason = " ".join(str(err).split())[:300] or type(err).__name__
+    return StepFailed(f"CNN {cnn}, partition {partition}: {label} failed: {reason} "
+                      f"(the deployment is damaged or was edited; deploy it again)")
 
 
 def _frame_copy(targets: list[tuple[np.ndarray, str]], run: CnnRun, parity: int) -> Callable:

@@ -154,7 +154,8 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
         lines.append(f"by parts {cnn}: {len(split)} of {len(ph)} layers"
                      + (f": {shown}" if split else ""))
     from explorer.search.pick import describe_rule
-    lines.append("picked  " + describe_rule(outcome.rule, app.prefer))
+    lines.append("picked  " + (describe_rule(outcome.rule, app.prefer) if outcome.met else
+                               "the least-memory point: no point meets the constraints"))
     lines.append("constraints " + ("met" if plan.constraints_met else
                                    "NOT met by any point of the front (least-memory plan written)"))
     return lines

@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--max-points: expected a positive integer, got {args.max_points}")
         if args.ga_generations < 1:
             raise InputError(f"--ga-generations: expected a positive integer, got {args.ga_generations}")
+        from explorer.cli.run import check_threads
+        check_threads(args.threads)
         staged = staged or claim_new_dir("runs", safe_name(f"{app.name}-primitives"))
         derived = derive(app, uniform_phases(app, False))
         costs = from_profile(app, measured_table(app, args), derived.buffer_bytes,

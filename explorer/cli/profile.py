@@ -64,6 +64,8 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
     dtype = "float32" if app.precision.data_bytes == 4 else "float16"
     if args.frames < 1:
         raise InputError(f"--frames: expected a positive number, got {args.frames}")
+    from explorer.cli.run import check_threads
+    check_threads(args.threads)
     if args.rounds < 1:
         raise InputError(f"--rounds: expected a positive number, got {args.rounds}")
     models, prims, rungs, runs = {}, {}, {}, {}

@@ -29,15 +29,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "create other sessions in the same process)")
 
 
+MAX_THREADS = 1024          # beyond any board or server; a larger figure is a typing error
+
+
+def check_threads(threads: int) -> None:
+    """--threads before ONNX Runtime sees it (ORT's own refusal is a traceback)."""
+    from sdf3.errors import InputError
+    if not 0 <= threads <= MAX_THREADS:
+        raise InputError(f"--threads: expected 0 (one per core) or a thread count up to "
+                         f"{MAX_THREADS}, got {threads}")
+
+
 def run(args: argparse.Namespace) -> int:
     from deploy.run.measure import measure
     from sdf3.errors import InputError
 
     if args.frames < 1:
         raise InputError(f"--frames: expected a positive number, got {args.frames}")
-    result = measure(args.dir, frames=args.frames, seed=args.seed, backend=args.backend,
-                     threads=args.threads, check=not args.no_check,
-                     shared_pool=not args.in_process, layout=args.layout)
+    check_threads(args.threads)
+    from deploy.runtime.executor import StepFailed
+    try:
+        result = measure(args.dir, frames=args.frames, seed=args.seed, backend=args.backend,
+                         threads=args.threads, check=not args.no_check,
+                         shared_pool=not args.in_process, layout=args.layout)
+    except StepFailed as err:
+        raise InputError(f"{args.dir}: {err}") from None
     verdicts = {}
     if not args.no_check and result.get("max_abs_output"):
         from deploy.run import verdict

@@ -1,0 +1,95 @@
+"""Every step model `explore deploy` writes, checked where it is written: onnx.checker (the
+ONNX spec, with shape inference) and an ONNX Runtime load (its own shape inference and
+kernel lookup). A step ONNX Runtime would refuse is then found at deploy, as one line naming
+the layer, its ONNX nodes and the reason, not at `explore run` in the optimising child
+(issue 29: Swin-T's `node_MatMul_63.whole.onnx`).
+
+The loads run in one child process (`python -m deploy.checks.step_models`, paths as JSON on
+stdin, the first refusal as JSON on stdout): a session made in the deploying process would
+fix ONNX Runtime's threading for the rest of it (a later `explore run` in the same process
+needs its one global thread pool), as deploy/ort/optimize.py does for the same reason.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from csdf.model import CNN
+from sdf3.errors import InputError
+
+
+class StepModelRefused(InputError):
+    """A step model fails the ONNX checker or ONNX Runtime's load."""
+
+
+def _reason(err: BaseException) -> str:
+    return " ".join(str(err).split())[:400] or type(err).__name__
+
+
+def check_model(path: Path) -> str | None:
+    """Why `path` is not a model ONNX Runtime can run, or None."""
+    import onnxruntime as ort
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
+        return f"onnx.checker: {_reason(err)}"
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    opts.log_severity_level = 3
+    try:
+        ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as err:           # onnxruntime's Fail, InvalidGraph, NotImplemented
+        return f"ONNX Runtime: {_reason(err)}"
+    return None
+
+
+def first_refused(paths: list[str]) -> tuple[int, str] | None:
+    """(index, reason) of the first of `paths` that fails `check_model`, from one child."""
+    from deploy.runtime.child import child_env
+    if not paths:
+        return None
+    out = subprocess.run([sys.executable, "-m", "deploy.checks.step_models"],
+                         input=json.dumps(paths), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=child_env())
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        tail = " ".join(out.stderr.strip().splitlines()[-1:]) or f"exit status {out.returncode}"
+        raise InputError(f"checking the step models failed in the child process: {tail}")
+    report = json.loads(lines[-1])
+    return None if report is None else (int(report[0]), str(report[1]))
+
+
+def check_models(out: Path, models: dict[str, dict[str, Any]], cnns: dict[str, CNN]) -> None:
+    """Check every model of the manifest's `models` (rel path -> {cnn, layer, ...})."""
+    rels = list(models)
+    found = first_refused([str(out / rel) for rel in rels])
+    if found is not None:
+        rel, why = rels[found[0]], found[1]
+        info = models[rel]
+        cnn = cnns.get(info.get("cnn", ""))
+        layer = info.get("layer", "?")
+        nodes = (cnn.layer(layer).onnx_nodes if cnn is not None and layer in cnn.graph
+                 else [])
+        shown = ", ".join(nodes[:6]) + (f", ... ({len(nodes) - 6} more)" if len(nodes) > 6 else "")
+        raise StepModelRefused(f"layer {layer} of CNN {info.get('cnn')}"
+                               + (f" (ONNX nodes {shown})" if shown else "")
+                               + f": step model {rel} is refused by {why}")
+
+
+def main() -> None:
+    for i, path in enumerate(json.loads(sys.stdin.read())):
+        why = check_model(Path(path))
+        if why is not None:
+            print(json.dumps([i, why]))
+            return
+    print(json.dumps(None))
+
+
+if __name__ == "__main__":
+    main()
