@@ -94,3 +94,33 @@ def test_deploy_warns_when_constraints_unmet(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "warning" in err
     assert f"memory {plan['buffer_bytes'] + 10} B > 100 B" in err and "net 5.0 fps < 30 fps" in err
+
+
+def test_a_model_stored_in_fp16_is_judged_at_fp16(tmp_path, capsys):
+    """Issue 29: a model stored in fp16 (weights, input, output) deployed by an fp32 plan
+    computes in fp32 while its reference computes in fp16; the tolerance follows the fp16
+    reference, and a real error (two layers' models swapped) still fails."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+    half = convert_float_to_float16(onnx.load(str(three_convs(tmp_path))), keep_io_types=False)
+    assert half.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    path = tmp_path / "half.onnx"
+    onnx.save(half, str(path))
+    cnn = load_onnx(path, "net")
+    out = tmp_path / "dep"
+    derive(make_plan([cnn], {"net": all_parts(cnn)}, data_bytes=4), {"net": cnn}, out)
+    code, res = run_json(capsys, out)
+    v = res["verdict"]["net"]
+    assert code == 0 and v["verdict"] == "PASS"
+    assert v["reference_dtype"] == "float16" and v["stored_dtype"] == "float16"
+    assert v["tolerance"] == RTOL["float16"] * v["max_abs_output"]
+    assert v["max_abs_diff"] > RTOL["float32"] * v["max_abs_output"]   # an fp32 yardstick fails it
+    assert main(["run", str(out), "--frames", "2", "--in-process"]) == 0
+    assert "float16 reference, the model is stored in fp16): PASS" in capsys.readouterr().out
+    models = {m["layer"]: rel for rel, m in json.loads((out / "manifest.json").read_text())["models"].items()}
+    b, c = out / models["b"], out / models["c"]
+    data_b, data_c = b.read_bytes(), c.read_bytes()
+    b.write_bytes(data_c)
+    c.write_bytes(data_b)
+    code, res = run_json(capsys, out)
+    assert code == 4 and res["verdict"]["net"]["verdict"] == "FAIL"

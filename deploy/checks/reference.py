@@ -34,6 +34,15 @@ def session(path: str | Path, threads: int = 0, dtype: str = "float32") -> ort.I
     return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
 
 
+def stored_dtype(path: str | Path) -> str:
+    """"float16" when the model at `path` computes in fp16 (its graph outputs are fp16, as
+    a model converted whole to half precision has them), else "float32"."""
+    import onnx
+    model = onnx.load(str(path), load_external_data=False)
+    types = {o.type.tensor_type.elem_type for o in model.graph.output}
+    return "float16" if onnx.TensorProto.FLOAT16 in types else "float32"
+
+
 def run(sess: ort.InferenceSession, frame: np.ndarray) -> list[np.ndarray]:
     """Outputs for one NCHW frame, each padded to 4-D like the CNN model's shapes."""
     inp = sess.get_inputs()[0]

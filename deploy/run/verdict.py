@@ -13,6 +13,10 @@ much, since they round at different places (the deployment rounds at layer bound
 with BatchNorm folded). RTOL for fp32 is 2e-4: the deployments of the zoo's networks give at
 most 3.2e-5 (ResNet-50), while the wrong outputs of issue 18 were 2.5e-4 to 1 relative.
 
+The tolerance follows the precision the reference computes in: the plan's, or fp16 when
+the source model itself is stored in fp16 (weights, input and output: ONNX Runtime then
+runs the reference in fp16, while an fp32 plan computes the same network in fp32, issue 29).
+
 Exit status EXIT_MISMATCH (4) when any CNN fails (docs/deploy.md).
 """
 from __future__ import annotations
@@ -52,22 +56,27 @@ def rounding(deploy_dir: str | Path, manifest: dict[str, Any], frames: dict[str,
     return out
 
 
-def judge(result: dict[str, Any], dtype: str, noise: dict[str, float | None]) -> dict[str, dict]:
+def judge(result: dict[str, Any], dtype: str, noise: dict[str, float | None],
+          stored: dict[str, str] | None = None) -> dict[str, dict]:
     """The verdict per CNN from a measured result (keys of measure()): PASS, FAIL, or
-    "n/a" when there is no reference to compare with."""
+    "n/a" when there is no reference to compare with. `stored`: per CNN the element type
+    its source model computes in (reference.stored_dtype); fp16 there means an fp16 yardstick."""
     verdicts = {}
     for name in result["fps"]:
+        computes = "float16" if "float16" in (dtype, (stored or {}).get(name)) else dtype
         diff = result["max_abs_diff"].get(name)
         size = result["max_abs_output"].get(name)
         if diff is None or size is None:
             verdicts[name] = {"verdict": "n/a", "reason": "no reference model or --no-check"}
             continue
-        tol = max(RTOL[dtype] * size, NOISE * (noise.get(name) or 0.0))
+        tol = max(RTOL[computes] * size, NOISE * (noise.get(name) or 0.0))
         verdicts[name] = {
             "verdict": "PASS" if diff <= tol and np.isfinite(diff) else "FAIL",
             "max_abs_diff": diff, "max_abs_output": size,
             "relative_diff": diff / size if size else (0.0 if diff == 0 else float("inf")),
-            "tolerance": tol, "reference_dtype": dtype, "rounding": noise.get(name)}
+            "tolerance": tol, "reference_dtype": computes, "rounding": noise.get(name)}
+        if computes != dtype:
+            verdicts[name]["stored_dtype"] = computes
     return verdicts
 
 
@@ -86,4 +95,6 @@ def for_run(deploy_dir: str | Path, result: dict[str, Any], frames: int, seed: i
         # the rounding scale from the first frames of each CNN (the ones measured first)
         count = min(max(frames, len(manifest["cnns"])), 4 * len(manifest["cnns"]))
         noise = rounding(deploy_dir, manifest, frames_for(manifest, count, seed), threads)
-    return judge(result, manifest["dtype"], noise)
+    stored = {name: reference.stored_dtype(Path(deploy_dir) / info["reference"])
+              for name, info in manifest["cnns"].items() if info.get("reference")}
+    return judge(result, manifest["dtype"], noise, stored)

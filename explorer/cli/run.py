@@ -77,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
         v = verdicts.get(cnn, {})
         if "tolerance" in v:
             diff_s += (f" on outputs up to {v['max_abs_output']:.3g} (tolerance {v['tolerance']:.3g}, "
-                       f"{v['reference_dtype']} reference): {v['verdict']}")
+                       f"{v['reference_dtype']} reference"
+                       + (", the model is stored in fp16" if v.get("stored_dtype") else "")
+                       + f"): {v['verdict']}")
         print(f"  {cnn}: {fps:.1f} fps, {result['calls_per_frame'][cnn]} calls/frame, "
               f"max |diff| {diff_s}")
     if status:
