@@ -130,6 +130,21 @@ def shuffle_block(path: Path) -> Path:
     return n.save(path, [("input", [1, 3, 8, 6])], [("output", [1, 8, 8, 6])])
 
 
+def shuffle_block_folded(path: Path, opset: int) -> Path:
+    """ShuffleNetV2's channel shuffle as the TorchScript exporter writes it at opset 17 with
+    static shapes: constant folding leaves the view shapes as Constant nodes baked for the
+    whole height, the second with a -1 ([1, -1, H, W]), then a 3x3 conv that needs rows
+    from neighbouring parts."""
+    n = Net(6)
+    c = n.op("Relu", [n.conv("input", 3, 8)])
+    r = n.op("Reshape", [c, n.const([1, 2, 4, 8, 6], np.int64)], name="/shuffle/Reshape")
+    t = n.op("Transpose", [r], perm=[0, 2, 1, 3, 4], name="/shuffle/Transpose")
+    back = n.op("Reshape", [t, n.const([1, -1, 8, 6], np.int64)], name="/shuffle/Reshape_1")
+    n.conv(back, 8, 8)
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", [1, 3, 8, 6])], [("output", [1, 8, 8, 6])], opset=opset)
+
+
 def convnext_block(path: Path, opset: int = 13) -> Path:
     """ConvNeXt's block: depthwise 7x7 conv, permute to channels-last, LayerNorm (decomposed
     at opset 13 as exported), Linear 4x, GELU (Erf form), Linear, layer scale, permute back,

@@ -16,7 +16,7 @@ from csdf.parts import all_parts, can_split
 from deploy.build.derive import derive
 from deploy.run.measure import measure
 from onnx_cases import (convnext_block, hardswish_block, mnasnet_head, mobilenet_block,
-                        shared_weights, shuffle_block)
+                        shared_weights, shuffle_block, shuffle_block_folded)
 from test_deploy_fixtures import make_plan
 
 
@@ -24,10 +24,12 @@ def inits(path) -> dict[str, np.ndarray]:
     return {i.name: nh.to_array(i) for i in onnx.load(str(path)).graph.initializer}
 
 
-def deployed_diff(cnn, tmp_path, parts: bool) -> float:
+def deployed_diff(cnn, tmp_path, parts: bool | int) -> float:
     """Largest |deployed - reference| relative to the largest |reference| output; also
-    checks the arena equals the plan's buffer bytes and outputs are of order 1."""
-    phases = all_parts(cnn) if parts else {n: 1 for n in cnn.order()}
+    checks the arena equals the plan's buffer bytes and outputs are of order 1. `parts`:
+    True for every layer that can row by row, a number for that many phases of each."""
+    phases = ({n: 1 for n in cnn.order()} if parts is False else all_parts(cnn)
+              if parts is True else {n: (parts if k > 1 else 1) for n, k in all_parts(cnn).items()})
     plan = make_plan([cnn], {cnn.name: phases})
     out = tmp_path / ("parts" if parts else "whole")
     shutil.rmtree(out, ignore_errors=True)
@@ -85,6 +87,18 @@ def test_channel_shuffle_is_one_per_pixel_layer(tmp_path):
     assert shuffle.hyper["per_pixel"] and can_split(shuffle) and shuffle.param_count == 0
     assert all_parts(cnn)["shuffle_Reshape_1"] == 8
     check_deploys(cnn, tmp_path)
+
+
+@pytest.mark.parametrize("opset", [13, 17, 18])
+def test_folded_channel_shuffle_by_parts_of_every_size(tmp_path, opset):
+    """Issue 29: ShuffleNetV2 at opset 17 (TorchScript) failed at `explore run` with "Got
+    invalid dimensions for output" on parts of several rows: its shapes are constants for
+    the whole height. Parts of 4, 3 (3, 3, 2), 2 and 1 rows all match ORT on the file."""
+    cnn = load_onnx(shuffle_block_folded(tmp_path / "s.onnx", opset), "s")
+    assert [cnn.layer(n).op for n in cnn.order()] == ["Input", "Conv", "Opaque", "Conv"]
+    assert cnn.layer(cnn.order()[2]).hyper["per_pixel"]
+    for phases in (2, 3, 4, 8):
+        assert deployed_diff(cnn, tmp_path, phases) < 1e-5, phases
 
 
 @pytest.mark.parametrize("opset", [13, 17])

@@ -5,8 +5,11 @@ Inputs are reshaped from their 4-D padded form to the tensor's ONNX shape and ca
 ONNX type; the group's tensors are renamed with a "g:" prefix so they cannot clash with the
 step's own names; its constants become initializers (floating ones named `param:onnx:NAME`,
 so a tensor shared between layers is one parameter in the measured bytes). By parts (a
-per-pixel group, one output row per phase), every input is one row [N, C, 1, W] and each
-Reshape in the group gets its static output shape with the H axis set to 1. The model runs
+per-pixel group, `rows` output rows per phase, the last phase maybe fewer), every input is
+those rows [N, C, rows, W] and each Reshape in the group gets its static output shape with
+the H axis set to `rows`: a shape the exporter baked for the whole height (TorchScript at
+opset 17 folds ShuffleNetV2's channel shuffle to constant shapes) would otherwise compute
+one row, or the wrong channels, for a part of several rows (issue 29). The model runs
 at the source model's opsets (docs/deploy.md), so every node keeps its meaning.
 """
 from __future__ import annotations
@@ -24,15 +27,16 @@ def param_name(tensor: str) -> str:
     return f"param:onnx:{tensor}"
 
 
-def opaque_core(b, layer: Layer, xs: list[str], srcs: list[str], by_parts: bool) -> str:
+def opaque_core(b, layer: Layer, xs: list[str], srcs: list[str], by_parts: bool,
+                rows: int = 1) -> str:
     """Append the group to builder `b`; `xs[k]` is the NCHW float32 tensor of input layer
-    `srcs[k]`. Returns the name of the NCHW float32 output."""
+    `srcs[k]` (by parts: `rows` rows of it). Returns the name of the NCHW float32 output."""
     hyper = layer.hyper
     port = {src: x for src, x in zip(srcs, xs)}
     for t, src, shape, kind in zip(hyper["tensor_inputs"], layer.inputs, hyper["in_shapes"], hyper["in_types"]):
         x = port[src]
         if by_parts:
-            shape = [shape[0], shape[1], 1, shape[3]]
+            shape = [shape[0], shape[1], rows, shape[3]]
         if len(shape) != 4:
             x = b.node("Reshape", [x, b.const(b.tmp("shape"), np.array(shape, np.int64))])
         b.nodes.append(helper.make_node("Cast", [x], [PREFIX + t], to=int(kind or TensorProto.FLOAT)))
@@ -46,7 +50,7 @@ def opaque_core(b, layer: Layer, xs: list[str], srcs: list[str], by_parts: bool)
         ins = [rename.get(t, PREFIX + t) if t else "" for t in node.input]
         if node.op_type == "Reshape" and node.output[0] in h_axis:
             shape = list(layer_shape(layer, node.output[0]))
-            shape[h_axis[node.output[0]]] = 1
+            shape[h_axis[node.output[0]]] = rows
             ins[1] = b.const(b.tmp("rows_shape"), np.array(shape, np.int64))
         for t in ins:
             if t in values:
@@ -59,6 +63,8 @@ def opaque_core(b, layer: Layer, xs: list[str], srcs: list[str], by_parts: bool)
         b.nodes.append(node)
     y = b.node("Cast", [PREFIX + hyper["output"]], to=TensorProto.FLOAT)
     n, c, h, w = layer.output_shape
+    if by_parts:
+        h = rows
     if len(hyper["out_shape"]) != 4:
         y = b.node("Reshape", [y, b.const(b.tmp("shape"), np.array([n, c, h, w], np.int64))])
     return y

@@ -112,7 +112,7 @@ def _activations(b: Builder, layer: Layer, x: str) -> str:
 
 def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list[str | None],
           part: bool, primitive: str | None = None, count: str | None = None,
-          premasked: bool = False) -> str:
+          premasked: bool = False, rows: int = 1) -> str:
     """The layer's computation on NCHW float32 inputs `xs`; returns the NCHW output name.
     By parts (`part`), a window op computes its phase's output rows from the gathered window
     rows: vertical stride and dilation as in the layer, no vertical padding (padding rows
@@ -122,12 +122,13 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
     runs past the bottom padding (ceil_mode): ONNX leaves those rows out of the divisor.
     A Pad by parts with no input writes a row of its pad value (a phase in its padding).
     `premasked`: the window rows were masked already (step_model does it on the gathered
-    rows, where it is cheap); `masks` still give AveragePool its divisor."""
+    rows, where it is cheap); `masks` still give AveragePool its divisor. `rows`: the output
+    rows of the part (a per-pixel opaque layer computes exactly these)."""
     op, hyper, params = layer.op, layer.hyper, layer.params
     n, c_out, h_out, w_out = layer.output_shape
     if op == OPAQUE:
         from deploy.steps.opaque import opaque_core
-        return opaque_core(b, layer, xs, list(dict.fromkeys(layer.inputs)), part)
+        return opaque_core(b, layer, xs, list(dict.fromkeys(layer.inputs)), part, rows)
     if op == "Conv" and not part and primitive not in (None, *primitives.ORT_FORMS):
         spec = primitives.ConvSpec.of(layer, in_shapes[0])
         prim = primitives.get(primitive)
@@ -310,8 +311,9 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
         xs.append(x)
         masks.append(mask)
         in_shapes.append(port.shape)
+    rows = outputs[0].rows if part and outputs else 1
     y = layer_core(b, layer, xs, in_shapes, masks, part, primitive, counts[0] if counts else None,
-              premasked)
+                   premasked, rows)
     if dtype != "float32":
         y = b.node("Cast", [y], to=elem)
     return _finish(b, layer, graph_inputs, outputs, elem, y)
