@@ -67,6 +67,9 @@ class CNN:
     source: str | None = None           # path of the ONNX file it was read from, if any
     original_param_count: int | None = None  # before BatchNorm folding
     outputs: list[str] = field(default_factory=list)  # layers whose output leaves the CNN
+    # tensors whose shapes ONNX shape inference left unknown, taken from one ONNX Runtime
+    # run (csdf/onnx_ort_shapes.py); 0 for most models
+    shapes_from_ort: int = 0
 
     def add_layer(self, layer: Layer) -> None:
         self.graph.add_node(layer.name, layer=layer)

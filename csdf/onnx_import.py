@@ -131,6 +131,9 @@ class _Importer:
         self.consts, folded = fold_constants(self.model, self.shapes, live)
         if any(o and o not in self.shapes for i in live - folded for o in graph.node[i].output):
             self.shapes, self.types = reinfer(self.model, self.consts, folded)
+        self.from_ort = self._shapes_from_ort(live - folded)
+        if self.from_ort:     # Shape nodes of those tensors now fold: their int chains go
+            self.consts, folded = fold_constants(self.model, self.shapes, live)
         for init in graph.initializer:
             self.shapes.setdefault(init.name, tuple(init.dims))
         original = int(sum(int(np.prod(i.dims)) for i in {i.name: i for i in graph.initializer}.values()))
@@ -155,7 +158,8 @@ class _Importer:
             elif unit not in self.done:
                 self._node(unit, graph.node[unit])
         self._outputs_of_inputs()
-        cnn = CNN(self.name, source=str(self.path), original_param_count=original)
+        cnn = CNN(self.name, source=str(self.path), original_param_count=original,
+                  shapes_from_ort=self.from_ort)
         for layer in self.layers:
             cnn.add_layer(layer)
         outs = [self.producer[o.name] for o in graph.output if o.name in self.producer]
@@ -184,6 +188,22 @@ class _Importer:
         dag.add_edges_from((unit_of[u], unit_of[v]) for u, v in edges if unit_of[u] != unit_of[v])
         first = {u: (min(u) if isinstance(u, frozenset) else u) for u in dag}
         return list(nx.lexicographical_topological_sort(dag, key=first.__getitem__))
+
+    def _shapes_from_ort(self, nodes: set[int]) -> int:
+        """Shapes ONNX inference left unknown, from one ONNX Runtime run when the graph
+        inputs are static (csdf/onnx_ort_shapes.py); how many were taken."""
+        from csdf import onnx_ort_shapes
+        graph = self.model.graph
+        missing = [o for i in sorted(nodes) for o in graph.node[i].output
+                   if o and o not in self.shapes and o not in self.consts]
+        inputs = onnx_ort_shapes.static_inputs(self.model, self.consts) if missing else None
+        if not inputs:
+            return 0                     # nothing missing, or dynamic inputs: refused later
+        found = onnx_ort_shapes.shapes_from_run(self.model, missing, inputs, str(self.path))
+        for tensor, (shape, elem) in found.items():
+            self.shapes[tensor] = shape
+            self.types.setdefault(tensor, elem)
+        return len(found)
 
     def _refuse_cycles(self, todo: list[int], edges: list[tuple[int, int]]) -> None:
         """ONNX graphs are acyclic (onnx.checker does not always say so): one line naming the

@@ -33,9 +33,14 @@ class Builder:
         return out
 
     def const(self, name: str, value: np.ndarray) -> str:
+        """An initializer; a 0-d value stays 0-d (np.ascontiguousarray would make it [1]: a
+        Gather index that turns a scalar into a 1-D result, issue 29's Swin-T)."""
         if name not in self.names:
             self.names.add(name)
-            self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+            value = np.asarray(value)
+            if not value.flags.c_contiguous:
+                value = value.copy(order="C")
+            self.inits.append(numpy_helper.from_array(value, name))
         return name
 
     def param(self, layer: Layer, key: str) -> str:

@@ -65,6 +65,7 @@ def summary(app: Application, layers: bool = False) -> dict[str, Any]:
             "crossing_elements": crossing,
             "naive_elements": edge_elements + crossing,
             "outputs": list(cnn.outputs),
+            "shapes_from_ort": cnn.shapes_from_ort,
             "fps": app.fps.get(name, 0.0),
             "partitions": [p.name for p in app.partitions_of(name)],
         }
@@ -115,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
         table.add_row("total", str(t["layers"]), str(t["edges"]), f"{t['param_count']:,}", format_bytes(t["param_bytes"]),
                       f"{t['edge_elements']:,}", format_bytes(t["edge_bytes"]), f"{t['naive_elements']:,}", "")
     console.print(table)
+    for name, c in info["cnns"].items():
+        if c["shapes_from_ort"]:
+            console.print(f"{name}: shapes of {c['shapes_from_ort']:,} tensors from one ONNX "
+                          "Runtime run (ONNX shape inference left them unknown)")
     parts = Table("partition", "layers", "first", "last", "processor", "pipeline set")
     for p in info["partitions"]:
         group = next(i for i, g in enumerate(app.pipelines) if p["name"] in g)
