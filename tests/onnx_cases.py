@@ -145,6 +145,57 @@ def shuffle_block_folded(path: Path, opset: int) -> Path:
     return n.save(path, [("input", [1, 3, 8, 6])], [("output", [1, 8, 8, 6])], opset=opset)
 
 
+def dynamo_block(path: Path) -> Path:
+    """A channels-last block as torch.onnx's default (dynamo) exporter writes it at opset 18:
+    nodes named `node_<aten op>`, tensors named after the aten op (`conv2d`, `permute`),
+    initializers by module path (`block.norm.weight`, a folded conv bias `...weight_bias`),
+    shape and index constants as `val_<n>` initializers; LayerNormalization (stash_type 1),
+    Linear as MatMul + Add, and `select` as a Gather with a 0-d index (two halves of the
+    channels, added), GELU in its Erf form, permute back, residual Add."""
+    rng = np.random.default_rng(9)
+    c, hh, ww = 8, 6, 5
+    inits = {
+        "stem.weight": rng.standard_normal((c, 3, 3, 3)) / np.sqrt(27),
+        "stem.weight_bias": rng.standard_normal(c) * 0.1,
+        "block.norm.weight": rng.uniform(0.8, 1.2, c), "block.norm.bias": rng.standard_normal(c) * 0.1,
+        "val_1": rng.standard_normal((c // 2, c)) / np.sqrt(c // 2),
+        "block.fc.bias": rng.standard_normal(c) * 0.1,
+        "val_2": np.array([1, hh, ww, 2, c // 2], np.int64), "val_3": np.array(0, np.int64),
+        "val_4": np.array(1, np.int64), "val_5": np.array(np.sqrt(0.5), np.float32),
+        "val_6": np.array(1.0, np.float32), "val_7": np.array(0.5, np.float32),
+    }
+    tensors = [nh.from_array(np.asarray(v, np.float32 if np.asarray(v).dtype.kind == "f" else v.dtype), k)
+               for k, v in inits.items()]
+    node = h.make_node
+    nodes = [
+        node("Conv", ["input", "stem.weight", "stem.weight_bias"], ["conv2d"], name="node_Conv_0",
+             kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        node("Transpose", ["conv2d"], ["permute"], name="node_permute", perm=[0, 2, 3, 1]),
+        node("LayerNormalization", ["permute", "block.norm.weight", "block.norm.bias"], ["layer_norm"],
+             name="node_layer_norm", axis=-1, epsilon=1e-5, stash_type=1),
+        node("Reshape", ["layer_norm", "val_2"], ["view"], name="node_view"),
+        node("Gather", ["view", "val_3"], ["select"], name="node_select", axis=3),
+        node("Gather", ["view", "val_4"], ["select_1"], name="node_select_1", axis=3),
+        node("Add", ["select", "select_1"], ["add"], name="node_add"),
+        node("MatMul", ["add", "val_1"], ["val_8"], name="node_MatMul_3"),
+        node("Add", ["val_8", "block.fc.bias"], ["linear"], name="node_linear"),
+        node("Mul", ["linear", "val_5"], ["mul"], name="node_mul"),
+        node("Erf", ["mul"], ["erf"], name="node_Erf_5"),
+        node("Add", ["erf", "val_6"], ["add_1"], name="node_add_1"),
+        node("Mul", ["linear", "add_1"], ["mul_1"], name="node_mul_1"),
+        node("Mul", ["mul_1", "val_7"], ["gelu"], name="node_gelu"),
+        node("Transpose", ["gelu"], ["permute_1"], name="node_permute_1", perm=[0, 3, 1, 2]),
+        node("Add", ["permute_1", "conv2d"], ["output"], name="node_add_2"),
+    ]
+    graph = h.make_graph(nodes, "main_graph", [h.make_tensor_value_info("input", T.FLOAT, [1, 3, hh, ww])],
+                         [h.make_tensor_value_info("output", T.FLOAT, [1, c, hh, ww])], tensors)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)], producer_name="pytorch")
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+    return path
+
+
 def convnext_block(path: Path, opset: int = 13) -> Path:
     """ConvNeXt's block: depthwise 7x7 conv, permute to channels-last, LayerNorm (decomposed
     at opset 13 as exported), Linear 4x, GELU (Erf form), Linear, layer scale, permute back,
