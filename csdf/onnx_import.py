@@ -197,8 +197,8 @@ class _Importer:
         missing = [o for i in sorted(nodes) for o in graph.node[i].output
                    if o and o not in self.shapes and o not in self.consts]
         inputs = onnx_ort_shapes.static_inputs(self.model, self.consts) if missing else None
-        if not inputs:
-            return 0                     # nothing missing, or dynamic inputs: refused later
+        if not inputs or len(inputs) > 1:
+            return 0                     # nothing missing, dynamic or several inputs: refused below
         found = onnx_ort_shapes.shapes_from_run(self.model, missing, inputs, str(self.path))
         for tensor, (shape, elem) in found.items():
             self.shapes[tensor] = shape
