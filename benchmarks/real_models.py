@@ -6,11 +6,16 @@ deploy -> run`, each command in its own process. Prints a markdown table: layers
 relative diff, and whether the arena equals the plan's buffer bytes.
 
 Needs torch (never required by the tests or CI). With torchvision importable it exports
-torchvision's own models (`--torchvision`); without it, it exports the small PyTorch
-modules below, written here for this benchmark: one per family, each using the family's
-own building blocks as torchvision writes them (labelled "mini" in the table).
+torchvision's own models (`--torchvision`: every classification family, the three
+segmentation families (their "out" head), and with timm installed five timm families);
+without it, it exports the small PyTorch modules below, written here for this benchmark:
+one per family, each using the family's own building blocks as torchvision writes them
+(labelled "mini" in the table). `--exporters torchscript,dynamo`: TorchScript
+(`torch.onnx.export(dynamo=False)`) at each of `--opsets`, the default dynamo exporter at
+opset 18. `--stages info` stops after info and baselines (the table's import columns).
 
     flock /tmp/memtrade-bench.lock python benchmarks/real_models.py [--opsets 13,17]
+    python benchmarks/real_models.py --torchvision --exporters torchscript,dynamo --opsets 17 --stages info
 """
 from __future__ import annotations
 
@@ -123,24 +128,56 @@ def mini_models():
     }
 
 
+TORCHVISION = ["alexnet", "vgg11", "resnet18", "resnext50_32x4d", "wide_resnet50_2",
+               "squeezenet1_1", "densenet121", "inception_v3", "googlenet", "shufflenet_v2_x0_5",
+               "mobilenet_v2", "mobilenet_v3_small", "mnasnet0_5", "efficientnet_b0",
+               "efficientnet_v2_s", "regnet_y_400mf", "convnext_tiny", "vit_b_16", "swin_t",
+               "maxvit_t", "fcn_resnet50", "deeplabv3_mobilenet_v3_large",
+               "lraspp_mobilenet_v3_large"]
+TIMM = ["ghostnet_100", "rexnet_100", "dla34", "cspresnet50", "repvgg_a0"]
+SIZE = {"inception_v3": 299}
+
+
 def torchvision_models():
+    """name -> a builder of the model (built one at a time: the big ones hold GiBs)."""
+    import torch
     from torchvision import models as tv
-    names = ["mobilenet_v2", "mobilenet_v3_small", "mnasnet0_5", "shufflenet_v2_x0_5", "convnext_tiny",
-             "densenet121", "resnet18", "efficientnet_b0", "squeezenet1_1", "regnet_x_400mf"]
-    return {n: getattr(tv, n)(weights=None) for n in names}
+
+    class Out(torch.nn.Module):          # a segmentation model's "out" map, as deployed
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            return self.net(x)["out"]
+
+    def make(name):
+        kw = {"aux_logits": False, "init_weights": True} if name in ("inception_v3", "googlenet") else {}
+        net = tv.get_model(name, weights=None, weights_backbone=None, **kw) \
+            if name in tv.list_models(tv.segmentation) else tv.get_model(name, weights=None, **kw)
+        return Out(net) if name in tv.list_models(tv.segmentation) else net
+    out = {name: (lambda n=name: make(n)) for name in TORCHVISION}
+    try:
+        import timm
+        out.update({f"{n} (timm)": (lambda n=n: timm.create_model(n, pretrained=False)) for n in TIMM})
+    except ImportError:
+        pass
+    return out
 
 
-def export(model, path: Path, opset: int, size: int) -> int:
+def export(model, path: Path, opset: int, size: int, exporter: str = "torchscript") -> int:
     """Calibrate BatchNorm on random frames, export; returns the framework's parameter count."""
     import torch
     torch.manual_seed(0)
     model.train()
     with torch.no_grad():
-        for _ in range(4):
-            model(torch.randn(8, 3, size, size))
+        for _ in range(2):
+            model(torch.randn(4, 3, size, size))
     model.eval()
-    torch.onnx.export(model, torch.randn(1, 3, size, size), str(path), opset_version=opset,
-                      input_names=["input"], output_names=["logits"], dynamo=False)
+    with torch.no_grad():
+        torch.onnx.export(model, (torch.randn(1, 3, size, size),), str(path), opset_version=opset,
+                          input_names=["input"], output_names=["logits"],
+                          dynamo=exporter == "dynamo", external_data=False)
     return sum(p.numel() for p in model.parameters())
 
 
@@ -152,22 +189,32 @@ def cli(*args: str) -> tuple[int, str]:
     return proc.returncode, (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}")
 
 
-def one(name: str, model, opset: int, size: int, work: Path) -> dict:
-    row: dict = {"network": name, "opset": opset}
+def one(name: str, model, opset: int, size: int, work: Path, exporter: str = "torchscript",
+        stages: str = "full") -> dict:
+    row: dict = {"network": name, "opset": opset, "exporter": exporter}
     onnx_path = work / "model.onnx"
-    row["framework_params"] = export(model, onnx_path, opset, size)
+    try:
+        row["framework_params"] = export(model, onnx_path, opset, size, exporter)
+    except Exception as err:             # the exporter's own failure, not ours
+        return row | {"error": f"export failed: {' '.join(str(err).split())[:160]}"}
     app = work / "app.yaml"
     app.write_text(f"name: real\nplatform: jetson-tx2\ncnns:\n  - name: net\n    model: model.onnx\n"
                    f"search: {{population: 16, generations: 8, seed: 1}}\n")
-    code, out = cli("info", str(app), "--json")
+    code, out = cli("info", str(app), "--json", "--layers")
     if code:
         return row | {"error": out.splitlines()[-1]}
     info = json.loads(out)["cnns"]["net"]
-    row.update(layers=info["layers"], params=info["param_count"])
+    row.update(layers=info["layers"], params=info["param_count"],
+               opaque=sum(1 for layer in info.get("layer_list", []) if layer["op"] == "Opaque"),
+               ort_shapes=info.get("shapes_from_ort", 0))
     code, out = cli("baselines", str(app), "--json")
     base = json.loads(out) if code == 0 else {}
     row.update(none=base.get("none", {}).get("total_bytes"), reuse=base.get("reuse", {}).get("total_bytes"),
                all_parts=base.get("all_parts", {}).get("total_bytes"))
+    if code:
+        return row | {"error": out.splitlines()[-1]}
+    if stages == "info":
+        return row
     code, out = cli(str(app), "--mem", "0", "--out", str(work / "run"), "--quiet", "--force")
     if not (work / "run" / "plan.json").is_file():
         return row | {"error": out.splitlines()[-1]}
@@ -186,6 +233,19 @@ def one(name: str, model, opset: int, size: int, work: Path) -> dict:
     return row
 
 
+def print_import_table(rows: list[dict]) -> None:
+    print("| network | exporter, opset | layers | opaque | shapes from ORT | params (ours / "
+          "framework) | no reuse MiB | reuse MiB | result |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        head = f"| {r['network']} | {r['exporter']} {r['opset']} |"
+        if "error" in r:
+            print(f"{head} {r.get('layers', '-')} | - | - | - | - | - | {r['error']} |")
+            continue
+        print(f"{head} {r['layers']} | {r['opaque']} | {r['ort_shapes']} | {r['params']:,} / "
+              f"{r['framework_params']:,} | {mib(r['none'])} | {mib(r['reuse'])} | pass |")
+
+
 def mib(v) -> str:
     return "-" if v is None else f"{v / 2**20:.2f}"
 
@@ -195,6 +255,10 @@ def main() -> None:
     ap.add_argument("--opsets", default="13,17")
     ap.add_argument("--torchvision", action="store_true", help="torchvision's models (224x224)")
     ap.add_argument("--only", help="comma-separated network names")
+    ap.add_argument("--exporters", default="torchscript",
+                    help="torchscript (at each of --opsets) and/or dynamo (opset 18)")
+    ap.add_argument("--stages", choices=["info", "full"], default="full",
+                    help="info: info and baselines only; full: also explore, deploy, run")
     args = ap.parse_args()
     try:
         import torch  # noqa: F401
@@ -203,14 +267,21 @@ def main() -> None:
     models = torchvision_models() if args.torchvision else mini_models()
     size = 224 if args.torchvision else 32
     rows = []
+    runs = [(e, int(o)) for e in args.exporters.split(",") for o in
+            (args.opsets.split(",") if e == "torchscript" else ["18"])]
     for name, model in models.items():
         if args.only and name.split()[0] not in args.only.split(","):
             continue
-        for opset in (int(o) for o in args.opsets.split(",")):
+        for exporter, opset in runs:
+            net = model() if callable(model) and not hasattr(model, "parameters") else model
             with tempfile.TemporaryDirectory() as tmp:
-                row = one(name, model, opset, size, Path(tmp))
+                row = one(name, net, opset, SIZE.get(name, size), Path(tmp), exporter, args.stages)
+            del net
             rows.append(row)
-            print(json.dumps(row), file=sys.stderr)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    if args.stages == "info":
+        print_import_table(rows)
+        return
     print("| network | opset | layers | params (ours / framework) | no reuse MiB | reuse MiB | "
           "all parts MiB | chosen MiB | verdict | max rel diff | arena = plan |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
