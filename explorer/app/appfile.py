@@ -27,6 +27,7 @@ PROCESSORS = ("gpu", "cpu")
 MAX_FPS = 1e9                # frames per second: beyond any device (and any typo's intent)
 # search sizes beyond these are typing errors that would run for days or exhaust memory
 SEARCH_LIMITS = {"population": 100_000, "generations": 1_000_000, "seed": 2**32 - 1,
+                 "time_limit": 7 * 24 * 3600,
                  "workers": 256, "relink_rounds": 1000, "local_rounds": 1000}
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
@@ -309,14 +310,26 @@ def _fps_override(text: str, cnns: dict[str, CNN]) -> dict[str, float]:
     return out
 
 
+def time_limit(value: Any, where: str) -> float:
+    """Seconds for the search: a number above 0 and at most a week."""
+    top = SEARCH_LIMITS["time_limit"]
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= top
+    if not ok:
+        raise InputError(f"{where}: expected seconds above 0 and up to {top}, got {value!r}")
+    return float(value)
+
+
 def _search(raw: Any, where: str) -> SearchSettings:
     if raw is None:
         return SearchSettings()
     fields = {"population": int, "generations": int, "crossover": float, "mutation": float,
               "seed": int, "workers": int, "relink_rounds": int, "local_rounds": int}
-    _check_keys(raw, tuple(fields) + ("granularity",), where, "search")
+    _check_keys(raw, tuple(fields) + ("granularity", "time_limit"), where, "search")
     values = {}
     for k, v in raw.items():
+        if k == "time_limit":
+            values[k] = time_limit(v, f"{where}: search.time_limit")
+            continue
         if k == "granularity":
             if v not in GRANULARITIES:
                 raise InputError(f"{where}: search.granularity: expected one of "

@@ -50,6 +50,7 @@ class SearchSettings:
                                      # a round adds nothing)
     local_rounds: int = 1            # then Pareto local search rounds (toward whole)
     workers: int = 0                 # processes evaluating (explorer.search.parallel); 0 = one per CPU
+    time_limit: float | None = None  # seconds for the whole search (explorer/search/deadline.py)
 
 
 @dataclass

@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "throughput meeting the constraints (default: the fastest within "
                              "--mem when it is the only constraint, else the least memory; "
                              "docs/search.md)")
+    parser.add_argument("--time-limit", type=float, dest="time_limit",
+                        help="seconds for the search: it stops with the front found so far "
+                             "and writes every output (default: the app's search.time_limit, none)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     from explorer.cli.baselines import add_placement
     add_placement(parser)
@@ -76,7 +79,9 @@ def settings_of(app, args: argparse.Namespace):
     s = app.search
     if getattr(args, "granularity", None):
         s = replace(s, granularity=args.granularity)
-    from explorer.app.appfile import SEARCH_LIMITS
+    from explorer.app.appfile import SEARCH_LIMITS, time_limit
+    if getattr(args, "time_limit", None) is not None:
+        s = replace(s, time_limit=time_limit(args.time_limit, "--time-limit"))
     for key in ("seed", "population", "generations", "workers", "relink_rounds", "local_rounds"):
         value = getattr(args, key, None)
         if value is not None:
@@ -133,6 +138,9 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
         lines.append(f"search: NSGA-II {r.generations} generations, {r.evaluations} evaluations "
                      f"({r.unique} unique) in {r.seconds:.1f} s ({rate:.0f}/s); "
                      f"front {len(outcome.front)} points")
+        if r.stopped:
+            lines.append(f"search: stopped on time at {r.stopped} (the time limit); the plan "
+                         f"is from the front found so far")
     mem_c = app.memory
     mem_ok = mem_c is None or plan.memory_bytes <= mem_c
     lines.append(f"memory  {format_bytes(plan.memory_bytes)} ({plan.memory_bytes} B: params "
@@ -224,6 +232,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
         "evaluations": r.evaluations, "unique": r.unique, "seconds": round(r.seconds, 3),
         "constraints": plan.constraints, "chosen": list(chosen.genes),
         "rule": outcome.rule, "prefer": app.prefer,
+        "time_limit": settings.time_limit, "stopped_on_time": r.stopped,
         "constraints_met": plan.constraints_met})
     write_pareto_csv(outcome.front, cnns, outcome.genes, out / "pareto.csv")
     to_json(plan, out / "plan.json")

@@ -30,6 +30,7 @@ from typing import Callable
 from deap import base, creator, tools
 
 from explorer.app.model import SearchSettings
+from explorer.search.deadline import NONE, Deadline
 from explorer.search.local_search import pareto_local_search
 from explorer.search.path_relinking import relink
 from explorer.search.parallel import Mapped, batch, evaluation_pool
@@ -76,6 +77,7 @@ class SearchResult:
     seconds: float = 0.0
     generations: int = 0
     early_exit: bool = False
+    stopped: str | None = None            # where the time limit stopped the search, if it did
     history: list[GenerationStats] = field(default_factory=list)
     seen: set[tuple[int, ...]] = field(default_factory=set, repr=False)   # chromosomes evaluated
 
@@ -142,14 +144,16 @@ def _points(individuals, cnns: list[str]) -> list[Point]:
 
 
 def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
-          progress: Progress | None = None, seeds: list[tuple[int, ...]] | None = None) -> SearchResult:
+          progress: Progress | None = None, seeds: list[tuple[int, ...]] | None = None,
+          deadline: Deadline = NONE, stage: str = "NSGA-II") -> SearchResult:
     """Run NSGA-II over `genes` binary genes, or genes with values 0..genes[i]; returns every
     non-dominated point met during the run (DEAP ParetoFront, updated with every evaluated
     chromosome, offspring that selection drops included, so the front never loses a point).
     `seeds` (the toolbox's `seeds`): chromosomes put in the initial population after the
     all-whole and all-by-parts ones (other searches' fronts, explorer/tiling/search.py;
     explorer.plan.genes.GeneSpace.seeds for ladder genes); all of them are evaluated and enter
-    the front, and selNSGA2 keeps the population's size when they are more."""
+    the front, and selNSGA2 keeps the population's size when they are more. `deadline`
+    (explorer/search/deadline.py) ends the run before a generation once the time is spent."""
     upper = [1] * genes if isinstance(genes, int) else [int(u) for u in genes]
     n_genes = len(upper)
     chromosome = _fitness_class(len(cnns))
@@ -217,6 +221,8 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
 
         report(0)
         for gen in range(1, settings.generations + 1):
+            if deadline.over(f"{stage} generation {gen}"):
+                break
             offspring = [toolbox.clone(ind) for ind in tools.selTournamentDCD(pop, len(pop))]
             for ind1, ind2 in zip(offspring[::2], offspring[1::2]):
                 if random.random() <= settings.crossover:
@@ -234,7 +240,8 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
         random.setstate(state)
     return SearchResult(front=_points(hall, cnns), evaluations=counts["requests"],
                         unique=len(cache), seconds=time.perf_counter() - start,
-                        generations=settings.generations, history=history, seen=set(cache))
+                        generations=len(history) - 1, history=history, seen=set(cache),
+                        stopped=deadline.stopped)
 
 
 @dataclass
@@ -250,7 +257,8 @@ class Outcome:
 
 def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSettings,
                   progress: Progress | None = None,
-                  extra: list[tuple[int, ...]] | None = None) -> SearchResult:
+                  extra: list[tuple[int, ...]] | None = None,
+                  deadline: Deadline = NONE) -> SearchResult:
     """NSGA-II over ladder genes that starts from the paper's search: first the binary
     search itself (Eq. 6 genes, the same settings and seed, each binary chromosome
     evaluated as its ladder twin, `space.binary`), then the ladder search seeded with that
@@ -262,22 +270,35 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
     by-parts layer one rung toward whole), then path relinking once more (up to
     `relink_rounds` rounds: the pairs the local search made); evaluations, distinct
     chromosomes and time are the sum of the stages."""
-    first = nsga2(len(space.upper), cnns, Mapped(evaluate, space.binary), settings, progress)
+    first = nsga2(len(space.upper), cnns, Mapped(evaluate, space.binary), settings, progress,
+                  deadline=deadline, stage="binary NSGA-II")
     seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()
                                + [tuple(int(g) for g in e) for e in extra or ()]))
-    second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds)
+    if deadline.over("ladder NSGA-II"):      # the binary front is the answer so far
+        second = SearchResult(front=[], history=first.history)
+    else:
+        second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds,
+                       deadline=deadline, stage="ladder NSGA-II")
     start, seen = time.perf_counter(), set(second.seen)
-    front, relinked = relink(merge_fronts(second.front, first.front), cnns, evaluate,
-                             settings.relink_rounds, seen)
-    front, searched = pareto_local_search(front, cnns, evaluate, settings.local_rounds, seen)
-    # the points local search added have neighbours on the front never relinked with them
-    front, again = relink(front, cnns, evaluate, settings.relink_rounds, seen)
-    searched += again
+    # the binary run's points as the ladder chromosomes they were evaluated as
+    twins = [Point(space.binary(p.genes), p.memory_bytes, p.fps) for p in first.front]
+    front = merge_fronts(second.front, twins)
+    relinked = searched = 0
+    if not deadline.over("path relinking"):
+        front, relinked = relink(front, cnns, evaluate, settings.relink_rounds, seen, deadline)
+    if not deadline.over("local search"):
+        front, searched = pareto_local_search(front, cnns, evaluate, settings.local_rounds, seen,
+                                              deadline)
+    if not deadline.over("path relinking"):
+        # the points local search added have neighbours on the front never relinked with them
+        front, again = relink(front, cnns, evaluate, settings.relink_rounds, seen, deadline)
+        searched += again
     return SearchResult(front=front,
                         evaluations=first.evaluations + second.evaluations + relinked + searched,
                         unique=first.unique + second.unique + relinked + searched,
                         seconds=first.seconds + second.seconds + time.perf_counter() - start,
-                        generations=settings.generations, history=second.history)
+                        generations=max(first.generations, second.generations),
+                        history=second.history, stopped=deadline.stopped)
 
 
 def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
@@ -294,6 +315,7 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
     from explorer.search.pick import pick, pick_rule
 
     settings = settings or app.search
+    deadline = Deadline(settings.time_limit)
     space = getattr(evaluate, "space", None)
     labels = space.labels if space is not None else gene_labels(app)
     upper = space.upper if space is not None else [1] * len(labels)
@@ -309,9 +331,9 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
         with evaluation_pool(evaluate, settings.workers) as spread:
             if seeded and getattr(space, "granularity", "binary") == "ladder" and \
                     hasattr(space, "binary") and any(u > 1 for u in upper):
-                result = ladder_search(space, cnns, spread, settings, progress, seeds)
+                result = ladder_search(space, cnns, spread, settings, progress, seeds, deadline)
             else:
-                result = nsga2(upper, cnns, spread, settings, progress, seeds)
+                result = nsga2(upper, cnns, spread, settings, progress, seeds, deadline)
     prefer = getattr(app, "prefer", None)
     chosen, met = pick(result.front, app.memory, app.fps, prefer)
     return Outcome(result.front, chosen, met, result, labels,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from explorer.search.deadline import NONE, Deadline
 from explorer.search.parallel import batch
 from explorer.search.pick import Point, merge_fronts
 
@@ -32,18 +33,22 @@ Moves = Callable[[list[Point], set[Key]], Iterable[Key]]
 
 
 def improve(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
-            seen: set[Key] | None, moves: Moves) -> tuple[list[Point], int]:
+            seen: set[Key] | None, moves: Moves, deadline: Deadline = NONE,
+            stage: str = "local search") -> tuple[list[Point], int]:
     """The loop both last stages share: up to `rounds` rounds, each asking `moves(front,
     fresh)` for the chromosomes next to the points that entered the front last round (every
     point at first), evaluating the ones never seen in one batch (explorer.search.parallel.batch)
     and keeping the non-dominated union; stops early when a round asks or adds nothing.
-    Returns (the front, chromosomes evaluated); `seen` is updated."""
+    Returns (the front, chromosomes evaluated); `seen` is updated. `deadline` ends it
+    before a round once the search's time is spent (explorer/search/deadline.py)."""
 
     seen = set() if seen is None else seen
     seen |= {p.genes for p in front}
     fresh, evaluated = {p.genes for p in front}, 0
     many = batch(evaluate)
-    for _ in range(rounds):
+    for k in range(rounds):
+        if deadline.over(f"{stage} round {k + 1}"):
+            break
         keys: list[Key] = []
         for n in moves(front, fresh):
             if n not in seen:
@@ -67,9 +72,10 @@ def toward_whole(genes: Key) -> list[Key]:
 
 
 def pareto_local_search(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
-                        seen: set[Key] | None = None) -> tuple[list[Point], int]:
+                        seen: set[Key] | None = None,
+                        deadline: Deadline = NONE) -> tuple[list[Point], int]:
     """(the front after at most `rounds` rounds, chromosomes evaluated); `seen`:
     chromosomes already evaluated, not asked again (the set is updated)."""
     return improve(front, cnns, evaluate, rounds, seen,
                    lambda front, fresh: (n for p in front if p.genes in fresh
-                                         for n in toward_whole(p.genes)))
+                                         for n in toward_whole(p.genes)), deadline)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from explorer.search.deadline import NONE, Deadline
 from explorer.search.local_search import Evaluate, Key, improve
 from explorer.search.pick import Point
 
@@ -37,10 +38,11 @@ def steps_toward(genes: Key, target: Key) -> list[Key]:
 
 
 def relink(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
-           seen: set[Key] | None = None) -> tuple[list[Point], int]:
+           seen: set[Key] | None = None, deadline: Deadline = NONE) -> tuple[list[Point], int]:
     """(the front after at most `rounds` rounds of path relinking, chromosomes evaluated);
     `seen`: chromosomes already evaluated, not asked again (the set is updated)."""
-    return improve(front, cnns, evaluate, rounds, seen, _steps_between)
+    return improve(front, cnns, evaluate, rounds, seen, _steps_between, deadline,
+                   "path relinking")
 
 
 def _steps_between(front: list[Point], fresh: set[Key]) -> Iterator[Key]:
