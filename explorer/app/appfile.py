@@ -324,9 +324,15 @@ def _search(raw: Any, where: str) -> SearchSettings:
         return SearchSettings()
     fields = {"population": int, "generations": int, "crossover": float, "mutation": float,
               "seed": int, "workers": int, "relink_rounds": int, "local_rounds": int}
-    _check_keys(raw, tuple(fields) + ("granularity", "time_limit"), where, "search")
+    _check_keys(raw, tuple(fields) + ("granularity", "time_limit", "cluster"), where, "search")
     values = {}
     for k, v in raw.items():
+        if k == "cluster":
+            if not isinstance(v, str) or not v.strip():
+                raise InputError(f"{where}: search.cluster: expected a Dask scheduler address "
+                                 f"such as tcp://host:8786, got {v!r}")
+            values[k] = v.strip()
+            continue
         if k == "time_limit":
             values[k] = time_limit(v, f"{where}: search.time_limit")
             continue

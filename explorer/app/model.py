@@ -51,6 +51,7 @@ class SearchSettings:
     local_rounds: int = 1            # then Pareto local search rounds (toward whole)
     workers: int = 0                 # processes evaluating (explorer.search.parallel); 0 = one per CPU
     time_limit: float | None = None  # seconds for the whole search (explorer/search/deadline.py)
+    cluster: str | None = None       # a Dask scheduler's address (explorer/search/cluster.py)
 
 
 @dataclass

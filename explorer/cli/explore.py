@@ -63,6 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-limit", type=float, dest="time_limit",
                         help="seconds for the search: it stops with the front found so far "
                              "and writes every output (default: the app's search.time_limit, none)")
+    parser.add_argument("--cluster", metavar="ADDRESS",
+                        help="evaluate chromosomes on the Dask cluster whose scheduler is at "
+                             "ADDRESS, e.g. tcp://host:8786 (same front as one process; "
+                             "docs/search.md)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     from explorer.cli.baselines import add_placement
     add_placement(parser)
@@ -80,6 +84,8 @@ def settings_of(app, args: argparse.Namespace):
     if getattr(args, "granularity", None):
         s = replace(s, granularity=args.granularity)
     from explorer.app.appfile import SEARCH_LIMITS, time_limit
+    if getattr(args, "cluster", None):
+        s = replace(s, cluster=args.cluster.strip())
     if getattr(args, "time_limit", None) is not None:
         s = replace(s, time_limit=time_limit(args.time_limit, "--time-limit"))
     for key in ("seed", "population", "generations", "workers", "relink_rounds", "local_rounds"):

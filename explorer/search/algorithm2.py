@@ -301,6 +301,15 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
                         history=second.history, stopped=deadline.stopped)
 
 
+def _spread(evaluate: Evaluate, settings: SearchSettings):
+    """Where the evaluations run: a Dask cluster (explorer/search/cluster.py) when the settings
+    name one, else the local pool of `workers` processes (explorer/search/parallel.py)."""
+    if settings.cluster:
+        from explorer.search.cluster import cluster_pool
+        return cluster_pool(evaluate, settings.cluster)
+    return evaluation_pool(evaluate, settings.workers)
+
+
 def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
                progress: Progress | None = None,
                seeds: list[tuple[int, ...]] | None = None, seeded: bool = True) -> Outcome:
@@ -328,7 +337,7 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
         result = SearchResult([reuse], evaluations=1, unique=1,
                               seconds=time.perf_counter() - start, early_exit=True)
     else:
-        with evaluation_pool(evaluate, settings.workers) as spread:
+        with _spread(evaluate, settings) as spread:
             if seeded and getattr(space, "granularity", "binary") == "ladder" and \
                     hasattr(space, "binary") and any(u > 1 for u in upper):
                 result = ladder_search(space, cnns, spread, settings, progress, seeds, deadline)

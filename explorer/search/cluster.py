@@ -1,0 +1,113 @@
+"""Chromosomes evaluated on a Dask distributed cluster (`--cluster ADDRESS`,
+`search.cluster`; issue 28): the same batches as the local pool (explorer/search/parallel.py),
+sent with `Client.map` and collected with `Client.gather`, which returns the answers in the
+order asked, so the front is the one a single process finds for the same seed.
+
+The evaluation (the application with its CNNs and weights, the throughput profile, the gene
+space) is pickled once and scattered to every worker (`Client.scatter(broadcast=True)`): the
+workers need memtrade installed, not the files the application was read from, so no shared
+filesystem is assumed. Start a scheduler and workers anywhere the explorer can reach:
+
+    dask scheduler                      # prints tcp://HOST:8786
+    dask worker tcp://HOST:8786 --nthreads 1 --nworkers 4     # on each machine
+    explore APP.yaml --mem 0 --cluster tcp://HOST:8786
+
+A scheduler that does not answer within TIMEOUT seconds is one line and exit 2.
+
+The scheduler must not run in the explorer's own process (as `LocalCluster()` puts it):
+it draws from Python's `random` on its own thread (worker choice, work stealing) while
+DEAP draws the search's crossovers and mutations from the same module, and the front would
+then depend on timing. `local_processes(n)` starts a scheduler and n workers as processes
+of their own on this machine, for trying the cluster path (tests, benchmarks).
+"""
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from explorer.search.parallel import Key, Result
+from sdf3.errors import InputError
+
+TIMEOUT = 10          # seconds to reach the scheduler
+
+
+def _remote(key: Key, evaluate: Callable[[Key], Result]) -> Result:
+    """On a worker: one chromosome, with the scattered evaluation."""
+    return evaluate(key)
+
+
+class ClusterEvaluate:
+    """`evaluate` with a `many` that spreads a batch over the cluster's workers."""
+
+    def __init__(self, evaluate: Callable[[Key], Result], client: Any, remote: Any):
+        self.evaluate, self.client, self.remote = evaluate, client, remote
+
+    def __call__(self, key: Key) -> Result:
+        return self.evaluate(key)
+
+    def many(self, keys: Sequence[Key]) -> list[Result]:
+        """The batch's answers in the order asked. The module `random` that DEAP draws from
+        is restored afterwards: distributed draws from it too (gather's choice of a worker,
+        retry jitter) while the search waits, and the seed must give the same front."""
+        keys = list(keys)
+        if not keys:
+            return []
+        state = random.getstate()
+        try:
+            futures = self.client.map(_remote, keys, evaluate=self.remote, pure=False)
+            return self.client.gather(futures)
+        finally:
+            random.setstate(state)
+
+
+@contextmanager
+def cluster_pool(evaluate: Callable[[Key], Result], address: str) -> Iterator[ClusterEvaluate]:
+    """`evaluate` spread over the Dask cluster at `address` for the `with` block."""
+    from distributed import Client
+    try:
+        client = Client(address, timeout=f"{TIMEOUT}s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as err:
+        reason = " ".join(str(err).split())[:200] or type(err).__name__
+        raise InputError(f"--cluster {address}: no Dask scheduler answered within {TIMEOUT} s "
+                         f"({reason})") from None
+    try:
+        remote = client.scatter(evaluate, broadcast=True, hash=False)
+        yield ClusterEvaluate(evaluate, client, remote)
+    finally:
+        client.close()
+
+
+@contextmanager
+def local_processes(workers: int = 2, start_timeout: float = 60.0) -> Iterator[str]:
+    """The address of a scheduler and `workers` one-thread workers started as separate
+    processes (`python -m distributed.cli.dask_scheduler` / `dask_worker`), for the block."""
+    from distributed import Client
+    with tempfile.TemporaryDirectory() as tmp:
+        info = Path(tmp) / "scheduler.json"
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
+                                   "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                   "--scheduler-file", str(info)], **quiet)]
+        try:
+            deadline = time.monotonic() + start_timeout
+            while not info.is_file() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            address = json.loads(info.read_text())["address"]
+            procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
+                                           address, "--nworkers", str(workers), "--nthreads", "1",
+                                           "--no-dashboard", "--local-directory", tmp], **quiet))
+            with Client(address, timeout=f"{TIMEOUT}s", set_as_default=False) as client:
+                client.wait_for_workers(workers, timeout=start_timeout)
+            yield address
+        finally:
+            for proc in reversed(procs):
+                proc.terminate()
+            for proc in procs:
+                proc.wait(timeout=30)
