@@ -36,18 +36,21 @@ from explorer.search.parallel import Key, Result
 from sdf3.errors import InputError
 
 TIMEOUT = 10          # seconds to reach the scheduler
+SLICES_PER_WORKER = 2  # tasks per worker and batch: balance against per-task round trips
 
 
-def _remote(key: Key, evaluate: Callable[[Key], Result]) -> Result:
-    """On a worker: one chromosome, with the scattered evaluation."""
-    return evaluate(key)
+def _remote(keys: list[Key], evaluate: Callable[[Key], Result]) -> list[Result]:
+    """On a worker: a slice of a batch, with the scattered evaluation."""
+    return [evaluate(key) for key in keys]
 
 
 class ClusterEvaluate:
     """`evaluate` with a `many` that spreads a batch over the cluster's workers."""
 
-    def __init__(self, evaluate: Callable[[Key], Result], client: Any, remote: Any):
+    def __init__(self, evaluate: Callable[[Key], Result], client: Any, remote: Any,
+                 workers: int = 1):
         self.evaluate, self.client, self.remote = evaluate, client, remote
+        self.slices = max(1, SLICES_PER_WORKER * workers)
 
     def __call__(self, key: Key) -> Result:
         return self.evaluate(key)
@@ -59,10 +62,12 @@ class ClusterEvaluate:
         keys = list(keys)
         if not keys:
             return []
+        step = -(-len(keys) // self.slices)        # a task per slice: fewer round trips
         state = random.getstate()
         try:
-            futures = self.client.map(_remote, keys, evaluate=self.remote, pure=False)
-            return self.client.gather(futures)
+            futures = self.client.map(_remote, [keys[i:i + step] for i in range(0, len(keys), step)],
+                                      evaluate=self.remote, pure=False)
+            return [r for part in self.client.gather(futures) for r in part]
         finally:
             random.setstate(state)
 
@@ -79,7 +84,8 @@ def cluster_pool(evaluate: Callable[[Key], Result], address: str) -> Iterator[Cl
                          f"({reason})") from None
     try:
         remote = client.scatter(evaluate, broadcast=True, hash=False)
-        yield ClusterEvaluate(evaluate, client, remote)
+        workers = len(client.scheduler_info().get("workers", {})) or 1
+        yield ClusterEvaluate(evaluate, client, remote, workers)
     finally:
         client.close()
 
