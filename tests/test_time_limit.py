@@ -73,3 +73,18 @@ def test_bad_time_limits_are_one_line(tmp_path, capsys, flag, value):
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and where in err and "expected seconds above 0" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_progress_off_a_terminal_is_one_line_per_stage(tmp_path, capsys):
+    """Off a terminal (a log, CI) each NSGA-II stage prints its closing line, named, with
+    its time; a stage stopped on time closes with the generation it reached."""
+    assert main([str(ROOT / "apps" / "worked_example.yaml"), "--mem", "0", "--population", "8",
+                 "--generations", "3", "--out", str(tmp_path / "run")]) == 3
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["binary NSGA-II", "ladder NSGA-II"]
+    assert all("gen   3/3" in line and "s left in this stage" in line for line in lines)
+    assert main([str(APP1), "--mem", "0", "--time-limit", "1", "--workers", "1",
+                 "--out", str(tmp_path / "late")]) == 3
+    lines = [line for line in capsys.readouterr().err.splitlines() if "NSGA-II" in line]
+    assert len(lines) == 1 and lines[0].startswith("binary NSGA-II: gen ")
+    assert "/60" in lines[0] and "gen  60/60" not in lines[0]

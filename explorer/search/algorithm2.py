@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from deap import base, creator, tools
@@ -49,23 +49,33 @@ class GenerationStats:
     seconds: float
     front_size: int
     min_memory: int
+    stage: str = "NSGA-II"    # binary NSGA-II / ladder NSGA-II (ladder_search) or NSGA-II
+    last: bool = False        # the stage's last line (its last generation, or stopped on time)
 
     @property
     def rate(self) -> float:
         return self.evaluations / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def left(self) -> float:
+        """Seconds the stage still needs at its mean pace so far (generation 0 is the
+        initial population, a generation's worth of evaluations)."""
+        done = self.generation + 1
+        return self.seconds / done * (self.generations - self.generation) if done else 0.0
+
     def line(self) -> str:
-        return (f"gen {self.generation:>3}/{self.generations}  front {self.front_size:>3}  "
-                f"min memory {self.min_memory / 2**20:8.3f} MB  evaluations {self.evaluations}"
-                f" ({self.unique} unique)  {self.rate:7.1f} eval/s  {self.seconds:6.1f} s")
+        return (f"{self.stage}: gen {self.generation:>3}/{self.generations}  front "
+                f"{self.front_size:>3}  min memory {self.min_memory / 2**20:8.3f} MB  "
+                f"evaluations {self.evaluations} ({self.unique} unique)  {self.rate:7.1f} eval/s"
+                f"  {self.seconds:6.1f} s, ~{self.left:.0f} s left in this stage")
 
 
 def stderr_progress(stats: GenerationStats) -> None:
-    """One line per generation; on a terminal the line is rewritten in place."""
+    """On a terminal one line rewritten in place each generation (a new line per stage);
+    elsewhere (a log, CI) one line per stage, when it ends."""
     if sys.stderr.isatty():
-        end = "\n" if stats.generation >= stats.generations else ""
-        print("\r" + stats.line(), end=end, file=sys.stderr, flush=True)
-    else:
+        print("\r" + stats.line(), end="\n" if stats.last else "", file=sys.stderr, flush=True)
+    elif stats.last:
         print(stats.line(), file=sys.stderr, flush=True)
 
 
@@ -211,10 +221,11 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
         hall.update(pop)
         pop = toolbox.select(pop, mu)              # assigns the crowding distances
 
-        def report(gen: int) -> None:
+        def report(gen: int, last: bool = False) -> None:
             stats = GenerationStats(gen, settings.generations, counts["requests"], len(cache),
                                     time.perf_counter() - start, len(hall),
-                                    int(min(ind.fitness.values[0] for ind in hall)))
+                                    int(min(ind.fitness.values[0] for ind in hall)), stage,
+                                    last or gen >= settings.generations)
             history.append(stats)
             if progress:
                 progress(stats)
@@ -222,6 +233,8 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
         report(0)
         for gen in range(1, settings.generations + 1):
             if deadline.over(f"{stage} generation {gen}"):
+                if progress:        # the stage's closing line, as it stands
+                    progress(replace(history[-1], last=True))
                 break
             offspring = [toolbox.clone(ind) for ind in tools.selTournamentDCD(pop, len(pop))]
             for ind1, ind2 in zip(offspring[::2], offspring[1::2]):
