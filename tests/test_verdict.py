@@ -37,6 +37,15 @@ def deploy(tmp_path, parts=False, data_bytes=4):
     return out
 
 
+def swap_models(out, first: str, second: str) -> None:
+    """Exchange two layers' step model files: equal ports, other weights (a silent error)."""
+    models = {m["layer"]: rel for rel, m in json.loads((out / "manifest.json").read_text())["models"].items()}
+    a, b = out / models[first], out / models[second]
+    data_a, data_b = a.read_bytes(), b.read_bytes()
+    a.write_bytes(data_b)
+    b.write_bytes(data_a)
+
+
 def run_json(capsys, out) -> tuple[int, dict]:
     capsys.readouterr()
     code = main(["run", str(out), "--frames", "2", "--json", "--in-process"])
@@ -49,11 +58,7 @@ def test_pass_then_fail_after_a_swap(tmp_path, capsys):
     v = res["verdict"]["net"]
     assert code == 0 and v["verdict"] == "PASS" and v["reference_dtype"] == "float32"
     assert v["max_abs_diff"] <= v["tolerance"] == RTOL["float32"] * v["max_abs_output"]
-    models = {m["layer"]: rel for rel, m in json.loads((out / "manifest.json").read_text())["models"].items()}
-    b, c = out / models["b"], out / models["c"]
-    data_b, data_c = b.read_bytes(), c.read_bytes()
-    b.write_bytes(data_c)
-    c.write_bytes(data_b)
+    swap_models(out, "b", "c")
     code, res = run_json(capsys, out)
     assert code == 4 and res["verdict"]["net"]["verdict"] == "FAIL"
     assert main(["run", str(out), "--frames", "2", "--in-process"]) == 4
@@ -117,10 +122,6 @@ def test_a_model_stored_in_fp16_is_judged_at_fp16(tmp_path, capsys):
     assert v["max_abs_diff"] > RTOL["float32"] * v["max_abs_output"]   # an fp32 yardstick fails it
     assert main(["run", str(out), "--frames", "2", "--in-process"]) == 0
     assert "float16 reference, the model is stored in fp16): PASS" in capsys.readouterr().out
-    models = {m["layer"]: rel for rel, m in json.loads((out / "manifest.json").read_text())["models"].items()}
-    b, c = out / models["b"], out / models["c"]
-    data_b, data_c = b.read_bytes(), c.read_bytes()
-    b.write_bytes(data_c)
-    c.write_bytes(data_b)
+    swap_models(out, "b", "c")
     code, res = run_json(capsys, out)
     assert code == 4 and res["verdict"]["net"]["verdict"] == "FAIL"
