@@ -37,6 +37,7 @@ from explorer.search.parallel import Mapped, batch, evaluation_pool
 from explorer.search.pick import Point, merge_fronts
 
 Evaluate = Callable[[tuple[int, ...]], tuple[int, dict[str, float]]]
+SLICE = 16        # initial-population chromosomes evaluated between time-limit checks
 Progress = Callable[["GenerationStats"], None]
 
 
@@ -217,7 +218,16 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate, settings:
                 known.add(tuple(seed))
                 pop.append(seed)
         pop += [toolbox.individual() for _ in range(mu - len(pop))]
-        evaluate_all(pop)
+        if deadline.seconds is None:
+            evaluate_all(pop)
+        else:                   # a large seeded population is a long batch: slices, on time
+            done: list = []
+            for i in range(0, len(pop), SLICE):
+                evaluate_all(pop[i:i + SLICE])
+                done += pop[i:i + SLICE]
+                if deadline.over(f"{stage} initial population"):
+                    break
+            pop = done
         hall.update(pop)
         pop = toolbox.select(pop, mu)              # assigns the crowding distances
 
@@ -284,14 +294,14 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
     `relink_rounds` rounds: the pairs the local search made); evaluations, distinct
     chromosomes and time are the sum of the stages."""
     first = nsga2(len(space.upper), cnns, Mapped(evaluate, space.binary), settings, progress,
-                  deadline=deadline, stage="binary NSGA-II")
+                  deadline=deadline.share(0.4), stage="binary NSGA-II")
     seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()
                                + [tuple(int(g) for g in e) for e in extra or ()]))
     if deadline.over("ladder NSGA-II"):      # the binary front is the answer so far
         second = SearchResult(front=[], history=first.history)
     else:
         second = nsga2(space.upper, cnns, evaluate, settings, progress, seeds=seeds,
-                       deadline=deadline, stage="ladder NSGA-II")
+                       deadline=deadline.share(0.75), stage="ladder NSGA-II")
     start, seen = time.perf_counter(), set(second.seen)
     # the binary run's points as the ladder chromosomes they were evaluated as
     twins = [Point(space.binary(p.genes), p.memory_bytes, p.fps) for p in first.front]
@@ -312,6 +322,8 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
                         seconds=first.seconds + second.seconds + time.perf_counter() - start,
                         generations=max(first.generations, second.generations),
                         history=second.history, stopped=deadline.stopped)
+    # (a share that ran out marks `deadline.stopped` too: the search did not do all it
+    # planned, although relinking may have used the rest of the time)
 
 
 def _spread(evaluate: Evaluate, settings: SearchSettings):

@@ -6,6 +6,11 @@ every later step is skipped and the search returns the front it has, so the outp
 written as usual and the chosen plan is one the search really evaluated. A step already
 running finishes (one generation's batch at most), so a run overshoots by at most one step.
 Without a limit nothing changes: the same seed gives the same front.
+
+A ladder search shares the budget between its stages (`share`): the binary run gets 40% of
+it, the ladder run 75% of what is left, relinking and local search the rest, so a short
+budget still yields a ladder front rather than a binary run cut short (chosen here; the
+issue leaves the split open).
 """
 from __future__ import annotations
 
@@ -17,16 +22,30 @@ from dataclasses import dataclass, field
 class Deadline:
     seconds: float | None = None               # None: no limit
     start: float = field(default_factory=time.perf_counter)
-    stopped: str | None = None                 # the first stage the budget stopped
+    stopped: str | None = None                 # the first stage a budget stopped (reported)
+    parent: Deadline | None = None             # the budget this one is a share of
+    spent: bool = False                        # this budget's own time is over
 
     def over(self, stage: str) -> bool:
-        """True once the budget is spent (and then for every later stage); remembers where."""
+        """True once this budget is spent (and then for every later stage); remembers the
+        first stage it stopped, here and in the budgets it is a share of."""
         if self.seconds is None:
             return False
-        if self.stopped is None and time.perf_counter() - self.start < self.seconds:
+        if not self.spent and time.perf_counter() - self.start < self.seconds:
             return False
-        self.stopped = self.stopped or stage
+        self.spent = True
+        budget: Deadline | None = self
+        while budget is not None:
+            budget.stopped = budget.stopped or stage
+            budget = budget.parent
         return True
+
+    def share(self, fraction: float) -> Deadline:
+        """A budget of `fraction` of the time left here (no limit: this one)."""
+        if self.seconds is None:
+            return self
+        left = self.seconds - (time.perf_counter() - self.start)
+        return Deadline(max(0.0, left * fraction), parent=self)
 
 
 NONE = Deadline()          # the default: never over

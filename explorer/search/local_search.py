@@ -30,6 +30,7 @@ Key = tuple[int, ...]
 
 Evaluate = Callable[[Key], tuple[int, dict[str, float]]]
 Moves = Callable[[list[Point], set[Key]], Iterable[Key]]
+SLICE = 32        # chromosomes evaluated between time-limit checks in a round
 
 
 def improve(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
@@ -56,10 +57,16 @@ def improve(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int
                 keys.append(n)
         if not keys:
             break
-        evaluated += len(keys)
         before = {p.genes for p in front}
-        front = merge_fronts(front, [Point(k, int(m), {c: float(f.get(c, 0.0)) for c in cnns})
-                                     for k, (m, f) in zip(keys, many(keys))])
+        # one batch; with a time limit in slices, checked between (a round can be long)
+        step = len(keys) if deadline.seconds is None else SLICE
+        for i in range(0, len(keys), step):
+            part = keys[i:i + step]
+            evaluated += len(part)
+            front = merge_fronts(front, [Point(k, int(m), {c: float(f.get(c, 0.0)) for c in cnns})
+                                         for k, (m, f) in zip(part, many(part))])
+            if i + step < len(keys) and deadline.over(f"{stage} round {k + 1}"):
+                break
         fresh = {p.genes for p in front} - before
         if not fresh:
             break
