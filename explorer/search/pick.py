@@ -57,7 +57,7 @@ def pick_rule(mem: int | None, fps: dict[str, float], prefer: str | None = None)
 def describe_rule(rule: str, prefer: str | None) -> str:
     """One line for the summary and the report: which rule chose the plan, and why."""
     what = ("the highest throughput meeting the constraints" if rule == "fps" else
-            "the least memory meeting the constraints (the paper's rule)")
+            "the least memory meeting the constraints, the paper's rule")
     why = ("--prefer " + prefer if prefer is not None else
            "only a memory budget given; --prefer memory for the least memory" if rule == "fps"
            else "the default with a throughput constraint or none; --prefer fps for the fastest")
