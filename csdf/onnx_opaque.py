@@ -23,12 +23,16 @@ shuffle (Reshape to 5-D, Transpose, Reshape back), GELU (also as Erf), channels-
 from __future__ import annotations
 
 from math import prod
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
 import onnx
 
 from csdf.onnx_fusion import attributes
+
+if TYPE_CHECKING:
+    from csdf.model import Layer
 
 UNARY = {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal",
          "Softplus", "Softsign", "Gelu", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Selu",
