@@ -15,6 +15,7 @@ from explorer.plan.derive import Evaluation
 from explorer.plan.genes import gene_space
 from explorer.search.algorithm2 import algorithm2
 from explorer.throughput.evaluator import make_evaluator
+from sdf3.errors import InputError
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,3 +66,17 @@ def test_a_bad_cluster_key_is_one_line(tmp_path, capsys):
     assert main([str(app), "--out", str(tmp_path / "run"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "search.cluster: expected a Dask scheduler address" in err
+
+
+def test_a_failure_on_the_cluster_is_one_line():
+    """A worker lost mid-batch (distributed's KilledWorker, here any error from gather)."""
+    class Lost:
+        def map(self, *args, **kw):
+            return []
+
+        def gather(self, futures):
+            raise RuntimeError("worker tcp://10.0.0.7:4000 died\nwhile computing")
+    evaluate = cluster.ClusterEvaluate(lambda key: (0, {}), Lost(), None, 2)
+    with pytest.raises(InputError, match="evaluating on the cluster failed: RuntimeError") as info:
+        evaluate.many([(0,), (1,)])
+    assert "\n" not in str(info.value)

@@ -68,6 +68,12 @@ class ClusterEvaluate:
             futures = self.client.map(_remote, [keys[i:i + step] for i in range(0, len(keys), step)],
                                       evaluate=self.remote, pure=False)
             return [r for part in self.client.gather(futures) for r in part]
+        except InputError:
+            raise                                  # the evaluation's own one-line refusal
+        except Exception as err:                   # a worker lost (KilledWorker), a comm error
+            reason = " ".join(str(err).split())[:200]
+            raise InputError(f"--cluster: evaluating on the cluster failed: "
+                             f"{type(err).__name__}: {reason}") from None
         finally:
             random.setstate(state)
 
