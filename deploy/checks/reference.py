@@ -27,20 +27,43 @@ def session(path: str | Path, threads: int = 0, dtype: str = "float32") -> ort.I
     else:
         opts.intra_op_num_threads = threads
     source = str(path)
-    if dtype == "float16":
-        from onnxruntime.transformers.float16 import convert_float_to_float16
-        import onnx
-        source = convert_float_to_float16(onnx.load(source), keep_io_types=True).SerializeToString()
-    return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+    try:
+        if dtype == "float16":
+            from onnxruntime.transformers.float16 import convert_float_to_float16
+            import onnx
+            source = convert_float_to_float16(onnx.load(source), keep_io_types=True).SerializeToString()
+        return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+    except Exception as err:     # a damaged reference file: onnx's DecodeError, ORT's Fail, ...
+        raise refused(path, "ONNX Runtime cannot load it", err) from None
+
+
+def refused(path: str | Path, what: str, err: BaseException) -> InputError:
+    """One line for a reference model that cannot be read or run (a damaged deployment)."""
+    reason = " ".join(str(err).split())[:300] or type(err).__name__
+    return InputError(f"reference model {path}: {what}: {reason} (the deployment is damaged "
+                      f"or was edited; deploy it again)")
 
 
 def stored_dtype(path: str | Path) -> str:
-    """"float16" when the model at `path` computes in fp16 (its graph outputs are fp16, as
-    a model converted whole to half precision has them), else "float32"."""
+    """"float16" when the model at `path` computes in fp16, else "float32": its graph
+    outputs are fp16 (a model converted whole to half precision, `model.half()` exported),
+    or most of its floating weights are (a converter's `keep_io_types`: fp32 input and
+    output around an fp16 network, ONNX Runtime then computes the network in fp16)."""
     import onnx
-    model = onnx.load(str(path), load_external_data=False)
-    types = {o.type.tensor_type.elem_type for o in model.graph.output}
-    return "float16" if onnx.TensorProto.FLOAT16 in types else "float32"
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as err:     # DecodeError, OSError
+        raise refused(path, "not a readable ONNX model", err) from None
+    half, full = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
+    if half in {o.type.tensor_type.elem_type for o in model.graph.output}:
+        return "float16"
+    tensors = list(model.graph.initializer) + [
+        a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"]
+    count = {half: 0, full: 0}
+    for t in tensors:          # dims and type only: external data is never read
+        if t.data_type in count:
+            count[t.data_type] += int(np.prod(list(t.dims), dtype=np.int64))
+    return "float16" if count[half] > count[full] else "float32"
 
 
 def run(sess: ort.InferenceSession, frame: np.ndarray) -> list[np.ndarray]:
@@ -48,7 +71,11 @@ def run(sess: ort.InferenceSession, frame: np.ndarray) -> list[np.ndarray]:
     inp = sess.get_inputs()[0]
     dims = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
     feed = frame.reshape(dims) if np.prod(dims) == frame.size else frame
-    outs = sess.run(None, {inp.name: feed.astype(_NP.get(inp.type, np.float32))})
+    try:
+        outs = sess.run(None, {inp.name: feed.astype(_NP.get(inp.type, np.float32))})
+    except Exception as err:     # a reference replaced by another network (another input)
+        raise InputError(f"reference model: ONNX Runtime cannot run it on a frame of shape "
+                         f"{list(frame.shape)}: {' '.join(str(err).split())[:300]}") from None
     outs = [np.asarray(o).astype(np.float32) for o in outs]
     return [o.reshape(o.shape + (1,) * (4 - o.ndim)) if o.ndim < 4 else o for o in outs]
 

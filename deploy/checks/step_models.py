@@ -40,7 +40,9 @@ def check_model(path: Path) -> str | None:
         return f"onnx.checker: {_reason(err)}"
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    # the level `explore run` optimises at (deploy/ort/optimize.py): a refusal of one of
+    # ORT's rewrites is found here too; it costs what ORT_ENABLE_BASIC does (docs/deploy.md)
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3
     try:
         ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
@@ -74,10 +76,12 @@ def check_models(out: Path, models: dict[str, dict[str, Any]], cnns: dict[str, C
         info = models[rel]
         cnn = cnns.get(info.get("cnn", ""))
         layer = info.get("layer", "?")
-        nodes = (cnn.layer(layer).onnx_nodes if cnn is not None and layer in cnn.graph
-                 else [])
+        members = info.get("layers") or [layer]      # a fused-tiled group: its layers
+        nodes = [n for m in members if cnn is not None and m in cnn.graph
+                 for n in cnn.layer(m).onnx_nodes]
         shown = ", ".join(nodes[:6]) + (f", ... ({len(nodes) - 6} more)" if len(nodes) > 6 else "")
-        raise StepModelRefused(f"layer {layer} of CNN {info.get('cnn')}"
+        what = f"fused-tiled group {layer}" if info.get("layers") else f"layer {layer}"
+        raise StepModelRefused(f"{what} of CNN {info.get('cnn')}"
                                + (f" (ONNX nodes {shown})" if shown else "")
                                + f": step model {rel} is refused by {why}")
 

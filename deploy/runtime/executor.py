@@ -83,7 +83,12 @@ class Executor:
                                for t in range(len(calls[0]) - len(labels))]
                     continue
                 labels.append(_label(index, step))
-                session = backend.load(root / step["model"]) if step["model"] else None
+                try:                      # ONNX Runtime loads (and may optimise) the model here
+                    session = backend.load(root / step["model"]) if step["model"] else None
+                except InputError:
+                    raise
+                except Exception as err:
+                    raise _failed(part["cnn"], part["name"], labels[-1], err) from None
                 for parity in (0, 1):
                     ins, outs, frame_targets = {}, {}, []
                     for b in step["bind"]:

@@ -88,7 +88,8 @@ def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[st
             model = tile_model(cnn, group, same[0], dtype, layout)
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             onnx.save(model, str(out / rel))
-            models[rel] = {"cnn": cnn.name, "layer": group.name, "variant": f"tile{shape_no}",
+            models[rel] = {"cnn": cnn.name, "layer": group.name, "layers": layers,
+                           "variant": f"tile{shape_no}",
                            "inputs": ["in0", "starts", "ends"],
                            "outputs": [f"mid{k}" for k in range(len(mids))] + ["out"]}
         for t in same:

@@ -11,9 +11,10 @@ import json
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", help="directory written by `explore deploy`")
-    parser.add_argument("--frames", type=int, default=20, help="frames to run (default 20)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=0,
+    # numbers are read by run() (whole_number), so `--threads x` is one line like `-1`
+    parser.add_argument("--frames", default=20, help="frames to run (default 20)")
+    parser.add_argument("--seed", default=0)
+    parser.add_argument("--threads", default=0,
                         help="ONNX Runtime intra-op threads per session (0: one per core)")
     parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default=None,
                         help="override the manifest's backend")
@@ -32,21 +33,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 MAX_THREADS = 1024          # beyond any board or server; a larger figure is a typing error
 
 
-def check_threads(threads: int) -> None:
+def whole_number(flag: str, value) -> int:
+    """A flag's value as an int, or one line naming the flag (not argparse's usage and error)."""
+    from sdf3.errors import InputError
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise InputError(f"{flag}: expected a whole number, got {value!r}") from None
+
+
+def check_threads(threads) -> int:
     """--threads before ONNX Runtime sees it (ORT's own refusal is a traceback)."""
     from sdf3.errors import InputError
+    threads = whole_number("--threads", threads)
     if not 0 <= threads <= MAX_THREADS:
         raise InputError(f"--threads: expected 0 (one per core) or a thread count up to "
                          f"{MAX_THREADS}, got {threads}")
+    return threads
 
 
 def run(args: argparse.Namespace) -> int:
     from deploy.run.measure import measure
     from sdf3.errors import InputError
 
+    args.frames = whole_number("--frames", args.frames)
+    args.seed = whole_number("--seed", args.seed)
     if args.frames < 1:
         raise InputError(f"--frames: expected a positive number, got {args.frames}")
-    check_threads(args.threads)
+    args.threads = check_threads(args.threads)
     from deploy.runtime.executor import StepFailed
     try:
         result = measure(args.dir, frames=args.frames, seed=args.seed, backend=args.backend,
