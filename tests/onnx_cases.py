@@ -240,3 +240,18 @@ def shared_weights(path: Path) -> Path:
     n.op("Relu", [n.bn(cat, 8)])
     n.nodes[-1].output[0] = "output"
     return n.save(path, [("input", [1, 3, 6, 6])], [("output", [1, 8, 6, 6])])
+
+
+def fan_out_block(path: Path) -> Path:
+    """One tensor read by three layers with different windows and strides (issue 26): a
+    stem conv + Relu, then a 3x3 conv (stride 1, then a 3x3 stride 2), a 5x5 conv of
+    stride 2 and a 3x3 max pool of stride 2 all read it; their outputs are concatenated
+    and mixed by a 1x1 conv. 19 rows: parts of 3 rows leave a last part of 1 row."""
+    n = Net(26)
+    t = n.op("Relu", [n.conv("input", 3, 8)])
+    a = n.conv(n.op("Relu", [n.conv(t, 8, 8)]), 8, 8, strides=[2, 2])
+    b = n.conv(t, 8, 8, k=5, strides=[2, 2])
+    c = n.op("MaxPool", [t], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])
+    n.conv(n.op("Concat", [a, b, c], axis=1), 24, 8, k=1)
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", [1, 3, 19, 11])], [("output", [1, 8, 10, 6])])

@@ -116,10 +116,17 @@ def test_plan_is_valid_and_complete(any_app, tmp_path, pick):
     # no two edges alive together share a buffer or overlap in the arena (pairwise,
     # independently of check_plan)
     group = group_index(app.pipelines)
-    uses = {u.name: u for u in d.uses}
+    uses = {x: u for u in d.uses for x in u.stored}      # edge -> the use storing it
     for b in plan.buffers:
         inside = [uses[x] for x in b["edges"]]
-        assert not any(conflict(a, c, group) for i, a in enumerate(inside) for c in inside[i + 1:])
+        # only the edges of one tensor (one use: written once, read by each) live together
+        assert not any(conflict(a, c, group) for i, a in enumerate(inside) for c in inside[i + 1:]
+                       if a is not c)
+    one = plan.edges[edge_name("CNN1", "l2", "l3")], plan.edges[edge_name("CNN1", "l2", "l4")]
+    if app.placement == "shared-objects":      # the paper's model: a buffer per edge
+        assert one[0]["buffer"] != one[1]["buffer"]
+    else:                                      # one tensor read twice: one buffer, one ring
+        assert one[0]["buffer"] == one[1]["buffer"] and one[0]["rows"] == one[1]["rows"]
     region = {x: (at[e["buffer"]], at[e["buffer"]] + e["elements"] * 4, e["buffer"])
               for x, e in plan.edges.items()}
     for x, (a0, a1, ka) in region.items():

@@ -5,6 +5,8 @@ made; before the check, the first four deployed and ran with exit 0 and wrong ou
 the schema cases gave tracebacks."""
 from __future__ import annotations
 
+import re
+
 import json
 
 import numpy as np
@@ -91,10 +93,21 @@ def test_ring_one_row_too_small(cnn, parts_plan, tmp_path):
     shapes = {n: e["shape"][2] for n, e in plan["edges"].items()}
     rings = [n for n, e in plan["edges"].items() if 1 < e["rows"] < shapes[n]]
     assert rings
+    shared = 0
     for name in rings:
         bad = _copy(plan)
-        bad["edges"][name]["rows"] -= 1
-        _refused(bad, cnn, tmp_path, f"edges.{name}: a ring of .* is too small")
+        src, buf = name.split("->")[0], plan["edges"][name]["buffer"]
+        same = [n for n, e in plan["edges"].items()
+                if n.split("->")[0] == src and e["buffer"] == buf]
+        for n in same:                     # one ring per stored tensor: every reader's edge
+            bad["edges"][n]["rows"] -= 1
+        _refused(bad, cnn, tmp_path, f"edges.{re.escape(src)}->.*: a ring of .* is too small")
+        if len(same) > 1 and plan["edges"][name]["rows"] + 1 < shapes[name]:
+            shared += 1                    # readers of one ring disagreeing on its size
+            bad = _copy(plan)
+            bad["edges"][name]["rows"] += 1
+            _refused(bad, cnn, tmp_path, "store one tensor in buffer .* but hold")
+    assert shared
 
 
 @pytest.mark.parametrize("damage, match", [

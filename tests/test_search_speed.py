@@ -103,7 +103,8 @@ def replay_rows(graph, windows, firings):
 
 
 def every_order_offsets(uses, adj, pipelines=None):
-    """Every visiting order and both fits, the strictly least arena kept (first on ties);
+    """Every visiting order and both fits, then (plain rectangles) every order against the
+    live bound, the strictly least arena kept (first on ties);
     uses with row-by-row lifetimes placed by explorer/memory/placement/rows.py as best fit does."""
     sizes = [u.size for u in uses]
     geometry = Geometry(uses, adj, pipelines or []) if has_rows(uses) else None
@@ -113,6 +114,13 @@ def every_order_offsets(uses, adj, pipelines=None):
             off = best_fit.offsets(sizes, adj, order, how, geometry)
             end = best_fit.extent(sizes, off)
             if best_end is None or end < best_end:
+                best, best_end = off, end
+    if geometry is None:                  # plain rectangles: also against the live bound
+        floor = best_fit.live_bound(uses, adj)
+        for order in best_fit.orders(uses, adj):
+            off = best_fit.ceiling_offsets(sizes, adj, order, floor)
+            end = best_fit.extent(sizes, off)
+            if end < best_end:
                 best, best_end = off, end
     return best
 

@@ -54,8 +54,24 @@ def _edge_copies(plan_edges: dict, cnn: str, src: str, dst: str) -> list[str]:
     raise InputError(f"plan: key 'edges' has no entry for edge {name}")
 
 
-def _layout(shape, phases_src: int, phases_dst: int) -> str:
-    return "hncw" if shape[2] > 1 and (phases_src > 1 or phases_dst > 1) else "nchw"
+def _storage(name: str, e: dict) -> tuple[str, str, str]:
+    """What an edge's bytes are: (cnn, producer, buffer). Edges of one tensor in one buffer
+    (explorer/memory/tensors.py) are one stored tensor, written once and read by each."""
+    cnn, rest = name.split(".", 1)
+    return cnn, rest.split("->")[0], str(e.get("buffer"))
+
+
+def _stored_by_rows(plan_edges: dict, cnns: dict[str, CNN], phases: dict) -> set:
+    """Stored tensors kept rows outermost ("hncw"): some edge stored there has an end that
+    runs by parts (the others read or write the same rows, whole)."""
+    out = set()
+    for name, e in plan_edges.items():
+        cnn, rest = name.split(".", 1)
+        src, dst = re.sub(r"\(\d\)$", "", rest).split("->")
+        ph = phases.get(cnn, {})
+        if ph.get(src, 1) > 1 or ph.get(dst, 1) > 1:
+            out.add(_storage(name, e))
+    return out
 
 
 def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
@@ -82,6 +98,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         host, dev = arena.place(sizes), arena.place(sizes, arena.DEVICE_ALIGN)
 
     groups = _tiled_groups(plan, cnns)
+    by_rows = _stored_by_rows(plan_edges, cnns, phases)
     inner = {(c, a, b_) for c, gs in groups.items() for g in gs for a, b_ in g.internal_edges()}
     edges: dict[str, dict] = {}
     for name, e in plan_edges.items():
@@ -102,7 +119,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
                            "slots": int(e.get("rows", h)), "layout": "tile", "bytes": nbytes,
                            "row_bytes": n * c * w * data_bytes}
             continue
-        layout = _layout(shape, ph.get(src, 1), ph.get(dst, 1))
+        layout = "hncw" if h > 1 and _storage(name, e) in by_rows else "nchw"
         slots = int(e.get("rows", h))
         if layout == "nchw" and slots != h:
             raise InputError(f"plan: edge {name} holds {slots} of {h} rows but neither end "
@@ -227,7 +244,13 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
     k = rows_per_phase(height, n_phases)            # output rows per phase
     count = len(part_rows(height, n_phases, p))     # of this phase (the last may be shorter)
     succ = [d for d in cnn.order() if cnn.graph.has_edge(name, d)]
-    out_edges = [_edge_copies(plan_edges, cnn.name, name, d) for d in succ]
+    out_edges, written = [], set()
+    for d in succ:                        # each stored tensor once, however many read it
+        copies = _edge_copies(plan_edges, cnn.name, name, d)
+        where = tuple(edges[c]["buffer"] for c in copies)
+        if where not in written:
+            written.add(where)
+            out_edges.append(copies)
     is_sink = cnn.graph.out_degree(name) == 0
     if layer.op == INPUT:
         if by_parts:

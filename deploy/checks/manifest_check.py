@@ -249,6 +249,7 @@ def _live_overlaps(manifest, touched, fail) -> None:
     from explorer.memory.lifetimes import EdgeUse, conflict, group_index
 
     edges = manifest["edges"]
+    touched, rep = _fold(edges, touched)
     parts = manifest["partitions"]
     length = {p["name"]: len(p["steps"]) for p in parts}
     order = [p["name"] for p in parts]
@@ -276,9 +277,9 @@ def _live_overlaps(manifest, touched, fail) -> None:
         uses[name] = EdgeUse(name, "", 0, spans)
     group = group_index(manifest["pipelines"])
     regions = []
-    rows = _row_steps(manifest)
+    rows = _row_steps(manifest, rep)
     for n, e in edges.items():
-        if n not in uses:
+        if n not in uses or rep[n] != n:
             continue
         by_row = rows.get(n)
         if by_row is None or len(uses[n].spans) != 1:
@@ -297,7 +298,26 @@ def _live_overlaps(manifest, touched, fail) -> None:
                 fail(f"edges {a} and {b} share arena bytes while both are live")
 
 
-def _row_steps(manifest) -> dict[str, dict[int, tuple[int, int]]]:
+def _fold(edges: dict, touched: dict) -> tuple[dict, dict[str, str]]:
+    """Edges of one tensor in one buffer (explorer/memory/tensors.py: the producer writes
+    it once, every reader binds the same bytes) are one stored tensor: `touched` merged
+    under the first such edge's name, and edge -> that name."""
+    from deploy.runtime.manifest import stored_as
+    rep = stored_as(edges)
+    out: dict[str, dict[str, list[int]]] = {}
+    for n, by_part in touched.items():
+        mine = out.setdefault(rep.get(n, n), {})
+        for p, (t0, t1, w) in by_part.items():
+            got = mine.get(p)
+            if got is None:
+                mine[p] = [t0, t1, w]
+            else:
+                got[0], got[1] = min(got[0], t0), max(got[1], t1)
+                got[2] = w if got[2] < 0 else (got[2] if w < 0 else min(got[2], w))
+    return out, rep
+
+
+def _row_steps(manifest, rep: dict[str, str] | None = None) -> dict[str, dict[int, tuple[int, int]]]:
     """Whole edges stored by rows (layout hncw, a slot per row) touched in one partition:
     per row, the first and last step that writes or reads it (the slot indices a step
     gathers, the slots a part writes, every row for the frame or a whole read). Offset
@@ -314,6 +334,7 @@ def _row_steps(manifest) -> dict[str, dict[int, tuple[int, int]]]:
                         continue
                     name = b["edges"][parity]
                     e = edges[name]
+                    name = (rep or {}).get(name, name)
                     if e.get("layout") != "hncw" or e["slots"] != e["shape"][2]:
                         continue
                     where.setdefault(name, set()).add(part["name"])

@@ -282,19 +282,47 @@ def _buffers(plan, cnns, parts, firings, edges, tilings, inner, fail) -> None:
         from explorer.tiling.fused import _stretch
         uses = _stretch(uses, app, firings, tilings)
     uses = [replace(u, size=sizes.get(u.name, u.size)) for u in uses]
-    names = {u.name for u in uses}
-    extra = sorted(set(edges) - names)
-    if extra:
-        fail(f"edges: {extra[0]} is not an edge use of this plan's partitions")
+    uses, stored_in = _tensors(uses, edges, fail)
     placed = bool(buffers) and all("offset" in b for b in buffers)   # an offset planner's plan
     for k, b in enumerate(buffers if placed else []):
         if not _int(b["offset"]) or b["offset"] < 0 or b["offset"] % data:
             fail(f"buffers[{k}]: offset {b['offset']!r} is not a non-negative multiple of {data} bytes")
-    problems = check_plan(uses, [Buffer(list(b["edges"]), b["elements"],
-                                        b["offset"] // data if placed else None) for b in buffers],
-                          app.pipelines)
+    problems = check_plan(uses, [Buffer(list(dict.fromkeys(stored_in[n] for n in b["edges"])),
+                                        b["elements"], b["offset"] // data if placed else None)
+                                 for b in buffers], app.pipelines)
     if problems:
         fail(problems[0])
+
+
+def _tensors(uses: list, edges: dict, fail) -> tuple[list, dict[str, str]]:
+    """The plan's stored tensors as uses: edges of one tensor in one buffer
+    (explorer/memory/tensors.py) are one use, alive while any of them is, and must hold the
+    same rows (one ring: slot r % rows for every reader); every other edge is its own use.
+    Returns the uses and plan edge name -> the use storing it."""
+    from explorer.memory.tensors import edge_ends, merge, tensor_name
+    by_name = {u.name: u for u in uses}
+    groups: dict[tuple, list[str]] = {}
+    for name in edges:
+        cnn, src, dst, copy = edge_ends(name)
+        if name not in by_name and not (copy and edge_name(cnn, src, dst) in by_name):
+            fail(f"edges: {name} is not an edge use of this plan's partitions")
+        groups.setdefault((cnn, src, copy, edges[name]["buffer"]), []).append(name)
+    out, stored_in, covered = [], {}, set()
+    for (cnn, src, copy, _), names in groups.items():
+        base = [by_name.get(n) or by_name[edge_name(cnn, src, edge_ends(n)[2])] for n in names]
+        covered.update(u.name for u in base)
+        if len(names) == 1 and base[0].name == names[0]:
+            out.append(base[0])
+            stored_in[names[0]] = names[0]
+            continue
+        if len({edges[n]["rows"] for n in names}) > 1:
+            fail(f"edges.{names[0]} and edges.{names[1]} store one tensor in buffer "
+                 f"{edges[names[0]]['buffer']} but hold {edges[names[0]]['rows']} and "
+                 f"{edges[names[1]]['rows']} rows")
+        use = merge(tensor_name(cnn, src, copy) + f"@{edges[names[0]]['buffer']}", base, tuple(names))
+        out.append(use)
+        stored_in.update({n: use.name for n in names})
+    return out + [u for u in uses if u.name not in covered], stored_in
 
 
 def _row_lives(plan, app, cnns, firings, edges, tilings) -> dict:
@@ -313,4 +341,4 @@ def _row_lives(plan, app, cnns, firings, edges, tilings) -> dict:
             continue
         rows.setdefault(where[(m["cnn"], m["src"])], {})[(m["src"], m["dst"])] = int(e["rows"])
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan["phases"].items()}
-    return app_row_lives(app, firings, phases, rows)
+    return app_row_lives(app, firings, phases, rows, tensors=True)

@@ -159,6 +159,11 @@ def choose(manifest: dict[str, Any], forms: dict[str, StepForm], block: int) -> 
     ok = {eid for eid, e in edges.items()
           if e["shape"][0] == 1 and e["shape"][1] % block == 0
           and (e["layout"] == "hncw" or e["layout"] == "nchw" and e["slots"] == e["shape"][2])}
+    from deploy.runtime.manifest import stored_as
+    stored = stored_as(edges)
+    groups: dict[str, set[str]] = {}
+    for eid, rep in stored.items():
+        groups.setdefault(rep, set()).add(eid)
     steps = [s for part in manifest["partitions"] for s in part["steps"]]
     bound: dict[str, set] = {}
     for s in steps:
@@ -190,6 +195,9 @@ def choose(manifest: dict[str, Any], forms: dict[str, StepForm], block: int) -> 
                 if any(i is None or not i <= ok for i in ids):
                     for i in ids:
                         ok.difference_update(i or ())
+        for eid, rep in stored.items():     # one stored tensor: every reader's layout
+            if eid not in ok:
+                ok -= groups[rep]
         changed = len(ok) != before
     return ok
 

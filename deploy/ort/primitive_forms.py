@@ -101,21 +101,27 @@ def prepare_plan_forms(backend, manifest: dict[str, Any], root: Path) -> set[str
     `backend` (deploy/ort/backend.py); returns the edges stored blocked."""
     block = ob.block_size(backend._options())
     steps = [s for part in manifest["partitions"] for s in part["steps"]]
-    ends: dict[str, list[dict]] = {}           # edge -> its producer and consumer steps
+    from deploy.runtime.manifest import stored_as
+    stored = stored_as(manifest["edges"])      # edges of one tensor in one buffer: one
+    members: dict[str, list[str]] = {}
+    for eid, rep in stored.items():
+        members.setdefault(rep, []).append(eid)
+    ends: dict[str, list[dict]] = {}           # stored tensor -> its producer and readers' steps
     for s in steps:
-        for eid in {e for b in s["bind"] if b["kind"] in ("edge", "frame") for e in b["edges"]}:
-            ends.setdefault(eid, []).append(s)
+        for rep in {stored[e] for b in s["bind"] if b["kind"] in ("edge", "frame") for e in b["edges"]}:
+            ends.setdefault(rep, []).append(s)
 
     def nchwc(step: dict) -> bool:
         name = step.get("primitive")
         return bool(step["model"]) and name is not None and primitives.get(name).layout == "nchwc"
 
     blocked = set()
-    for eid, e in manifest["edges"].items():
-        at = ends.get(eid, [])
-        if (e["layout"] == "nchw" and e["shape"][0] == 1 and e["slots"] == e["shape"][2]
-                and e["shape"][1] % block == 0 and len(at) == 2 and all(nchwc(s) for s in at)):
-            blocked.add(eid)
+    for rep, eids in members.items():          # one layout for the writer and every reader
+        at = ends.get(rep, [])
+        if all(e["layout"] == "nchw" and e["shape"][0] == 1 and e["slots"] == e["shape"][2]
+               and e["shape"][1] % block == 0 for e in (manifest["edges"][x] for x in eids)) \
+                and len(at) == len(eids) + 1 and all(nchwc(s) for s in at):
+            blocked.update(eids)
     backend._prefetch([(str(root / s["model"]), "nchwc" if nchwc(s) else "nchw")
                        for s in steps if s["model"]])
     for s in steps:

@@ -43,3 +43,17 @@ def firings_per_frame(manifest: dict[str, Any]) -> dict[str, int]:
     for part in manifest["partitions"]:
         out[part["cnn"]] = out.get(part["cnn"], 0) + len(part["steps"])
     return out
+
+
+def stored_as(edges: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Edge name -> the name of the first edge (sorted) stored in the same bytes: edges of
+    one tensor in one buffer (explorer/memory/tensors.py) are one stored tensor that its
+    producer writes once and every reader binds; any other edge stands for itself."""
+    first: dict[tuple, str] = {}
+    out: dict[str, str] = {}
+    for name in sorted(edges):
+        cnn, rest = name.split(".", 1)
+        e = edges[name]
+        key = (cnn, rest.split("->")[0], e.get("buffer"), e.get("offset"), e.get("bytes"))
+        out[name] = first.setdefault(key, name)
+    return out

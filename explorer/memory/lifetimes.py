@@ -60,6 +60,14 @@ class EdgeUse:
     size: int                   # elements
     spans: tuple[Span, ...]     # (partition, first_step, last_step), inclusive
     rows: Rows | None = None    # finer life of a whole tensor stored by rows (one span)
+    # the plan's edge names this use stores: () = itself; a tensor use (explorer/memory/
+    # tensors.py) lists every (producer, consumer) edge reading the one buffer
+    edges: tuple[str, ...] = ()
+
+    @property
+    def stored(self) -> tuple[str, ...]:
+        """Edge names held in this use's buffer."""
+        return self.edges or (self.name,)
 
     def alive(self, step: int) -> int:
         """Elements holding data at `step` of its (first) partition's span."""

@@ -11,10 +11,11 @@ once where a self-timed one keeps far fewer. So, for a partition under given pha
   with layers by parts, the demand-driven schedule with that order as its priority, which
   reorders the branches.
 
-Each candidate's rows come from the row replay (`csdf.partition_analysis.row_buffers`), its
+Each candidate's rows come from the row replay (`csdf.partition_analysis.row_buffers`), with
+one ring per tensor read by several layers (csdf/shared_rings.py), its
 edges become uses alive from the producer's first firing to the consumer's last (as
 explorer.memory.lifetimes has them; whole edges stored by rows row by row, explorer/memory/staircase.py)
-and are placed by the app's planner; the least arena wins, the
+merged into one use per tensor (explorer/memory/tensors.py) and are placed by the app's planner; the least arena wins, the
 earlier candidate on ties. Edges that cross partitions hold whole tensors under every
 candidate and are left out of the comparison.
 """
@@ -25,12 +26,14 @@ from dataclasses import dataclass, field
 from csdf.model import edge_name
 from csdf.partition_analysis import PartitionAnalysis, demand_schedule, row_buffers
 from csdf.schedule_policies import asap_schedule
+from csdf.shared_rings import share_rings
 from csdf.to_csdf import edge_windows
 from explorer.memory.lifetimes import EdgeUse, Rows
 from explorer.memory.buffers import buffer_elements
 from explorer.memory.placement import live_bound, place
 from explorer.memory.reorder import partition_order
 from explorer.memory.staircase import row_lives
+from explorer.memory.tensors import tensor_uses
 
 Edge = tuple[str, str]
 
@@ -80,27 +83,47 @@ def uses_of(part_name: str, cnn: str, firings: list[str], elements: dict[Edge, i
             for (s, d), n in elements.items()]
 
 
+def read_outside(app, part_name: str) -> set[str]:
+    """Layers of the partition whose tensor is also read in another partition: a crossing
+    edge holds it whole, so its one buffer keeps every row."""
+    part = app.partition(part_name)
+    cnn = app.cnns[part.cnn]
+    inside = set(part.layers)
+    return {x for x in part.layers if any(d not in inside for d in cnn.graph.successors(x))}
+
+
+def tensor_rows(app, part_name: str, a: PartitionAnalysis, firings: list[str],
+                rows: dict[Edge, int], windows=None) -> tuple[dict[Edge, int], dict[Edge, int],
+                                                             dict[Edge, Rows]]:
+    """(rows, elements, lives) of the partition's internal edges under `firings` with one
+    buffer per tensor: `rows` (per edge) shared per tensor, and every edge of a tensor
+    stored by rows given its row lives."""
+    cnn = app.cnns[app.partition(part_name).cnn]
+    row = {(ch.src, ch.dst): ch.token_size for ch in a.graph.channels if ch.src != ch.dst}
+    windows = windows or edge_windows(cnn, a.layers, a.phases)
+    rows = share_rings(a.graph, windows, firings, rows, read_outside(app, part_name))
+    elements = {e: rows[e] * row[e] for e in rows}
+    return rows, elements, row_lives(cnn, a.layers, a.phases, firings, rows, tensors=True)
+
+
 def candidates(app, part_name: str, a: PartitionAnalysis) -> list[Candidate]:
     """Every policy's schedule with its rows, elements and arena. A candidate whose live
     bound (explorer.memory.placement.live_bound: no placement goes below it) already reaches the
     least arena of the earlier ones cannot win (ties go to the earlier), so it is not
     placed and its `arena` is that bound."""
     cnn = app.partition(part_name).cnn
-    row = {(ch.src, ch.dst): ch.token_size for ch in a.graph.channels if ch.src != ch.dst}
-    windows = None
+    windows = edge_windows(app.cnns[cnn], a.layers, a.phases)
     out: list[Candidate] = []
     made = _firings(app, part_name, a)
     for policy, firings in made:
         if policy == "demand":
-            rows, elements = dict(a.edge_rows), dict(a.edge_elements)
+            rows = a.edge_rows
         else:
-            windows = windows or edge_windows(app.cnns[cnn], a.layers, a.phases)
             rows, _ = row_buffers(a.graph, windows, firings)
-            elements = {e: rows[e] * row[e] for e in rows}
-        lives = row_lives(app.cnns[cnn], a.layers, a.phases, firings, rows)
+        rows, elements, lives = tensor_rows(app, part_name, a, firings, rows, windows)
         c = Candidate(policy, firings, rows, elements, 0, lives)
         if len(made) > 1:
-            uses = uses_of(part_name, cnn, firings, elements, lives)
+            uses = tensor_uses(uses_of(part_name, cnn, firings, elements, lives))
             least = min((o.arena for o in out), default=None)
             c.arena = live_bound(uses, []) if least is not None else 0
             if least is None or c.arena < least:

@@ -14,9 +14,10 @@ with ws(S, o) = held(S) + outputs(o) (o's inputs are held, as o has not run). A 
 more than `width` states keeps the `width` best (least peak, then least held): a beam, the
 bounded fallback for graphs the exact DP cannot finish; `Order.exact` says which happened.
 
-memtrade's buffers are edges (one per producer-consumer pair, docs/architecture.md), so a
-partition's "tensors" are its edges, each read by one consumer (`partition_tensors`); the
-paper's own example has a tensor read by two operators, which the general form allows.
+Orders are chosen only under offset placements, whose buffers are tensors (one per
+producer, read by all its consumers: explorer/memory/tensors.py), so a partition's tensors
+are its producers' outputs (`partition_tensors`), as in Liberis & Lane's own example of a
+tensor read by two operators.
 """
 from __future__ import annotations
 
@@ -110,11 +111,11 @@ def best_order(ops: list[str], tensors: list[Tensor], width: int = WIDTH) -> Ord
 
 
 def partition_tensors(app, part_name: str, sizes: dict[str, int] | None = None) -> list[Tensor]:
-    """The partition's edges as tensors, as explorer.memory.lifetimes sees them: internal edges from
-    producer to consumer; an edge from an earlier sequential stage is there from the first
-    step until its consumer; an edge to a later stage is kept from its producer to the end;
-    double-buffered pipeline edges are there throughout. `sizes` (edge name -> elements)
-    replace whole tensors."""
+    """The partition's tensors as explorer.memory.tensors stores them, one per producer: read
+    inside only, from its producer to its last reader; also read by a later sequential stage,
+    from its producer to the end; from an earlier sequential stage, from the first step to its
+    last reader here; double-buffered for a parallel stage, two copies there throughout.
+    `sizes` (edge name -> elements) replace whole tensors."""
     from csdf.model import edge_name
     from explorer.memory.lifetimes import group_index
 
@@ -124,22 +125,23 @@ def partition_tensors(app, part_name: str, sizes: dict[str, int] | None = None) 
     inside = set(part.layers)
     group = group_index(app.pipelines)
     where = {x: p.name for p in app.partitions_of(part.cnn) for x in p.layers}
-    out: list[Tensor] = []
+    readers: dict[str, list[str]] = {}
     for src, dst in cnn.edges():
-        if src not in inside and dst not in inside:
-            continue
-        size = sizes.get(edge_name(cnn.name, src, dst), 0) or int(_elements(cnn, src, dst))
-        if src in inside and dst in inside:
-            out.append(Tensor(size, src, (dst,)))
-            continue
-        other = where.get(dst if src in inside else src)
-        parallel = part_name in group and group.get(other) == group[part_name]
-        if parallel:
+        if src in inside or dst in inside:
+            readers.setdefault(src, []).append(dst)
+    out: list[Tensor] = []
+    for src, dsts in readers.items():
+        size = max(sizes.get(edge_name(cnn.name, src, d), 0) or int(_elements(cnn, src, d))
+                   for d in dsts)
+        mine = src in inside
+        here = tuple(d for d in dsts if d in inside)
+        away = [where.get(x) for x in ([src] if not mine else []) + [d for d in dsts if d not in inside]]
+        if any(part_name in group and group.get(p) == group[part_name] for p in away):
             out += [Tensor(size, None), Tensor(size, None)]
-        elif src in inside:
-            out.append(Tensor(size, src))
+        elif mine:
+            out.append(Tensor(size, src, () if away else here))
         else:
-            out.append(Tensor(size, None, (dst,)))
+            out.append(Tensor(size, None, here))
     return out
 
 

@@ -44,9 +44,11 @@ def edge_rows(prod: list[int], cons: list[int], windows: list[range], height: in
 
 
 def row_lives(cnn: CNN, layers: list[str], phases: dict[str, int], firings: list[str],
-              rows: dict[Edge, int]) -> dict[Edge, Rows]:
+              rows: dict[Edge, int], tensors: bool = False) -> dict[Edge, Rows]:
     """Rows of every edge inside the partition `layers` that is held whole (`rows[e]` its
-    height), stored by rows (one end by parts, height > 1), under the schedule `firings`."""
+    height), stored by rows (one end by parts, height > 1), under the schedule `firings`.
+    `tensors`: one buffer per tensor (explorer/memory/tensors.py), stored by rows when its
+    producer or any reader runs by parts, so every edge of such a tensor gets its rows."""
     steps: dict[str, list[int]] = {}
     for t, name in enumerate(firings):
         steps.setdefault(name, []).append(t)
@@ -55,9 +57,12 @@ def row_lives(cnn: CNN, layers: list[str], phases: dict[str, int], firings: list
     ph = {x: int(phases.get(x, 1)) for x in order}
     out: dict[Edge, Rows] = {}
     windows = None
+    by_rows = {src for src, dst in rows if ph.get(src, 1) > 1 or ph.get(dst, 1) > 1} \
+        if tensors else set()
     for (src, dst), held in rows.items():
         height = int(cnn.edge_shape(src, dst)[2])
-        if held != height or height <= 1 or (ph.get(src, 1) == 1 and ph.get(dst, 1) == 1):
+        if held != height or height <= 1 or (ph.get(src, 1) == 1 and ph.get(dst, 1) == 1
+                                             and src not in by_rows):
             continue
         if windows is None:
             windows = edge_windows(cnn, order, ph)
@@ -67,14 +72,14 @@ def row_lives(cnn: CNN, layers: list[str], phases: dict[str, int], firings: list
 
 
 def app_row_lives(app, firings: dict[str, list[str]], phases: dict[str, dict[str, int]],
-                  rows: dict[str, dict[Edge, int]]) -> dict[str, Rows]:
+                  rows: dict[str, dict[Edge, int]], tensors: bool = False) -> dict[str, Rows]:
     """Edge name -> Rows over every partition of `app` (`rows`: per partition, internal
     edge -> rows held)."""
     out: dict[str, Rows] = {}
     for part in app.partitions:
         cnn = app.cnns[part.cnn]
         lives = row_lives(cnn, part.layers, phases.get(part.cnn, {}), firings[part.name],
-                          rows.get(part.name, {}))
+                          rows.get(part.name, {}), tensors)
         for (src, dst), life in lives.items():
             out[edge_name(cnn.name, src, dst)] = life
     return out

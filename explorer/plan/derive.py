@@ -109,24 +109,32 @@ def _analyse(cnn: CNN, part_name: str, layers: list[str], phases: dict[str, int]
 
 def part_view(app: Application, part_name: str, phases: Phases) -> PartView:
     """Schedule and row buffers of one partition; the app's explicit schedule wins when it
-    fits the phases."""
+    fits the phases. `shared-objects` keeps the paper's ring per edge; every other placement
+    one ring per tensor (csdf/shared_rings.py) and the row lives of tensors stored by rows."""
     part = app.partition(part_name)
     cnn = app.cnns[part.cnn]
     a = _analyse(cnn, part_name, part.layers, phases.get(part.cnn, {}))
     given = app.schedules.get(part_name)
     fits = bool(given) and Counter(given) == Counter(a.firing_counts)
-    if not fits and app.placement != "shared-objects":
+    per_tensor = app.placement != "shared-objects"
+    if not fits and per_tensor:
         from explorer.memory.policies import choose      # schedules chosen for total memory
         c = choose(app, part_name, a)
         return PartView(c.firings, c.rows, c.elements, c.lives)
     if not fits or list(given) == a.firings:
-        return PartView(a.firings, a.edge_rows, a.edge_elements)
-    try:
-        rows, _ = row_buffers(a.graph, edge_windows(cnn, a.layers, a.phases), list(given))
-    except (AnalysisError, IndexError, KeyError) as err:
-        raise InputError(f"schedules.{part_name}: cannot run under phases {a.phases}: {err}") from None
+        firings, rows = list(a.firings), a.edge_rows
+    else:
+        firings = list(given)
+        try:
+            rows, _ = row_buffers(a.graph, edge_windows(cnn, a.layers, a.phases), firings)
+        except (AnalysisError, IndexError, KeyError) as err:
+            raise InputError(f"schedules.{part_name}: cannot run under phases {a.phases}: {err}") from None
+    if per_tensor:
+        from explorer.memory.policies import tensor_rows
+        rows, elements, lives = tensor_rows(app, part_name, a, firings, rows)
+        return PartView(firings, rows, elements, lives)
     elements = {e: rows[e] * (a.edge_elements[e] // max(1, a.edge_rows[e])) for e in rows}
-    return PartView(list(given), rows, elements)
+    return PartView(firings, dict(rows), elements)
 
 
 ViewCache = dict[tuple[str, tuple[int, ...]], PartView]
@@ -169,6 +177,9 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
         for (src, dst), life in parts[p.name].lives.items():
             lives[edge_name(p.cnn, src, dst)] = life
     uses = edge_uses(app, {n: v.firings for n, v in parts.items()}, sizes, lives)
+    if app.placement != "shared-objects":
+        from explorer.memory.tensors import tensor_uses
+        uses = tensor_uses(uses)
     buffers = place(uses, app.pipelines, app.placement)
     param, buf, total = memory_bytes(app, buffers)
     ws = workspace_bytes(app, phases, workspace)
@@ -220,15 +231,18 @@ def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
     edges: dict[str, dict[str, Any]] = {}
     buffers: list[dict[str, Any]] = []
     size_of = {u.name: int(u.size) for u in d.uses}
+    stored = {u.name: u.stored for u in d.uses}
     for i, buf in enumerate(d.buffers):
+        names = [e for name in buf.edges for e in stored.get(name, (name,))]
         for name in buf.edges:
-            cnn, src, dst = _edge_parts(name)
-            shape = [int(v) for v in app.cnns[cnn].edge_shape(src, dst)]
-            row = shape[0] * shape[1] * shape[3]
-            elements = size_of.get(name, row * shape[2])
-            edges[name] = {"buffer": i, "elements": elements, "rows": -(-elements // row),
-                           "shape": shape}
-        buffers.append({"edges": list(buf.edges), "elements": int(buf.size),
+            for edge in stored.get(name, (name,)):      # a tensor use: every edge it stores
+                cnn, src, dst = _edge_parts(edge)
+                shape = [int(v) for v in app.cnns[cnn].edge_shape(src, dst)]
+                row = shape[0] * shape[1] * shape[3]
+                elements = size_of.get(name, row * shape[2])
+                edges[edge] = {"buffer": i, "elements": elements, "rows": -(-elements // row),
+                               "shape": shape}
+        buffers.append({"edges": names, "elements": int(buf.size),
                         "bytes": int(buf.size) * data}
                        | ({} if buf.offset is None else {"offset": int(buf.offset) * data}))
     firings = {p.name: list(d.parts[p.name].firings) for p in app.partitions}

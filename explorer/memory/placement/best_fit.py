@@ -15,6 +15,7 @@ from typing import Iterator
 from explorer.memory.lifetimes import EdgeUse
 from explorer.memory.buffers import Buffer
 from explorer.memory.placement.conflicts import conflict_graph, live_bound
+from explorer.memory.placement.gaps import fits_below
 from explorer.memory.placement.greedy_size import best_fit_offsets, buffers, extent, offsets
 from explorer.memory.placement.rows import Geometry, has_rows
 
@@ -50,7 +51,25 @@ def best_offsets(uses: list[EdgeUse], adj: list[set[int]],
                 best, best_end = off, end
             if best_end <= floor:
                 return best
+    if geometry is None:                 # plain rectangles: against the ceiling, in time order
+        for order in orders(uses, adj):
+            off = ceiling_offsets(sizes, adj, order, floor)
+            end = extent(sizes, off)
+            if end < best_end:
+                best, best_end = off, end
+            if best_end <= floor:
+                return best
     return best or []
+
+
+def ceiling_offsets(sizes: list[int], adj: list[set[int]], order: list[int], limit: int
+                    ) -> list[int]:
+    """Offsets of records visited in `order`, each by gaps.fits_below under `limit`."""
+    off = [-1] * len(sizes)
+    for i in order:
+        off[i] = fits_below(sizes[i], [(off[j], off[j] + sizes[j]) for j in adj[i] if off[j] >= 0],
+                            limit)
+    return off
 
 
 def _both_fits(sizes: list[int], adj: list[set[int]], order: list[int],

@@ -18,3 +18,21 @@ def fits(size: int, placed: list[tuple[int, int]]) -> tuple[int, int]:
         if end > at:
             at = end
     return (choice, first) if choice >= 0 else (at, at)
+
+
+def fits_below(size: int, placed: list[tuple[int, int]], limit: int) -> int:
+    """Best fit under a ceiling `limit` (the live bound): the gap with least slack, where
+    the space between the highest neighbour and `limit` counts as a gap whose record is put
+    against the ceiling, not on the floor. A chain of growing tensors each alive with the
+    next (DenseNet's concatenations) then alternates floor and ceiling instead of climbing;
+    above every neighbour when nothing fits below the ceiling."""
+    at, choice, slack = 0, -1, None
+    for start, end in sorted(placed):
+        gap = start - at
+        if gap >= size and (slack is None or gap - size < slack):
+            choice, slack = at, gap - size
+        if end > at:
+            at = end
+    if limit - at >= size and (slack is None or limit - at - size < slack):
+        return limit - size
+    return choice if choice >= 0 else at
