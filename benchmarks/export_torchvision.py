@@ -15,13 +15,17 @@ import argparse
 import sys
 
 
-def build(name: str, seed: int):
-    """The network with calibrated BatchNorm statistics, in eval mode."""
+def build(name: str, seed: int, size: int | None = None):
+    """The network with calibrated BatchNorm statistics, in eval mode (`size`: the input's
+    height and width; default 299 for Inception-v3, else 224)."""
     import torch
     import torchvision
     torch.manual_seed(seed)
-    model = torchvision.models.get_model(name, weights=None)
-    size = 299 if name == "inception_v3" else 224
+    kw = {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") else {}
+    if name.startswith(("lraspp", "fcn", "deeplab")):
+        kw["weights_backbone"] = None      # random weights everywhere, nothing downloaded
+    model = torchvision.models.get_model(name, weights=None, **kw)
+    size = size or (299 if name == "inception_v3" else 224)
     model.train()
     with torch.no_grad():
         for _ in range(3):          # running mean / var of random inputs: outputs of order 1
@@ -30,9 +34,9 @@ def build(name: str, seed: int):
 
 
 def export(name: str, exporter: str, opset: int, out: str, fp16: bool = False,
-           seed: int = 0) -> None:
+           seed: int = 0, size: int | None = None) -> None:
     import torch
-    model, size = build(name, seed)
+    model, size = build(name, seed, size)
     x = torch.randn(1, 3, size, size)
     if fp16:
         model, x = model.half(), x.half()
@@ -50,13 +54,15 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--fp16", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", type=int, help="input height and width (default 224; 299 for "
+                                                 "inception_v3), e.g. 512 for a segmentation network")
     args = parser.parse_args()
     try:
         import torch  # noqa: F401
         import torchvision  # noqa: F401
     except ImportError:
         sys.exit("export_torchvision: needs torch and torchvision (pip install torch torchvision)")
-    export(args.model, args.exporter, args.opset, args.out, args.fp16, args.seed)
+    export(args.model, args.exporter, args.opset, args.out, args.fp16, args.seed, args.size)
 
 
 if __name__ == "__main__":

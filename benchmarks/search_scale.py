@@ -66,7 +66,7 @@ def main() -> None:
                   f"{r.get('error') or f'did not finish in {args.cap:g} s'} |", flush=True)
             continue
         print(f"| {model} | {r['genes']} | {r['rate']:.0f} | {r['search']:.1f} | {r['wall']:.1f} | "
-              f"{r['points']} | {r['least'] / 2**20:.2f} | "
+              f"{r['points']} | {r['least'] / 2**20:.3f} | "
               f"{'stopped on time: ' + r['stopped'] if r['stopped'] else 'finished'} |", flush=True)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

@@ -35,7 +35,7 @@ def test_a_search_stopped_on_time_writes_a_deployable_plan(tmp_path, capsys):
     (40% binary run, 75% of the rest the ladder run, then relinking), stop it early in each."""
     out, limit = tmp_path / "run", 3.0
     start = time.perf_counter()
-    assert main([str(APP1), "--mem", "0", "--time-limit", str(limit), "--workers", "1",
+    assert main([str(APP1), "--mem", "0", "--time-limit", str(limit), "--workers", "1", "--effort", "full",
                  "--out", str(out), "--quiet"]) == 3          # nothing fits 0 B: least memory
     elapsed = time.perf_counter() - start
     front = json.loads((out / "pareto.json").read_text())
@@ -87,7 +87,7 @@ def test_progress_off_a_terminal_is_one_line_per_stage(tmp_path, capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert [line.split(":")[0] for line in lines] == ["binary NSGA-II", "ladder NSGA-II"]
     assert all("gen   3/3" in line and "s left in this stage" in line for line in lines)
-    assert main([str(APP1), "--mem", "0", "--time-limit", "1", "--workers", "1",
+    assert main([str(APP1), "--mem", "0", "--time-limit", "1", "--workers", "1", "--effort", "full",
                  "--out", str(tmp_path / "late")]) == 3
     lines = [line for line in capsys.readouterr().err.splitlines() if "NSGA-II" in line]
     assert [line.split(":")[0] for line in lines] == ["binary NSGA-II", "ladder NSGA-II"]

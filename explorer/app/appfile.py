@@ -12,7 +12,7 @@ from typing import Any
 from csdf.model import CNN, INPUT
 from csdf.onnx_import import load_onnx
 from csdf.synthetic import build_synthetic
-from explorer.app.model import (GRANULARITIES, PRECISIONS, PREFER, Application, Partition,
+from explorer.app.model import (EFFORTS, GRANULARITIES, PRECISIONS, PREFER, Application, Partition,
                                 SearchSettings)
 from explorer.app.layer_names import resolve
 from explorer.app.units import parse_memory
@@ -324,9 +324,15 @@ def _search(raw: Any, where: str) -> SearchSettings:
         return SearchSettings()
     fields = {"population": int, "generations": int, "crossover": float, "mutation": float,
               "seed": int, "workers": int, "relink_rounds": int, "local_rounds": int}
-    _check_keys(raw, tuple(fields) + ("granularity", "time_limit", "cluster"), where, "search")
+    _check_keys(raw, tuple(fields) + ("granularity", "time_limit", "cluster", "effort"), where, "search")
     values = {}
     for k, v in raw.items():
+        if k == "effort":
+            if v not in EFFORTS:
+                raise InputError(f"{where}: search.effort: expected one of {', '.join(EFFORTS)}, "
+                                 f"got {v!r}")
+            values[k] = v
+            continue
         if k == "cluster":
             if not isinstance(v, str) or not v.strip():
                 raise InputError(f"{where}: search.cluster: expected a Dask scheduler address "
@@ -352,4 +358,5 @@ def _search(raw: Any, where: str) -> SearchSettings:
                         f"{SEARCH_LIMITS[k]}")
             raise InputError(f"{where}: search.{k}: expected {expected}, got {v!r}")
         values[k] = kind(v)
+    values["fixed"] = tuple(k for k in ("population", "generations", "relink_rounds") if k in values)
     return SearchSettings(**values)

@@ -35,7 +35,8 @@ class Partition:
 
 
 GRANULARITIES = ("ladder", "binary")   # gene kinds (explorer/plan/genes.py)
-PREFER = ("memory", "fps")              # rules picking a point of the front (explorer/search/pick.py)
+PREFER = ("memory", "fps")
+EFFORTS = ("auto", "full")              # search effort (explorer/search/effort.py)              # rules picking a point of the front (explorer/search/pick.py)
 
 
 @dataclass
@@ -52,6 +53,11 @@ class SearchSettings:
     workers: int = 0                 # processes evaluating (explorer.search.parallel); 0 = one per CPU
     time_limit: float | None = None  # seconds for the whole search (explorer/search/deadline.py)
     cluster: str | None = None       # a Dask scheduler's address (explorer/search/cluster.py)
+    effort: str = "auto"             # "auto": defaults fitted to the network (explorer/search/effort.py); "full"
+    fixed: tuple[str, ...] = ()      # population / generations / relink_rounds the user set
+    # chromosomes path relinking (both passes together) and local search may each evaluate:
+    # set by explorer/search/effort.py (a neighbourhood of a large front grows with the genes)
+    stage_evaluations: int | None = None
 
 
 @dataclass

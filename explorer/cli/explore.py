@@ -47,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--local-rounds", type=int, dest="local_rounds",
                         help="rounds of Pareto local search toward whole layers after the "
                              "relinking (explorer/search/local_search.py; default: the app's, 1)")
+    parser.add_argument("--effort", choices=["auto", "full"],
+                        help="auto (default): population, generations and relinking rounds you "
+                             "did not set scaled to the network's measured evaluation rate "
+                             "(explorer/search/effort.py); full: the defaults as they are")
     parser.add_argument("--granularity", choices=["ladder", "binary"],
                         help="genes: rows per phase from a ladder, or the paper's binary "
                              "whole/row-by-row (default: the app's search.granularity, ladder)")
@@ -86,6 +90,8 @@ def settings_of(app, args: argparse.Namespace):
     from explorer.app.appfile import SEARCH_LIMITS, time_limit
     if getattr(args, "cluster", None):
         s = replace(s, cluster=args.cluster.strip())
+    if getattr(args, "effort", None):
+        s = replace(s, effort=args.effort)
     if getattr(args, "time_limit", None) is not None:
         s = replace(s, time_limit=time_limit(args.time_limit, "--time-limit"))
     for key in ("seed", "population", "generations", "workers", "relink_rounds", "local_rounds"):
@@ -96,6 +102,8 @@ def settings_of(app, args: argparse.Namespace):
                 raise InputError(f"--{key.replace('_', '-')}: expected a {'non-negative' if low == 0 else 'positive'}"
                                  f" integer up to {SEARCH_LIMITS[key]}, got {value}")
             s = replace(s, **{key: value})
+            if key in ("population", "generations", "relink_rounds"):
+                s = replace(s, fixed=tuple(dict.fromkeys(s.fixed + (key,))))
     return s
 
 
@@ -208,6 +216,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     from explorer.throughput.evaluator import make_evaluator
 
     evaluator = make_evaluator(app, args.evaluator)
+    effort = None
     if getattr(args, "tiling", None):     # fused tiling as a mode (explorer/tiling/genes.py)
         from explorer.tiling.genes import TiledEvaluation, plan_tiled
         progress = None if args.quiet else stderr_progress
@@ -223,6 +232,8 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
         plan = plan_tiled(app, evaluation, chosen.genes, chosen.fps, outcome.met)
     else:
         evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
+        from explorer.search.effort import fit_effort
+        settings, effort = fit_effort(app, evaluation, settings)
         outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
         chosen = outcome.chosen
         derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache, evaluation.workspace)
@@ -239,11 +250,17 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
         "constraints": plan.constraints, "chosen": list(chosen.genes),
         "rule": outcome.rule, "prefer": app.prefer,
         "time_limit": settings.time_limit, "stopped_on_time": r.stopped,
-        "constraints_met": plan.constraints_met})
+        "constraints_met": plan.constraints_met,
+        "effort": effort.as_json() if effort is not None else None})
     write_pareto_csv(outcome.front, cnns, outcome.genes, out / "pareto.csv")
     to_json(plan, out / "plan.json")
     xml = write_partitions(app, plan, out, evaluator)
     notes = [line for line in summary(app, plan, outcome, evaluator.name)]
+    if effort is not None and effort.level < 1:
+        notes.insert(1, f"effort  {effort.level:g} of the default (population {effort.population}, "
+                        f"generations {effort.generations}, relinking {effort.relink_rounds}): the "
+                        f"default would take about {effort.predicted_s:.0f} s at the {effort.rate:.0f} "
+                        f"evaluations/s measured here; set them, or --effort full, to fix the effort")
     write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
                       outcome.genes, app.memory, app.fps, baselines_for(app, evaluator, derived), chosen,
                       outcome.met, notes)

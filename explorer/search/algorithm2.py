@@ -307,14 +307,16 @@ def ladder_search(space, cnns: list[str], evaluate: Evaluate, settings: SearchSe
     twins = [Point(space.binary(p.genes), p.memory_bytes, p.fps) for p in first.front]
     front = merge_fronts(second.front, twins)
     relinked = searched = 0
+    cap = settings.stage_evaluations          # explorer/search/effort.py; None = no cap
     if not deadline.over("path relinking"):
-        front, relinked = relink(front, cnns, evaluate, settings.relink_rounds, seen, deadline)
+        front, relinked = relink(front, cnns, evaluate, settings.relink_rounds, seen, deadline, cap)
     if not deadline.over("local search"):
         front, searched = pareto_local_search(front, cnns, evaluate, settings.local_rounds, seen,
-                                              deadline)
+                                              deadline, cap)
     if not deadline.over("path relinking"):
         # the points local search added have neighbours on the front never relinked with them
-        front, again = relink(front, cnns, evaluate, settings.relink_rounds, seen, deadline)
+        front, again = relink(front, cnns, evaluate, settings.relink_rounds, seen, deadline,
+                              None if cap is None else max(0, cap - relinked))
         searched += again
     return SearchResult(front=front,
                         evaluations=first.evaluations + second.evaluations + relinked + searched,

@@ -35,13 +35,14 @@ SLICE = 32        # chromosomes evaluated between time-limit checks in a round
 
 def improve(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
             seen: set[Key] | None, moves: Moves, deadline: Deadline = NONE,
-            stage: str = "local search") -> tuple[list[Point], int]:
+            stage: str = "local search", limit: int | None = None) -> tuple[list[Point], int]:
     """The loop both last stages share: up to `rounds` rounds, each asking `moves(front,
     fresh)` for the chromosomes next to the points that entered the front last round (every
     point at first), evaluating the ones never seen in one batch (explorer.search.parallel.batch)
     and keeping the non-dominated union; stops early when a round asks or adds nothing.
     Returns (the front, chromosomes evaluated); `seen` is updated. `deadline` ends it
-    before a round once the search's time is spent (explorer/search/deadline.py)."""
+    before a round once the search's time is spent (explorer/search/deadline.py); `limit`
+    caps the chromosomes evaluated (the first ones asked, in order: explorer/search/effort.py)."""
 
     seen = set() if seen is None else seen
     seen |= {p.genes for p in front}
@@ -55,6 +56,8 @@ def improve(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int
             if n not in seen:
                 seen.add(n)
                 keys.append(n)
+        if limit is not None:
+            keys = keys[:max(0, limit - evaluated)]
         if not keys:
             break
         before = {p.genes for p in front}
@@ -80,9 +83,10 @@ def toward_whole(genes: Key) -> list[Key]:
 
 def pareto_local_search(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
                         seen: set[Key] | None = None,
-                        deadline: Deadline = NONE) -> tuple[list[Point], int]:
+                        deadline: Deadline = NONE, limit: int | None = None
+                        ) -> tuple[list[Point], int]:
     """(the front after at most `rounds` rounds, chromosomes evaluated); `seen`:
     chromosomes already evaluated, not asked again (the set is updated)."""
     return improve(front, cnns, evaluate, rounds, seen,
                    lambda front, fresh: (n for p in front if p.genes in fresh
-                                         for n in toward_whole(p.genes)), deadline)
+                                         for n in toward_whole(p.genes)), deadline, limit=limit)

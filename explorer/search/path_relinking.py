@@ -38,11 +38,13 @@ def steps_toward(genes: Key, target: Key) -> list[Key]:
 
 
 def relink(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
-           seen: set[Key] | None = None, deadline: Deadline = NONE) -> tuple[list[Point], int]:
+           seen: set[Key] | None = None, deadline: Deadline = NONE,
+           limit: int | None = None) -> tuple[list[Point], int]:
     """(the front after at most `rounds` rounds of path relinking, chromosomes evaluated);
-    `seen`: chromosomes already evaluated, not asked again (the set is updated)."""
+    `seen`: chromosomes already evaluated, not asked again (the set is updated); `limit`:
+    at most that many evaluated."""
     return improve(front, cnns, evaluate, rounds, seen, _steps_between, deadline,
-                   "path relinking")
+                   "path relinking", limit)
 
 
 def _steps_between(front: list[Point], fresh: set[Key]) -> Iterator[Key]:

@@ -1,0 +1,123 @@
+"""Effort that fits the network (issue 28): the default population, generations and
+relinking rounds scaled down when the evaluation rate measured on this network says the
+default search would take much longer than a user waits.
+
+The rule (docs/search.md, "Effort"):
+
+- requests of a search: population x (generations + 1) per NSGA-II stage (two with ladder
+  genes: the binary stage first), of which about half are distinct (the rest hit the
+  search's cache): `distinct_evaluations`;
+- the rate: `CALIBRATION` random chromosomes of the app's gene space (seeded by the search
+  seed) derived one after another in this process, times the speed-up of `workers`
+  processes (1 + 0.5 per extra worker, as measured on a 2-core machine: app 1 took 1.5x
+  less time with two workers than with one);
+- the level: the largest of 1, 1/2, 1/4, 1/8, 1/16 whose predicted seconds stay within
+  `TARGET_S` (or 70% of `--time-limit` when that is smaller); population and generations
+  each shrink by the square root of the level (so their product, the requests, by the
+  level), relinking rounds by the level; never below 16, 8 and 2;
+- path relinking (its two passes together) and the local search may each evaluate at most
+  population x (generations + 1) chromosomes, one NSGA-II stage's requests
+  (`SearchSettings.stage_evaluations`): their neighbourhoods grow with the front and the
+  genes (DenseNet-121 in torchvision's form: 3,950 of 5,132 evaluations, 180 of 208 s).
+
+Only the settings the user did not set are scaled (`SearchSettings.fixed` lists the ones
+given in the app file or on the command line); `--effort full` (search.effort: full) keeps
+the defaults. Levels are a factor of 2 apart, so the measured rate moves the choice only
+when it moves by that much; the chosen level and the rate it came from are printed and
+written to pareto.json, and fixing population and generations makes a run repeatable on
+any machine.
+"""
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass, replace
+from math import sqrt
+
+TARGET_S = 75.0               # seconds of evaluation a default search is fitted to
+CALIBRATION = 6               # chromosomes timed
+LEVELS = (1.0, 0.5, 0.25, 0.125, 0.0625)
+DISTINCT = 0.5                # share of requests that are not cache hits
+SCALED = ("population", "generations", "relink_rounds")
+
+
+@dataclass(frozen=True)
+class Effort:
+    level: float              # share of the default requests kept
+    rate: float               # evaluations per second measured in one process (0: not measured)
+    predicted_s: float        # the default's predicted seconds at that rate
+    population: int
+    generations: int
+    relink_rounds: int
+    stage_evaluations: int | None = None
+
+    def as_json(self) -> dict:
+        return {"level": self.level, "rate": round(self.rate, 1),
+                "predicted_s": round(self.predicted_s, 1), "population": self.population,
+                "generations": self.generations, "relink_rounds": self.relink_rounds,
+                "stage_evaluations": self.stage_evaluations}
+
+
+def distinct_evaluations(population: int, generations: int, stages: int) -> float:
+    return DISTINCT * population * (generations + 1) * stages
+
+
+def speedup(workers: int) -> float:
+    return 1.0 + 0.5 * max(0, workers - 1)
+
+
+def choose_level(predicted_s: float, target_s: float) -> float:
+    """The largest level whose share of `predicted_s` fits `target_s` (the smallest if none)."""
+    return next((f for f in LEVELS if predicted_s * f <= target_s), LEVELS[-1])
+
+
+def scaled(settings, level: float):
+    """`settings` with the effort not fixed by the user scaled to `level`."""
+    fixed = set(getattr(settings, "fixed", ()))
+    out = {}
+    if "population" not in fixed:
+        out["population"] = max(16, 4 * round(settings.population * sqrt(level) / 4))
+    if "generations" not in fixed:
+        out["generations"] = max(8, round(settings.generations * sqrt(level)))
+    if "relink_rounds" not in fixed:
+        out["relink_rounds"] = max(2, round(settings.relink_rounds * level))
+    return replace(settings, **{k: v for k, v in out.items() if v < getattr(settings, k)})
+
+
+def measured_rate(evaluate, upper: list[int], seed: int) -> float:
+    """Evaluations per second of `CALIBRATION` random chromosomes (each gene by parts with
+    probability 1/2, at a random step of its range) in this process."""
+    rnd = random.Random(seed)
+    batch = [tuple(rnd.randint(1, u) if u and rnd.random() < 0.5 else 0 for u in upper)
+             for _ in range(CALIBRATION)]
+    start = time.perf_counter()
+    for genes in batch:
+        evaluate(genes)
+    return CALIBRATION / max(time.perf_counter() - start, 1e-9)
+
+
+def fit_effort(app, evaluate, settings) -> tuple[object, Effort | None]:
+    """(settings, the effort chosen) for a search of `app` with `evaluate`
+    (explorer.plan.derive.Evaluation); settings unchanged and None when the effort is the
+    user's (`effort: full`, every scaled key fixed, a cluster) or no search will run."""
+    space = getattr(evaluate, "space", None)
+    upper = list(space.upper) if space is not None else [1] * len(getattr(evaluate, "where", []))
+    if (getattr(settings, "effort", "auto") != "auto" or settings.cluster or not upper
+            or set(SCALED) <= set(getattr(settings, "fixed", ()))):
+        return settings, None
+    memory, _ = evaluate(tuple(0 for _ in upper))
+    if app.memory is None or memory <= app.memory:          # Algorithm 2 exits early
+        return settings, None
+    rate = measured_rate(evaluate, upper, settings.seed)
+    stages = 2 if getattr(space, "granularity", "binary") == "ladder" and any(u > 1 for u in upper) else 1
+    workers = settings.workers or os.cpu_count() or 1
+    predicted = distinct_evaluations(settings.population, settings.generations, stages) \
+        / (rate * speedup(workers))
+    target = TARGET_S if settings.time_limit is None else min(TARGET_S, 0.7 * settings.time_limit)
+    level = choose_level(predicted, target)
+    fitted = scaled(settings, level) if level < 1 else settings
+    if "relink_rounds" not in getattr(settings, "fixed", ()):
+        fitted = replace(fitted, stage_evaluations=fitted.population * (fitted.generations + 1))
+    return fitted, Effort(level, rate, predicted, fitted.population, fitted.generations,
+                          fitted.relink_rounds, fitted.stage_evaluations)

@@ -1,0 +1,115 @@
+"""Effort that fits the network (issue 28, explorer/search/effort.py): the level from the
+predicted seconds, the scaled settings, what the user fixed left alone."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import sqrt
+
+import pytest
+
+from explorer.app.appfile import load_app
+from explorer.app.model import SearchSettings
+from explorer.search import effort as ef
+from sdf3.errors import InputError
+
+
+@pytest.mark.parametrize("predicted, target, level", [
+    (20.0, 75.0, 1.0), (75.0, 75.0, 1.0), (100.0, 75.0, 0.5), (300.0, 75.0, 0.25),
+    (600.0, 75.0, 0.125), (10_000.0, 75.0, 0.0625), (152.5, 21.0, 0.125)])
+def test_level_is_the_largest_that_fits(predicted, target, level):
+    assert ef.choose_level(predicted, target) == level
+
+
+def test_scaled_settings_keep_the_requests_in_proportion():
+    s = SearchSettings()
+    half = ef.scaled(s, 0.5)
+    assert half.population == 4 * round(100 * sqrt(0.5) / 4) == 72
+    assert half.generations == round(60 * sqrt(0.5)) == 42
+    assert half.relink_rounds == 8
+    tiny = ef.scaled(s, 0.0625)
+    assert (tiny.population, tiny.generations, tiny.relink_rounds) == (24, 15, 2)
+    mine = ef.scaled(SearchSettings(population=40, fixed=("population",)), 0.25)
+    assert mine.population == 40 and mine.generations == 30
+
+
+@dataclass
+class Space:
+    upper: list[int]
+    granularity: str = "ladder"
+
+
+@dataclass
+class FakeEvaluation:
+    """Memory 100 for all-whole, 50 otherwise; counts calls."""
+    space: Space = field(default_factory=lambda: Space([3] * 10))
+    calls: int = 0
+
+    def __call__(self, genes):
+        self.calls += 1
+        return (100 if not any(genes) else 50), {}
+
+
+@dataclass
+class FakeApp:
+    memory: int | None = 80
+
+
+@pytest.mark.parametrize("rate, limit, level", [(40.0, None, 0.25), (40.0, 30.0, 0.125),
+                                                (1000.0, None, 1.0)])
+def test_fit_effort_from_the_measured_rate(monkeypatch, rate, limit, level):
+    monkeypatch.setattr(ef, "measured_rate", lambda evaluate, upper, seed: rate)
+    settings = SearchSettings(workers=1, time_limit=limit)
+    fitted, chosen = ef.fit_effort(FakeApp(), FakeEvaluation(), settings)
+    predicted = 0.5 * 100 * 61 * 2 / rate               # two stages of 100 x 61 requests
+    assert chosen.predicted_s == pytest.approx(predicted)
+    assert chosen.level == level
+    assert (fitted.population, fitted.generations) == (
+        (100, 60) if level == 1 else (ef.scaled(settings, level).population,
+                                      ef.scaled(settings, level).generations))
+
+
+def test_no_fitting_when_the_user_decides_or_no_search_runs(monkeypatch):
+    monkeypatch.setattr(ef, "measured_rate", lambda *a: 1.0)
+    s = SearchSettings(workers=1)
+    for app, settings in [(FakeApp(None), s), (FakeApp(200), s),
+                          (FakeApp(), SearchSettings(effort="full")),
+                          (FakeApp(), SearchSettings(fixed=ef.SCALED))]:
+        assert ef.fit_effort(app, FakeEvaluation(), settings) == (settings, None)
+
+
+def test_app_file_effort_and_fixed_keys(tmp_path):
+    path = tmp_path / "app.yaml"
+    path.write_text("name: a\ncnns:\n  - {name: n, model: 'zoo:vgg_small'}\n"
+                    "search: {population: 20, relink_rounds: 3, effort: full}\n")
+    s = load_app(path).search
+    assert s.effort == "full" and s.fixed == ("population", "relink_rounds")
+    path.write_text("name: a\ncnns:\n  - {name: n, model: 'zoo:vgg_small'}\nsearch: {effort: fast}\n")
+    with pytest.raises(InputError, match="search.effort: expected one of auto, full, got 'fast'"):
+        load_app(path)
+
+
+def test_stage_cap_evaluates_the_first_chromosomes_asked():
+    from explorer.search.local_search import pareto_local_search
+    from explorer.search.pick import Point
+    asked = []
+
+    def evaluate(genes):
+        asked.append(genes)
+        return 100 - sum(genes), {"c": float(sum(genes))}
+
+    front = [Point((3,) * 6, 82, {"c": 18.0})]
+    full, n_full = pareto_local_search(front, ["c"], evaluate, 3, None)
+    first = list(asked)
+    asked.clear()
+    capped, n = pareto_local_search(front, ["c"], evaluate, 3, None, limit=4)
+    assert n == 4 and n_full > 4
+    assert asked == first[:4]
+
+
+def test_fit_effort_caps_the_last_stages(monkeypatch):
+    monkeypatch.setattr(ef, "measured_rate", lambda *a: 40.0)
+    fitted, chosen = ef.fit_effort(FakeApp(), FakeEvaluation(), SearchSettings(workers=1))
+    assert fitted.stage_evaluations == fitted.population * (fitted.generations + 1)
+    assert chosen.as_json()["stage_evaluations"] == fitted.stage_evaluations
+    fixed = SearchSettings(workers=1, relink_rounds=4, fixed=("relink_rounds",))
+    assert ef.fit_effort(FakeApp(), FakeEvaluation(), fixed)[0].stage_evaluations is None
