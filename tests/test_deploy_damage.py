@@ -5,7 +5,6 @@ declares, weights of the wrong shape), and a step model ONNX Runtime refuses whe
 deploy` writes it."""
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -19,23 +18,13 @@ from onnx import helper, numpy_helper
 import deploy.build.derive as build
 from deploy.runtime.child import child_env
 from explorer.cli.main import main
+from refusals import one_line, refused, tiny_least_memory
 
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory, request) -> Path:
-    """The tiny CNN (conftest.write_tiny_onnx) at its least memory (conv1 and conv2 by parts,
-    the rest whole; the budget met, so deploy prints no warning), deployed on ONNX Runtime."""
-    from conftest import write_tiny_onnx
-    root = tmp_path_factory.mktemp("damage")
-    write_tiny_onnx(root / "tiny.onnx")
-    (root / "tiny.yaml").write_text("name: t\ncnns:\n  - {name: tiny, model: tiny.onnx}\n")
-    assert main([str(root / "tiny.yaml"), "--mem", "0", "--quiet",
-                 "--out", str(root / "least")]) == 3             # nothing fits 0 B
-    least = json.loads((root / "least" / "plan.json").read_text())["memory_bytes"]
-    assert main([str(root / "tiny.yaml"), "--mem", f"{least}B", "--quiet",
-                 "--out", str(root / "run")]) == 0
-    assert main(["deploy", str(root / "run" / "plan.json"), "--out", str(root / "dep")]) == 0
-    return root / "dep"
+    """The tiny CNN at its least memory, deployed (tests/refusals.py)."""
+    return tiny_least_memory(tmp_path_factory.mktemp("damage"))
 
 
 def _copy(deployed: Path, tmp_path: Path) -> Path:
@@ -55,18 +44,7 @@ def _one_line(capsys, argv: list[str], *words: str) -> str:
     ONNX Runtime's per-session threading) exits 2 with one line holding `words`."""
     if argv[0] == "run":
         argv = [*argv, "--in-process"]
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    return _check_line(captured.err, captured.out, words)
-
-
-def _check_line(stderr: str, stdout: str, words) -> str:
-    err = stderr.strip()
-    assert err.startswith("explore: error: ") and "\n" not in err, err
-    assert "Traceback" not in stderr + stdout
-    for w in words:
-        assert w in err, (w, err)
-    return err
+    return refused(capsys, argv, *words)
 
 
 def test_the_undamaged_deployment_passes(deployed, capsys):
@@ -131,7 +109,7 @@ def test_weights_of_the_wrong_shape_are_refused_by_name(deployed, tmp_path, caps
     done = subprocess.run([sys.executable, "-m", "explorer.cli.main", "run", str(dep),
                            "--frames", "2"], capture_output=True, text=True, env=child_env())
     assert done.returncode == 2
-    _check_line(done.stderr, done.stdout, words)
+    one_line(done.stderr, done.stdout, words)
 
 
 def test_a_step_model_onnx_runtime_refuses_is_found_at_deploy(deployed, tmp_path, capsys,

@@ -21,26 +21,17 @@ from onnx import TensorProto, helper, numpy_helper
 import deploy.build.derive as build
 from deploy.runtime.child import child_env
 from explorer.cli.main import main
+from refusals import one_line, tiny_least_memory
 
 PART = "models/tiny/conv1.part.onnx"
 
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory) -> Path:
-    """The tiny CNN (conftest.write_tiny_onnx) with conv1 and conv2 by parts, deployed."""
-    from conftest import write_tiny_onnx
-    root = tmp_path_factory.mktemp("damage_child")
-    write_tiny_onnx(root / "tiny.onnx")
-    (root / "tiny.yaml").write_text("name: t\ncnns:\n  - {name: tiny, model: tiny.onnx}\n")
-    assert main([str(root / "tiny.yaml"), "--mem", "0", "--quiet",
-                 "--out", str(root / "least")]) == 3              # nothing fits 0 B
-    least = json.loads((root / "least" / "plan.json").read_text())["memory_bytes"]
-    assert main([str(root / "tiny.yaml"), "--mem", f"{least}B", "--prefer", "memory", "--quiet",
-                 "--out", str(root / "run")]) == 0                # met: deploy warns of nothing
-    plan = json.loads((root / "run" / "plan.json").read_text())
-    assert plan["phases"]["tiny"]["conv1"] > 1
-    assert main(["deploy", str(root / "run" / "plan.json"), "--out", str(root / "dep")]) == 0
-    return root / "dep"
+    """The tiny CNN at its least memory (conv1 by parts), deployed (tests/refusals.py)."""
+    dep = tiny_least_memory(tmp_path_factory.mktemp("damage_child"))
+    assert json.loads((dep.parent / "run" / "plan.json").read_text())["phases"]["tiny"]["conv1"] > 1
+    return dep
 
 
 def _damaged(deployed: Path, tmp_path: Path, damage) -> Path:
@@ -95,12 +86,7 @@ def _explore(*argv: str) -> subprocess.CompletedProcess:
 
 def _one_line(done: subprocess.CompletedProcess, *words: str) -> str:
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
-    assert "Traceback" not in done.stdout + done.stderr
-    err = done.stderr.strip()
-    assert err.startswith("explore: error: ") and "\n" not in err, err
-    for w in words:
-        assert w in err, (w, err)
-    return err
+    return one_line(done.stderr, done.stdout, words)
 
 
 @pytest.mark.parametrize("layout", ["blocked", "nchw"])

@@ -14,6 +14,7 @@ from explorer.cli.main import main
 from explorer.plan.model import to_json
 from explorer.throughput.evaluator import make_evaluator
 from explorer.tiling.genes import TiledEvaluation, plan_tiled
+from refusals import refused
 from test_fused_tiling import TWO_GROUPS, small_net
 
 
@@ -39,17 +40,6 @@ def _mismatched_matmul(model, output: str) -> None:
     last.input[0] = "bad_y"
 
 
-def _refused(capsys, argv, *words) -> str:
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    err = captured.err.strip()
-    assert err.startswith("explore: error: ") and "\n" not in err, err
-    assert "Traceback" not in captured.out + captured.err
-    for w in words:
-        assert w in err, (w, err)
-    return err
-
-
 def test_a_refused_tile_model_names_its_group(tiled_app, tmp_path, capsys, monkeypatch):
     made = tiles.tile_model
 
@@ -62,7 +52,7 @@ def test_a_refused_tile_model_names_its_group(tiled_app, tmp_path, capsys, monke
     ev = TiledEvaluation(tiled_app, make_evaluator(tiled_app), "tiles")
     mem, fps = ev(TWO_GROUPS)
     to_json(plan_tiled(tiled_app, ev, TWO_GROUPS, fps, True), tmp_path / "plan.json")
-    _refused(capsys, ["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d")],
+    refused(capsys, ["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d")],
              "fused-tiled group c2__c5 of CNN small", "ONNX nodes c2, c2.act, c3, c3.act, p4",
              "models/small/c2__c5.tile0.onnx", "refused by ONNX Runtime", "bad_matmul")
     assert not (tmp_path / "d").exists()
@@ -93,7 +83,7 @@ def test_a_refused_profile_model_is_found_at_deploy(tmp_path, capsys, monkeypatc
     monkeypatch.setattr(layer_models, "layer_model", broken)
     assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "plain")]) == 0
     capsys.readouterr()
-    _refused(capsys, ["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d"),
+    refused(capsys, ["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d"),
                       "--with-profile"],
              "layer conv2 of CNN tiny", "ONNX nodes conv2, relu2", "profile/tiny/conv2.part.onnx",
              "refused by ONNX Runtime", "bad_matmul")

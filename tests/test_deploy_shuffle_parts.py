@@ -14,7 +14,6 @@ arena bytes equal the plan's."""
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +22,8 @@ from onnx import helper
 
 from csdf.onnx_import import load_onnx
 from csdf.parts import all_parts
-from deploy.build.derive import derive
-from deploy.run.measure import measure
 from onnx_cases import Net
-from test_deploy_fixtures import make_plan
+from test_real_patterns import phases_diff
 
 H, W = 10, 6
 OPSETS = [13, 17, 18]
@@ -94,15 +91,7 @@ def phases_for(cnn, rows: int, only_opaque: bool = False, others: int | None = N
 
 
 def deployed_rel_diff(cnn, tmp_path: Path, phases: dict) -> float:
-    plan = make_plan([cnn], {cnn.name: phases})
-    out = tmp_path / "dep"
-    shutil.rmtree(out, ignore_errors=True)
-    derive(plan, {cnn.name: cnn}, out)
-    result = measure(out, frames=2)
-    assert result["arena_bytes"] == plan["buffer_bytes"]
-    size = result["max_abs_output"][cnn.name]
-    assert 0.1 < size < 100, size             # outputs of order 1: a vanishing net proves nothing
-    return result["max_abs_diff"][cnn.name] / size
+    return phases_diff(cnn, tmp_path / "dep", phases, (0.1, 100))
 
 
 def _opaque(cnn) -> list[str]:

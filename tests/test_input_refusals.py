@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from explorer.app.appfile import load_app
-from explorer.cli.main import main
 from explorer.app.units import parse_memory
 from explorer.app.yamlload import MAX_DEPTH
+from refusals import refused
 from sdf3.errors import InputError
 
 GOOD = """name: t
@@ -29,17 +29,6 @@ def _app(tmp_path: Path, tiny_onnx: Path, text: str | bytes) -> Path:
     path = tmp_path / "app.yaml"
     (path.write_bytes if isinstance(text, bytes) else path.write_text)(text)
     return path
-
-
-def _refused(capsys, argv: list[str], *words: str) -> str:
-    """Run `explore argv`; it must exit 2 with one line naming `words`."""
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("explore: error: ") and "\n" not in err, err
-    assert "Traceback" not in err
-    for w in words:
-        assert w in err, (w, err)
-    return err
 
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -78,12 +67,12 @@ BAD_FILES = {
 def test_bad_app_file_is_one_line(tmp_path, tiny_onnx, capsys, case):
     text, words = BAD_FILES[case]
     app = _app(tmp_path, tiny_onnx, text)
-    _refused(capsys, ["info", str(app)], *words)
+    refused(capsys, ["info", str(app)], *words)
 
 
 def test_non_utf8_bytes_are_refused_with_their_offset(tmp_path, tiny_onnx, capsys):
     app = _app(tmp_path, tiny_onnx, GOOD.encode() + b"description: caf\xe9\n")
-    _refused(capsys, ["info", str(app)], "app.yaml", "not UTF-8", "0xe9",
+    refused(capsys, ["info", str(app)], "app.yaml", "not UTF-8", "0xe9",
              f"offset {len(GOOD) + len('description: caf')}")
 
 
@@ -106,7 +95,7 @@ BAD_FLAGS = {
 def test_bad_flags_are_refused_before_the_search(tmp_path, tiny_onnx, capsys, case):
     flags, words = BAD_FLAGS[case]
     app = _app(tmp_path, tiny_onnx, GOOD)
-    _refused(capsys, [str(app), "--out", str(tmp_path / "out"), *flags], words)
+    refused(capsys, [str(app), "--out", str(tmp_path / "out"), *flags], words)
     assert not (tmp_path / "out").exists()
 
 
@@ -157,7 +146,7 @@ def test_a_cyclic_onnx_graph_is_one_line_naming_the_cycle(tmp_path, capsys, comm
     app = tmp_path / "app.yaml"
     app.write_text("name: c\ncnns:\n  - {name: c, model: cyc.onnx}\n")
     extra = [] if command else ["--out", str(tmp_path / "run"), "--quiet"]
-    _refused(capsys, [*command, str(app), *extra], "cyc.onnx", "cycle",
+    refused(capsys, [*command, str(app), *extra], "cyc.onnx", "cycle",
              "'add' (Add) -> 'relu' (Relu) -> 'add' (Add)")
     assert not (tmp_path / "run").exists()
 
@@ -169,6 +158,6 @@ def test_bad_thread_counts_are_refused_before_onnx_runtime(tmp_path, tiny_onnx, 
     """Issue 29: `explore run --threads -1` ended in ONNX Runtime's own traceback."""
     target = str(tmp_path) if command == "run" else str(_app(tmp_path, tiny_onnx, GOOD))
     extra = ["--out", str(tmp_path / "out")] if command != "run" else []
-    _refused(capsys, [command, target, "--threads", threads, *extra],
+    refused(capsys, [command, target, "--threads", threads, *extra],
              f"--threads: expected 0 (one per core) or a thread count up to 1024, got {threads}")
     assert not (tmp_path / "out").exists()

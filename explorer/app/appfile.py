@@ -326,10 +326,11 @@ def _search(raw: Any, where: str) -> SearchSettings:
               "seed": int, "workers": int, "relink_rounds": int, "local_rounds": int}
     _check_keys(raw, tuple(fields) + ("granularity", "time_limit", "cluster", "effort"), where, "search")
     values = {}
+    choices = {"effort": EFFORTS, "granularity": GRANULARITIES}
     for k, v in raw.items():
-        if k == "effort":
-            if v not in EFFORTS:
-                raise InputError(f"{where}: search.effort: expected one of {', '.join(EFFORTS)}, "
+        if k in choices:
+            if v not in choices[k]:
+                raise InputError(f"{where}: search.{k}: expected one of {', '.join(choices[k])}, "
                                  f"got {v!r}")
             values[k] = v
             continue
@@ -341,12 +342,6 @@ def _search(raw: Any, where: str) -> SearchSettings:
             continue
         if k == "time_limit":
             values[k] = time_limit(v, f"{where}: search.time_limit")
-            continue
-        if k == "granularity":
-            if v not in GRANULARITIES:
-                raise InputError(f"{where}: search.granularity: expected one of "
-                                 f"{', '.join(GRANULARITIES)}, got {v!r}")
-            values[k] = v
             continue
         kind = fields[k]
         ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and v == v

@@ -1,0 +1,41 @@
+"""What every refusal test asks (docs/architecture.md, "Errors"): exit status 2 and one line
+`explore: error: ...` naming the file, key or layer, never a traceback; and the tiny CNN's
+least-memory deployment that the damage tests break."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from explorer.cli.main import main
+
+
+def one_line(stderr: str, stdout: str, words) -> str:
+    """The refusal on stderr: one `explore: error:` line holding every one of `words`."""
+    err = stderr.strip()
+    assert err.startswith("explore: error: ") and "\n" not in err, err
+    assert "Traceback" not in stderr + stdout
+    for w in words:
+        assert w in err, (w, err)
+    return err
+
+
+def refused(capsys, argv: list[str], *words: str) -> str:
+    """`explore argv` in this process exits 2 with one line holding `words`."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    return one_line(captured.err, captured.out, words)
+
+
+def tiny_least_memory(root: Path) -> Path:
+    """The tiny CNN (conftest.write_tiny_onnx) at its least memory (the budget met, so
+    deploy warns of nothing), deployed on ONNX Runtime into root/dep."""
+    from conftest import write_tiny_onnx
+    write_tiny_onnx(root / "tiny.onnx")
+    (root / "tiny.yaml").write_text("name: t\ncnns:\n  - {name: tiny, model: tiny.onnx}\n")
+    assert main([str(root / "tiny.yaml"), "--mem", "0", "--quiet",
+                 "--out", str(root / "least")]) == 3              # nothing fits 0 B
+    least = json.loads((root / "least" / "plan.json").read_text())["memory_bytes"]
+    assert main([str(root / "tiny.yaml"), "--mem", f"{least}B", "--prefer", "memory", "--quiet",
+                 "--out", str(root / "run")]) == 0
+    assert main(["deploy", str(root / "run" / "plan.json"), "--out", str(root / "dep")]) == 0
+    return root / "dep"
