@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from csdf.model import CNN
@@ -44,6 +44,7 @@ class PartitionAnalysis:
     edge_rows: dict[Edge, int]                  # internal edges: rows the buffer holds at most
     edge_elements: dict[Edge, int]              # rows * N * C * W
     edge_steps: dict[Edge, tuple[int, int]]     # first and last step the edge holds data
+    windows: dict[Edge, list[range]] = field(default_factory=dict)   # csdf.to_csdf.edge_windows
 
     @property
     def buffer_elements(self) -> int:
@@ -285,6 +286,6 @@ def analyse_partition(cnn: CNN, layers: list[str], phases: dict[str, int]) -> Pa
         edge_rows=rows,
         edge_elements={(ch.src, ch.dst): rows[(ch.src, ch.dst)] * ch.token_size
                        for ch in graph.channels},
-        edge_steps=spans)
+        edge_steps=spans, windows=windows)
     cache[key] = result
     return result

@@ -100,10 +100,11 @@ def tensor_rows(app, part_name: str, a: PartitionAnalysis, firings: list[str],
     stored by rows given its row lives."""
     cnn = app.cnns[app.partition(part_name).cnn]
     row = {(ch.src, ch.dst): ch.token_size for ch in a.graph.channels if ch.src != ch.dst}
-    windows = windows or edge_windows(cnn, a.layers, a.phases)
+    windows = windows or a.windows or edge_windows(cnn, a.layers, a.phases)
     rows = share_rings(a.graph, windows, firings, rows, read_outside(app, part_name))
     elements = {e: rows[e] * row[e] for e in rows}
-    return rows, elements, row_lives(cnn, a.layers, a.phases, firings, rows, tensors=True)
+    return rows, elements, row_lives(cnn, a.layers, a.phases, firings, rows, tensors=True,
+                                     windows=windows)
 
 
 def candidates(app, part_name: str, a: PartitionAnalysis) -> list[Candidate]:
@@ -112,7 +113,7 @@ def candidates(app, part_name: str, a: PartitionAnalysis) -> list[Candidate]:
     least arena of the earlier ones cannot win (ties go to the earlier), so it is not
     placed and its `arena` is that bound."""
     cnn = app.partition(part_name).cnn
-    windows = edge_windows(app.cnns[cnn], a.layers, a.phases)
+    windows = a.windows or edge_windows(app.cnns[cnn], a.layers, a.phases)
     out: list[Candidate] = []
     made = _firings(app, part_name, a)
     for policy, firings in made:

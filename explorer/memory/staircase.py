@@ -44,11 +44,13 @@ def edge_rows(prod: list[int], cons: list[int], windows: list[range], height: in
 
 
 def row_lives(cnn: CNN, layers: list[str], phases: dict[str, int], firings: list[str],
-              rows: dict[Edge, int], tensors: bool = False) -> dict[Edge, Rows]:
+              rows: dict[Edge, int], tensors: bool = False,
+              windows: dict[Edge, list[range]] | None = None) -> dict[Edge, Rows]:
     """Rows of every edge inside the partition `layers` that is held whole (`rows[e]` its
     height), stored by rows (one end by parts, height > 1), under the schedule `firings`.
     `tensors`: one buffer per tensor (explorer/memory/tensors.py), stored by rows when its
-    producer or any reader runs by parts, so every edge of such a tensor gets its rows."""
+    producer or any reader runs by parts, so every edge of such a tensor gets its rows.
+    `windows`: csdf.to_csdf.edge_windows of the partition, when the caller has them."""
     steps: dict[str, list[int]] = {}
     for t, name in enumerate(firings):
         steps.setdefault(name, []).append(t)
@@ -56,7 +58,6 @@ def row_lives(cnn: CNN, layers: list[str], phases: dict[str, int], firings: list
     order = [x for x in cnn.order() if x in inside]
     ph = {x: int(phases.get(x, 1)) for x in order}
     out: dict[Edge, Rows] = {}
-    windows = None
     by_rows = {src for src, dst in rows if ph.get(src, 1) > 1 or ph.get(dst, 1) > 1} \
         if tensors else set()
     for (src, dst), held in rows.items():
