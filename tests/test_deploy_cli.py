@@ -4,23 +4,12 @@ from __future__ import annotations
 
 import json
 
-from csdf.parts import all_parts
-from explorer.app.appfile import load_app
 from explorer.cli.main import main
-from test_deploy_fixtures import make_plan, tiny_onnx
+from test_deploy_fixtures import tiny_plan_file
 
 
 def test_deploy_and_run(tmp_path, capsys):
-    tiny_onnx(tmp_path / "tiny.onnx")
-    app_path = tmp_path / "app.yaml"
-    app_path.write_text("name: tiny-app\nplatform: jetson-tx2\nprecision: fp32\n"
-                        "cnns:\n  - name: tiny\n    model: tiny.onnx\n    fps: 0\n")
-    cnn = load_app(app_path).cnns["tiny"]
-    plan = make_plan([cnn], {"tiny": all_parts(cnn)})
-    plan.update(app=str(app_path), par_bytes=4, memory_bytes=plan["buffer_bytes"], param_bytes=0,
-                fps={"tiny": 0.0}, constraints={"memory_bytes": None, "fps": {}},
-                constraints_met=True, schedules={p: "" for p in plan["firings"]})
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    plan = json.loads(tiny_plan_file(tmp_path).read_text())
     out = tmp_path / "dep"
     assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(out)]) == 0
     assert (out / "manifest.json").is_file()

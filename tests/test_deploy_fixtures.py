@@ -127,3 +127,20 @@ def plan_for_app(app: Application, mode: str, reuse: bool = True) -> dict:
     or "all_parts" (every layer that can, by parts: the least-memory end)."""
     from explorer.plan.derive import uniform_phases
     return plan_of(app, uniform_phases(app, mode == "all_parts"), reuse)
+
+
+def tiny_plan_file(folder) -> Path:
+    """plan.json of the tiny app (tiny_app_file) with every layer that can by parts, with
+    every key explorer.plan.model reads back, in `folder`."""
+    import json
+    from csdf.parts import all_parts
+    from explorer.app.appfile import load_app
+    app_path = tiny_app_file(folder)
+    cnn = load_app(app_path).cnns["tiny"]
+    plan = make_plan([cnn], {"tiny": all_parts(cnn)})
+    plan.update(app=str(app_path), par_bytes=4, memory_bytes=plan["buffer_bytes"], param_bytes=0,
+                fps={"tiny": 0.0}, constraints={"memory_bytes": None, "fps": {}},
+                constraints_met=True, schedules={p: "" for p in plan["firings"]})
+    path = Path(folder) / "plan.json"
+    path.write_text(json.dumps(plan))
+    return path

@@ -3,18 +3,15 @@ default directory is a safe name under runs/, directories are claimed atomically
 failed or interrupted command leaves no partial output behind."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from csdf.parts import all_parts
-from explorer.app.appfile import load_app
 from explorer.cli.main import main
 from explorer.report.outputs import MAX_NAME, claim_dir, claim_file, claim_new_dir, safe_name
 from sdf3.errors import InputError
-from test_deploy_fixtures import make_plan, tiny_onnx
+from test_deploy_fixtures import tiny_plan_file
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKED = ROOT / "apps" / "worked_example.yaml"
@@ -149,17 +146,7 @@ def test_ctrl_c_while_writing_leaves_no_out_and_says_one_line(tmp_path, monkeypa
 
 
 def _tiny_plan(tmp_path: Path) -> Path:
-    tiny_onnx(tmp_path / "tiny.onnx")
-    app_path = tmp_path / "app.yaml"
-    app_path.write_text("name: tiny-app\nplatform: jetson-tx2\nprecision: fp32\n"
-                        "cnns:\n  - name: tiny\n    model: tiny.onnx\n    fps: 0\n")
-    cnn = load_app(app_path).cnns["tiny"]
-    plan = make_plan([cnn], {"tiny": all_parts(cnn)})
-    plan.update(app=str(app_path), par_bytes=4, memory_bytes=plan["buffer_bytes"], param_bytes=0,
-                fps={"tiny": 0.0}, constraints={"memory_bytes": None, "fps": {}},
-                constraints_met=True, schedules={p: "" for p in plan["firings"]})
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    return tmp_path / "plan.json"
+    return tiny_plan_file(tmp_path)
 
 
 def test_failed_deploy_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
