@@ -10,7 +10,7 @@ import pytest
 from explorer.app.appfile import load_app
 from explorer.app.units import parse_memory
 from explorer.app.yamlload import MAX_DEPTH
-from refusals import refused
+from refusals import one_line, refused
 from sdf3.errors import InputError
 
 GOOD = """name: t
@@ -161,3 +161,18 @@ def test_bad_thread_counts_are_refused_before_onnx_runtime(tmp_path, tiny_onnx, 
     refused(capsys, [command, target, "--threads", threads, *extra],
              f"--threads: expected 0 (one per core) or a thread count up to 1024, got {threads}")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["apps/worked_example.yaml", "--population", "two"], ("argument --population", "'two'")),
+    (["profile", "apps/worked_example.yaml", "--threads", "two"], ("profile: argument --threads",)),
+    (["primitives", "apps/worked_example.yaml", "--repeats", "x"], ("primitives: argument --repeats",)),
+    (["run"], ("run: the following arguments are required: dir",)),
+    (["apps/worked_example.yaml", "--effort", "fast"], ("argument --effort", "'fast'"))])
+def test_command_line_refusals_are_one_line(argv, words, capsys):
+    from explorer.cli.main import main
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    captured = capsys.readouterr()
+    one_line(captured.err, captured.out, words)

@@ -21,8 +21,17 @@ SUBCOMMANDS = {
 MAIN = "explorer.cli.explore"   # `explore APP.yaml ...`: the methodology itself
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its refusal as one line (`explore: error: ...`, exit status 2), as every
+    other bad input gets; `-h` still prints the whole usage."""
+
+    def error(self, message: str):
+        where = self.prog.split(" ", 1)[1] + ": " if " " in self.prog else ""
+        self.exit(2, f"explore: error: {where}{message}\n")
+
+
 def _parser(module: str, prog: str, help_: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=help_)
+    parser = OneLineParser(prog=prog, description=help_)
     importlib.import_module(module).add_arguments(parser)
     return parser
 
