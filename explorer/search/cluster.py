@@ -4,7 +4,8 @@ sent with `Client.map` and collected with `Client.gather`, which returns the ans
 order asked, so the front is the one a single process finds for the same seed.
 
 The evaluation (the application with its CNNs and weights, the throughput profile, the gene
-space) is pickled once and scattered to every worker (`Client.scatter(broadcast=True)`): the
+space) is pickled once into bytes and scattered to every worker (`Client.scatter(broadcast=True)`),
+each worker unpickling it once: the
 workers need memtrade installed, not the files the application was read from, so no shared
 filesystem is assumed. Start a scheduler and workers anywhere the explorer can reach:
 
@@ -23,11 +24,14 @@ of their own on this machine, for trying the cluster path (tests, benchmarks).
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import random
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -37,10 +41,29 @@ from sdf3.errors import InputError
 
 TIMEOUT = 10          # seconds to reach the scheduler
 SLICES_PER_WORKER = 2  # tasks per worker and batch: balance against per-task round trips
+# Dask's housekeeping for the processes local_processes starts: by default a worker samples
+# its task thread's stack every 10 ms (the profiler), every event loop ticks every 20 ms and
+# polls the system every 500 ms; on a small machine they compete for the cores and the GIL
+# with the evaluations (docs/search.md says how to start a user's own workers alike)
+WORKER_ENV = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+              "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",
+              "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL": "5s",
+              "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s"}
 
 
-def _remote(keys: list[Key], evaluate: Callable[[Key], Result]) -> list[Result]:
-    """On a worker: a slice of a batch, with the scattered evaluation."""
+_LOADED: dict[str, Callable[[Key], Result]] = {}    # on a worker: token -> the evaluation
+
+
+def _remote(keys: list[Key], blob: bytes, token: str) -> list[Result]:
+    """On a worker: a slice of a batch, with the evaluation unpickled once per process.
+    The evaluation travels as pickled bytes, not as an object: Dask may copy scattered data
+    from one worker to another at any time, and an evaluation object pickled while a task
+    fills its caches fails ("dictionary changed size during iteration"), leaving the batch
+    waiting for ever; bytes never change."""
+    evaluate = _LOADED.get(token)
+    if evaluate is None:
+        _LOADED.clear()                        # one search's evaluation at a time
+        evaluate = _LOADED[token] = pickle.loads(blob)
     return [evaluate(key) for key in keys]
 
 
@@ -48,8 +71,8 @@ class ClusterEvaluate:
     """`evaluate` with a `many` that spreads a batch over the cluster's workers."""
 
     def __init__(self, evaluate: Callable[[Key], Result], client: Any, remote: Any,
-                 workers: int = 1):
-        self.evaluate, self.client, self.remote = evaluate, client, remote
+                 workers: int = 1, token: str = ""):
+        self.evaluate, self.client, self.remote, self.token = evaluate, client, remote, token
         self.slices = max(1, SLICES_PER_WORKER * workers)
 
     def __call__(self, key: Key) -> Result:
@@ -66,7 +89,7 @@ class ClusterEvaluate:
         state = random.getstate()
         try:
             futures = self.client.map(_remote, [keys[i:i + step] for i in range(0, len(keys), step)],
-                                      evaluate=self.remote, pure=False)
+                                      blob=self.remote, token=self.token, pure=False)
             return [r for part in self.client.gather(futures) for r in part]
         except InputError:
             raise                                  # the evaluation's own one-line refusal
@@ -89,9 +112,10 @@ def cluster_pool(evaluate: Callable[[Key], Result], address: str) -> Iterator[Cl
         raise InputError(f"--cluster {address}: no Dask scheduler answered within {TIMEOUT} s "
                          f"({reason})") from None
     try:
-        remote = client.scatter(evaluate, broadcast=True, hash=False)
+        blob = pickle.dumps(evaluate, protocol=pickle.HIGHEST_PROTOCOL)
+        remote = client.scatter(blob, broadcast=True, hash=False)
         workers = len(client.scheduler_info().get("workers", {})) or 1
-        yield ClusterEvaluate(evaluate, client, remote, workers)
+        yield ClusterEvaluate(evaluate, client, remote, workers, uuid.uuid4().hex)
     finally:
         client.close()
 
@@ -106,7 +130,8 @@ def local_processes(workers: int = 2, start_timeout: float = 60.0) -> Iterator[s
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
                                    "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                                   "--scheduler-file", str(info)], **quiet)]
+                                   "--scheduler-file", str(info)],
+                                  env=WORKER_ENV | dict(os.environ), **quiet)]
         try:
             deadline = time.monotonic() + start_timeout
             while not info.is_file() and time.monotonic() < deadline:
@@ -114,7 +139,8 @@ def local_processes(workers: int = 2, start_timeout: float = 60.0) -> Iterator[s
             address = json.loads(info.read_text())["address"]
             procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
                                            address, "--nworkers", str(workers), "--nthreads", "1",
-                                           "--no-dashboard", "--local-directory", tmp], **quiet))
+                                           "--no-dashboard", "--local-directory", tmp],
+                                          env=WORKER_ENV | dict(os.environ), **quiet))
             with Client(address, timeout=f"{TIMEOUT}s", set_as_default=False) as client:
                 client.wait_for_workers(workers, timeout=start_timeout)
             yield address
