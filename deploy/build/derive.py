@@ -54,23 +54,17 @@ def _edge_copies(plan_edges: dict, cnn: str, src: str, dst: str) -> list[str]:
     raise InputError(f"plan: key 'edges' has no entry for edge {name}")
 
 
-def _storage(name: str, e: dict) -> tuple[str, str, str]:
-    """What an edge's bytes are: (cnn, producer, buffer). Edges of one tensor in one buffer
-    (explorer/memory/tensors.py) are one stored tensor, written once and read by each."""
-    cnn, rest = name.split(".", 1)
-    return cnn, rest.split("->")[0], str(e.get("buffer"))
-
-
-def _stored_by_rows(plan_edges: dict, cnns: dict[str, CNN], phases: dict) -> set:
-    """Stored tensors kept rows outermost ("hncw"): some edge stored there has an end that
-    runs by parts (the others read or write the same rows, whole)."""
+def _stored_by_rows(plan_edges: dict, phases: dict, rep: dict[str, str]) -> set[str]:
+    """Stored tensors (`rep`: manifest.stored_as, edges of one tensor in one buffer) kept
+    rows outermost ("hncw"): some edge stored there has an end that runs by parts (the
+    others read or write the same rows, whole)."""
     out = set()
-    for name, e in plan_edges.items():
+    for name in plan_edges:
         cnn, rest = name.split(".", 1)
         src, dst = re.sub(r"\(\d\)$", "", rest).split("->")
         ph = phases.get(cnn, {})
         if ph.get(src, 1) > 1 or ph.get(dst, 1) > 1:
-            out.add(_storage(name, e))
+            out.add(rep[name])
     return out
 
 
@@ -98,7 +92,8 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         host, dev = arena.place(sizes), arena.place(sizes, arena.DEVICE_ALIGN)
 
     groups = _tiled_groups(plan, cnns)
-    by_rows = _stored_by_rows(plan_edges, cnns, phases)
+    stored = mf.stored_as(plan_edges)
+    by_rows = _stored_by_rows(plan_edges, phases, stored)
     inner = {(c, a, b_) for c, gs in groups.items() for g in gs for a, b_ in g.internal_edges()}
     edges: dict[str, dict] = {}
     for name, e in plan_edges.items():
@@ -119,7 +114,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
                            "slots": int(e.get("rows", h)), "layout": "tile", "bytes": nbytes,
                            "row_bytes": n * c * w * data_bytes}
             continue
-        layout = "hncw" if h > 1 and _storage(name, e) in by_rows else "nchw"
+        layout = "hncw" if h > 1 and stored[name] in by_rows else "nchw"
         slots = int(e.get("rows", h))
         if layout == "nchw" and slots != h:
             raise InputError(f"plan: edge {name} holds {slots} of {h} rows but neither end "

@@ -35,8 +35,8 @@ class Partition:
 
 
 GRANULARITIES = ("ladder", "binary")   # gene kinds (explorer/plan/genes.py)
-PREFER = ("memory", "fps")
-EFFORTS = ("auto", "full")              # search effort (explorer/search/effort.py)              # rules picking a point of the front (explorer/search/pick.py)
+PREFER = ("memory", "fps")              # rules picking a point of the front (explorer/search/pick.py)
+EFFORTS = ("auto", "full")              # search effort (explorer/search/effort.py)
 
 
 @dataclass

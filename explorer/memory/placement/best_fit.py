@@ -44,15 +44,17 @@ def best_offsets(uses: list[EdgeUse], adj: list[set[int]],
     geometry = Geometry(uses, adj, pipelines or []) if has_rows(uses) else None
     floor = live_bound(uses, adj)
     best, best_end = None, None
+    tried: list[list[int]] = []
     for order in orders(uses, adj):
+        tried.append(order)
         for off in _both_fits(sizes, adj, order, geometry):
             end = extent(sizes, off)
             if best_end is None or end < best_end:
                 best, best_end = off, end
             if best_end <= floor:
                 return best
-    if geometry is None:                 # plain rectangles: against the ceiling, in time order
-        for order in orders(uses, adj):
+    if geometry is None:                 # plain rectangles: each order against the ceiling
+        for order in tried:
             off = ceiling_offsets(sizes, adj, order, floor)
             end = extent(sizes, off)
             if end < best_end:

@@ -3,10 +3,10 @@ neighbours, in the smallest gap that fits (best fit) or the lowest one (first fi
 from __future__ import annotations
 
 
-def fits(size: int, placed: list[tuple[int, int]]) -> tuple[int, int]:
-    """Offsets for a record of `size` among the placed neighbours' (offset, end) regions,
-    from one scan: (the gap that fits with least slack, the lowest gap that fits); above
-    them all when none fits."""
+def _scan(size: int, placed: list[tuple[int, int]]) -> tuple[int, int | None, int, int]:
+    """One pass over the gaps between the placed (offset, end) regions: (start of the gap
+    that fits `size` with least slack or -1, that slack or None, start of the lowest gap
+    that fits or -1, the top of every region)."""
     at, choice, slack, first = 0, -1, None, -1
     for start, end in sorted(placed):
         gap = start - at
@@ -17,7 +17,15 @@ def fits(size: int, placed: list[tuple[int, int]]) -> tuple[int, int]:
                 choice, slack = at, gap - size
         if end > at:
             at = end
-    return (choice, first) if choice >= 0 else (at, at)
+    return choice, slack, first, at
+
+
+def fits(size: int, placed: list[tuple[int, int]]) -> tuple[int, int]:
+    """Offsets for a record of `size` among the placed neighbours' (offset, end) regions,
+    from one scan: (the gap that fits with least slack, the lowest gap that fits); above
+    them all when none fits."""
+    choice, _, first, top = _scan(size, placed)
+    return (choice, first) if choice >= 0 else (top, top)
 
 
 def fits_below(size: int, placed: list[tuple[int, int]], limit: int) -> int:
@@ -26,13 +34,7 @@ def fits_below(size: int, placed: list[tuple[int, int]], limit: int) -> int:
     against the ceiling, not on the floor. A chain of growing tensors each alive with the
     next (DenseNet's concatenations) then alternates floor and ceiling instead of climbing;
     above every neighbour when nothing fits below the ceiling."""
-    at, choice, slack = 0, -1, None
-    for start, end in sorted(placed):
-        gap = start - at
-        if gap >= size and (slack is None or gap - size < slack):
-            choice, slack = at, gap - size
-        if end > at:
-            at = end
-    if limit - at >= size and (slack is None or limit - at - size < slack):
+    choice, slack, _, top = _scan(size, placed)
+    if limit - top >= size and (slack is None or limit - top - size < slack):
         return limit - size
-    return choice if choice >= 0 else at
+    return choice if choice >= 0 else top
