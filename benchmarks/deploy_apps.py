@@ -1,7 +1,8 @@
 """The paper's apps end to end through the front door: `explore APP --mem M --out D` writes
 plan.json, `explore deploy D/plan.json --out DEP` builds it, and the run checks it: outputs
 against the unmodified models, arena bytes against the plan's buffer bytes, compiled calls
-per frame against the plan's firings.
+per frame against the deployment's steps (a region step: a band of the plan's firings,
+deploy/build/regions.py), whose firings must be the plan's.
 
     .venv/bin/python benchmarks/deploy_apps.py [--frames 2] [--population P --generations G]
                                                [--only SUBSTRING] [--precision fp32]
@@ -69,15 +70,22 @@ def check_case(app: str, extra: list[str], args, tmp: Path) -> dict:
         raise SystemExit(f"explore deploy {out / 'plan.json'} failed")
     n = len(plan["fps"])
     res = measure(dep, frames=args.frames * n, warmup=2, layout=args.layout)
-    fired = {c: sum(len(f) for p, f in plan["firings"].items() if p.split(".")[0] == c)
+    from deploy.runtime import manifest as mf
+    manifest = mf.load(dep)
+    steps = {c: sum(len(p["steps"]) for p in manifest["partitions"] if p["cnn"] == c)
              for c in plan["fps"]}
+    made = {p["name"]: [tuple(f) for s in p["steps"]
+                        for f in (s.get("region") or [[s["layer"], s["phase"]]])]
+            for p in manifest["partitions"]}
+    firings_ok = all(made[name] == [(layer, layers[:i].count(layer)) for i, layer in enumerate(layers)]
+                     for name, layers in plan["firings"].items())
     fp16 = int(plan["data_bytes"]) == 2
     mag = max((v for v in res.get("max_abs_output", {}).values() if v is not None), default=1.0)
     tol = (1e-2 if fp16 else 1e-4) * max(1.0, mag)
     return {"plan": plan, "res": res, "status": status, "searched_s": searched,
             "total_s": time.perf_counter() - start,
             "arena_ok": res["arena_bytes"] == plan["buffer_bytes"],
-            "calls_ok": all(res["calls_per_frame"][c] == fired[c] for c in fired),
+            "calls_ok": firings_ok and all(res["calls_per_frame"][c] == steps[c] for c in steps),
             "diff": max(res["max_abs_diff"].values()), "tol": tol, "mag": mag,
             "by_parts": sum(1 for ph in plan["phases"].values() for v in ph.values() if v > 1)}
 

@@ -1,7 +1,8 @@
 """The paper's apps through the front door, as a user runs them: `explore APP --mem M --out D`
 writes plan.json, `explore deploy` builds it, the run checks it. MobileNetV2 (zoo, full
 size): outputs equal the unmodified model's (< 1e-4; its softmax-free logits are O(1)),
-the arena is the plan's buffer bytes, one compiled call per firing of the plan.
+the arena is the plan's buffer bytes, one compiled call per step, and the steps make the
+plan's firings in order (a region step: a band of them, deploy/build/regions.py).
 The full set (ResNet-50, multi-CNN, least memory) is benchmarks/deploy_apps.py."""
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from deploy.run.measure import measure
+from deploy.runtime import manifest as mf
 from explorer.cli.main import main
+from test_deploy_fixtures import fired, planned
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,15 +24,19 @@ def explore_deploy_run(tmp_path: Path, app: str, *extra: str) -> tuple[dict, dic
     assert status in (0, 3)
     plan = json.loads((tmp_path / "x" / "plan.json").read_text())
     assert main(["deploy", str(tmp_path / "x" / "plan.json"), "--out", str(tmp_path / "d")]) == 0
-    return plan, measure(tmp_path / "d", frames=1, warmup=1)
+    res = measure(tmp_path / "d", frames=1, warmup=1)
+    res["manifest"] = mf.load(tmp_path / "d")
+    return plan, res
 
 
 def check(plan: dict, res: dict) -> None:
     for cnn, diff in res["max_abs_diff"].items():
         assert diff is not None and diff < 1e-4, (cnn, diff)
     assert res["arena_bytes"] == plan["buffer_bytes"]
+    manifest = res["manifest"]
+    assert fired(manifest) == planned(plan)
     for cnn, calls in res["calls_per_frame"].items():
-        assert calls == sum(len(f) for p, f in plan["firings"].items() if p.split(".")[0] == cnn)
+        assert calls == sum(len(p["steps"]) for p in manifest["partitions"] if p["cnn"] == cnn)
 
 
 def test_mobilenet_v2_reuse_only(tmp_path):

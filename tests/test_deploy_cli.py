@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+from deploy.runtime import manifest as mf
 from explorer.cli.main import main
-from test_deploy_fixtures import tiny_plan_file
+from test_deploy_fixtures import fired, planned, tiny_plan_file
 
 
 def test_deploy_and_run(tmp_path, capsys):
@@ -18,6 +19,18 @@ def test_deploy_and_run(tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["max_abs_diff"]["tiny"] < 1e-4
     assert res["arena_bytes"] == plan["buffer_bytes"]
+    # by default a band of firings by parts is one call (a region step)
+    manifest = mf.load(out)
+    assert fired(manifest) == planned(plan)
+    steps = len(manifest["partitions"][0]["steps"])
+    assert res["calls_per_frame"]["tiny"] == steps < len(plan["firings"]["tiny.all"])
+    # --steps layers: one call per firing
+    assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "lay"),
+                 "--steps", "layers"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "lay"), "--frames", "2", "--json", "--in-process"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["max_abs_diff"]["tiny"] < 1e-4
     assert res["calls_per_frame"]["tiny"] == len(plan["firings"]["tiny.all"])
     # bad input: a plan without its keys is one line and exit 2
     (tmp_path / "bad.json").write_text("{}")

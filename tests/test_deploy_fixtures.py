@@ -144,3 +144,22 @@ def tiny_plan_file(folder) -> Path:
     path = Path(folder) / "plan.json"
     path.write_text(json.dumps(plan))
     return path
+
+
+def fired(manifest) -> dict[str, list[list]]:
+    """Per partition of a deployment, the firings its steps make, in order (a region step,
+    deploy/build/regions.py: its band's)."""
+    return {p["name"]: [f for s in p["steps"] for f in (s.get("region") or [[s["layer"], s["phase"]]])]
+            for p in manifest["partitions"]}
+
+
+def planned(plan) -> dict[str, list[list]]:
+    """Per partition of a plan, its firings as [layer, phase], in order."""
+    out = {}
+    for name, layers in plan["firings"].items():
+        seen: dict[str, int] = {}
+        out[name] = []
+        for layer in layers:
+            out[name].append([layer, seen.get(layer, 0)])
+            seen[layer] = seen.get(layer, 0) + 1
+    return out

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from csdf.model import INPUT
 from csdf.parts import can_split, phases_for_rows
+from deploy.profile import workspace_probe
 from explorer.app.appfile import load_app
 from explorer.cli.main import main
 from explorer.throughput.device_profile import load_profile
@@ -50,7 +52,12 @@ def test_profile_file_feeds_the_evaluator(app_file, tmp_path):
     # partition, so it is the largest whole-layer workspace, on top of params + buffers
     ws = max(t.whole_ws_bytes or 0 for t in table.values())
     assert plan["workspace_bytes"] == ws
-    assert plan["memory_bytes"] == plan["param_bytes"] + plan["buffer_bytes"] + ws
+    # and the state of every step model's session (issue 27): one whole model per layer
+    sessions = sum(t.whole_session_bytes or 0 for t in table.values())
+    assert plan["session_bytes"] == sessions
+    if workspace_probe.available():
+        assert all(t.whole_session_bytes > 0 for n, t in table.items() if cnn.layer(n).op != INPUT)
+    assert plan["memory_bytes"] == plan["param_bytes"] + plan["buffer_bytes"] + ws + sessions
     # the profile written is not overwritten unless asked
     before = out.read_bytes()
     assert main(["profile", str(app_file), "--out", str(out), "--repeats", "1"]) == 2

@@ -22,6 +22,7 @@ from onnx.external_data_helper import uses_external_data
 
 from csdf.model import CNN, INPUT, edge_name
 from csdf.parts import part_rows, rows_per_phase
+from deploy.build.regions import band_step, bands, prune
 from deploy.runtime import arena, manifest as mf
 from deploy.checks import plan_check
 from deploy.steps.parts import InPort, OutPort, counted_rows, step_model, window_rows
@@ -70,10 +71,12 @@ def _stored_by_rows(plan_edges: dict, phases: dict, rep: dict[str, str]) -> set[
 
 def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
            backend: str = "onnxruntime", with_profile: bool = False,
-           where: str = "plan") -> dict[str, Any]:
+           where: str = "plan", regions: bool = False) -> dict[str, Any]:
     """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest.
     The plan is checked first (deploy/checks/plan_check.py; `where` names it in the one-line
-    refusal), so nothing is written for a plan the explorer could not have made."""
+    refusal), so nothing is written for a plan the explorer could not have made.
+    `regions`: consecutive firings by parts run as region steps, one call per band
+    (deploy/build/regions.py); else one step per firing."""
     dtype = DTYPES.get(plan.get("data_bytes", 4)) if isinstance(plan.get("data_bytes", 4), int) else None
     if dtype is None:
         raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
@@ -128,6 +131,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
                        "row_bytes": n * c * w * data_bytes}
 
     models: dict[str, dict] = {}
+    region_keys: dict = {}
     partitions = []
     for part in plan["partitions"]:
         cnn = cnns[part["cnn"]]
@@ -139,13 +143,22 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         for layer_name in firings:
             if layer_name not in cnn.graph:
                 raise InputError(f"plan: firings of {part['name']} name unknown layer {layer_name!r}")
+        copies = lambda a, b_, c=cnn.name: _edge_copies(plan_edges, c, a, b_)  # noqa: E731
+        items = (prune(cnn, bands(cnn, firings, ph, copies, edges, stored, set(member)), ph,
+                       set(part["layers"])) if regions else [(name, None) for name in firings])
+        for item in items:
+            if isinstance(item, list):            # a band: one region step
+                steps.append(band_step(cnn, item, edges, dtype, out, models, region_keys, _safe))
+                for f in item:
+                    seen[f.layer] = seen.get(f.layer, 0) + 1
+                continue
+            layer_name = item[0]
             p = seen.get(layer_name, 0)
             seen[layer_name] = p + 1
             if layer_name in member:              # a tiled group is one step at its first layer
                 if layer_name == member[layer_name].layers[0]:
                     from deploy.steps.tiles import group_step
-                    steps.append(group_step(cnn, member[layer_name],
-                                            lambda a, b_, c=cnn.name: _edge_copies(plan_edges, c, a, b_),
+                    steps.append(group_step(cnn, member[layer_name], copies,
                                             dtype, out, models, _safe, edges))
                 continue
             steps.append(_step(cnn, layer_name, p, ph, plan_edges, edges, dtype, out, models,
@@ -180,6 +193,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         "device_align": arena.DEVICE_ALIGN, "plan_buffer_bytes": int(plan.get("buffer_bytes", sum(sizes))),
         "plan_param_bytes": plan.get("param_bytes"), "plan_memory_bytes": plan.get("memory_bytes"),
         "plan_workspace_bytes": plan.get("workspace_bytes", 0),
+        "plan_session_bytes": plan.get("session_bytes", 0),
         "buffers": [{"index": i, "offset": host.offsets[i], "device_offset": dev.offsets[i],
                      "bytes": sizes[i], "edges": list(b["edges"])} for i, b in enumerate(plan["buffers"])],
         "edges": edges, "cnns": cnn_info, "partitions": partitions,

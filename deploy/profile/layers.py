@@ -76,8 +76,9 @@ def step_workspace(path: Path, backend: OrtBackend, layout: str, feeds: dict, fe
 
 def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: int = 0,
                 progress=None, layout: str = "auto") -> dict[str, dict]:
-    """{layer: {whole_ms, part_ms, phases, whole_ws_bytes, part_ws_bytes}} (part entries
-    only for layers that can split; workspace entries where Linux lets the peak be reset).
+    """{layer: {whole_ms, part_ms, phases, whole_ws_bytes, part_ws_bytes,
+    whole_session_bytes, part_session_bytes}} (part entries only for layers that can split;
+    workspace and session entries where Linux lets the peak be reset).
     layout "auto" as `explore run` uses it: each step with the faster ORT kernel layout."""
     backend = OrtBackend(dtype, threads, layout=layout)
     table: dict[str, dict] = {}
@@ -102,6 +103,8 @@ def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: in
             if progress:
                 progress(name, entry)
         if workspace_probe.available():
-            for (name, key, _), ws_bytes in zip(probes, workspace_probe.measure([j for _, _, j in probes])):
+            measured = workspace_probe.measure([j for _, _, j in probes], sessions=True)
+            for (name, key, _), (ws_bytes, state) in zip(probes, measured):
                 table[name][key] = int(ws_bytes)
+                table[name][key.replace("_ws_", "_session_")] = int(state)
     return table

@@ -14,6 +14,12 @@ Runtime's arena and memory patterns, so every intermediate and kernel buffer is 
 allocation; page granularity (4 KiB) and blocks under 16 KiB from the heap make it a lower
 bound for tiny steps.
 
+The same child also measures each step's session state (issue 27, item 1): the heap bytes
+(glibc's mallinfo2) that building its session and running it once keep, less its weights (the deployment
+hands those in once, deploy/ort/backend.py) — the graph, kernels and plans every loaded
+step model holds for the whole run, which no buffer or workspace figure counts (with
+hundreds of part models, 6.5 MiB of MobileNetV2's least-memory deployment).
+
 The one workspace probe of the project: `explore profile` uses it for every layer's
 whole and part step (deploy/profile/layers.py) and for every primitive (deploy/profile/primitives.py).
 
@@ -21,6 +27,7 @@ Usage (internal): python -m deploy.profile.workspace_probe JOBS.json OUT.json
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import subprocess
@@ -44,9 +51,45 @@ def _status(key: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {key}")
 
 
-def _probe(job: dict) -> int:
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                               "usmblks", "fsmblks", "uordblks", "fordblks",
+                                               "keepcost")]
+
+
+def _heap_in_use() -> int | None:
+    """Bytes malloc has handed out and not taken back (glibc's mallinfo2: the heap's blocks in
+    use plus mmapped ones), or None without glibc >= 2.33. Exact where RSS moves in pages
+    and heap top-pads: a small step's session state is tens of KiB."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _Mallinfo2
+    except (OSError, AttributeError):
+        return None
+    info = libc.mallinfo2()
+    return int(info.uordblks + info.hblkhd)
+
+
+def _in_use() -> int:
+    heap = _heap_in_use()
+    return heap if heap is not None else _status("VmRSS")
+
+
+def _weights(path: str) -> int:
+    """Bytes of a model's float initializers of more than one element: its weights."""
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(path)
+    return sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer
+               if t.data_type in (1, 10) and int(np.prod(t.dims)) > 1)
+
+
+def _probe(job: dict) -> tuple[int, int]:
+    """(workspace, session state) of one job, bytes."""
     import onnxruntime as ort
+    weights = _weights(job["model"])
     opts = ort.SessionOptions()
+    opts.add_session_config_entry("session.disable_prepacking", "1")   # as deployed
     opts.enable_cpu_mem_arena = False
     opts.enable_mem_pattern = False
     opts.intra_op_num_threads = 1
@@ -58,6 +101,7 @@ def _probe(job: dict) -> int:
     else:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         disabled = ["NchwcTransformer"] if job["mode"] == "nchw" else None
+    loaded = _in_use()
     sess = ort.InferenceSession(job["model"], opts, providers=["CPUExecutionProvider"],
                                 disabled_optimizers=disabled)
     binding = sess.io_binding()
@@ -72,6 +116,7 @@ def _probe(job: dict) -> int:
         keep.append(arr)
         binding.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
     sess.run_with_iobinding(binding)
+    state = max(0, _in_use() - loaded - weights - sum(a.nbytes for a in keep))
     peaks = []
     for _ in range(REPEATS):
         with open("/proc/self/clear_refs", "w") as f:
@@ -81,7 +126,7 @@ def _probe(job: dict) -> int:
         worker.start()
         worker.join()
         peaks.append(max(0, _status("VmHWM") - before))
-    return min(peaks)
+    return min(peaks), state
 
 
 def _overhead() -> int:
@@ -99,7 +144,7 @@ def _overhead() -> int:
         onnx.save(model, str(path))
         job = {"model": str(path), "mode": "nchw", "inputs": {"x": {"shape": [1, 1, 1, 1]}},
                "outputs": {"y": {"shape": [1, 1, 1, 1]}}}
-        return min(_probe(job) for _ in range(3))
+        return min(_probe(job)[0] for _ in range(3))
 
 
 def available() -> bool:
@@ -121,9 +166,9 @@ def job(path: str | Path, mode: str, feeds: dict, fetches: dict, threads: int = 
             "outputs": {k: spec(v) for k, v in fetches.items()}}
 
 
-def measure(jobs: list[dict]) -> list[int]:
+def measure(jobs: list[dict], sessions: bool = False) -> list:
     """Workspace bytes of each job ({model, mode: nchw|nchwc|stripped, inputs, outputs,
-    threads}), measured in one child process."""
+    threads}), measured in one child process; `sessions`: (workspace, session state) pairs."""
     if not jobs:
         return []
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,7 +178,8 @@ def measure(jobs: list[dict]) -> list[int]:
         env = child_env(env)
         subprocess.run([sys.executable, "-m", "deploy.profile.workspace_probe", str(src), str(dst)],
                        env=env, check=True)
-        return json.loads(dst.read_text())
+        pairs = json.loads(dst.read_text())
+        return [tuple(p) for p in pairs] if sessions else [p[0] for p in pairs]
 
 
 def main(argv: list[str]) -> int:
@@ -141,7 +187,11 @@ def main(argv: list[str]) -> int:
     if hasattr(os, "sched_setaffinity"):     # one CPU: the kernel's per-CPU RSS deltas in one place
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     base = _overhead()
-    Path(argv[1]).write_text(json.dumps([max(0, _probe(job) - base) for job in jobs]))
+    out = []
+    for job in jobs:
+        ws, state = _probe(job)
+        out.append([max(0, ws - base), state])
+    Path(argv[1]).write_text(json.dumps(out))
     return 0
 
 

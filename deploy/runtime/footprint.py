@@ -129,7 +129,9 @@ def describe(result: dict) -> list[str]:
         lines.append(f"  plan (not measured): memory {mib(plan)} = parameters "
                      f"{mib(result.get('plan_param_bytes') or 0)} + buffers "
                      f"{mib(result.get('plan_buffer_bytes') or 0)} + workspace "
-                     f"{mib(result.get('plan_workspace_bytes') or 0)}; footprint / plan "
+                     f"{mib(result.get('plan_workspace_bytes') or 0)}"
+                     + (f" + sessions {mib(result['plan_session_bytes'])}"
+                        if result.get("plan_session_bytes") else "") + "; footprint / plan "
                      f"{result['footprint_bytes'] / plan:.2f}")
     if result.get("load_helper_peak_rss_bytes"):
         lines.append(f"  models optimised in a child process (its peak RSS "

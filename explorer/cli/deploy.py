@@ -13,6 +13,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default="onnxruntime")
     parser.add_argument("--out", required=True, help="directory for the deployment")
     parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    parser.add_argument("--steps", choices=["regions", "layers"], default="regions",
+                        help="regions (default): consecutive firings by parts run as one call per "
+                             "band (deploy/build/regions.py); layers: one call per layer and phase")
     parser.add_argument("--with-profile", action="store_true",
                         help="also write every layer's whole and part model, for "
                              "`board_runner.py profile` on the target")
@@ -59,7 +62,8 @@ def _deploy(args: argparse.Namespace, out: Path) -> int:
         print(f"explore deploy: warning: plan {args.plan} does not meet its constraints ({unmet}); "
               f"deploying it anyway", file=sys.stderr)
     app = load_app(plan["app"])
-    manifest = derive(plan, app.cnns, out, args.backend, args.with_profile, where=args.plan)
+    manifest = derive(plan, app.cnns, out, args.backend, args.with_profile, where=args.plan,
+                      regions=args.steps == "regions")
     steps = sum(len(p["steps"]) for p in manifest["partitions"])
     print(f"deployed {manifest['name'] or Path(args.plan).stem}: {len(manifest['models'])} step models, "
           f"{steps} steps, arena {manifest['arena_bytes']} B "

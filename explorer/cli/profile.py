@@ -82,6 +82,7 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
         models[name] = {layer: LayerTimes(ladder.get(layer, {}).get("whole_ms", t["whole_ms"]),
                                           t.get("part_ms"), t.get("phases"),
                                           t.get("whole_ws_bytes"), t.get("part_ws_bytes"),
+                                          t.get("whole_session_bytes"), t.get("part_session_bytes"),
                                           beside_ms=ladder.get(layer, {}).get("beside_ms"),
                                           **{key: ladder.get(layer, {}).get(key, {})
                                              for key in ("by_phases", "region", "alone")})

@@ -5,6 +5,9 @@ CNNs. M_buf = sum over buffers of size x data_bytes (Eq. 3), where a buffer's si
 largest edge it ever holds (Eq. 4). Sizes are kept in elements until the last moment so the
 paper's element figures (Tables 1, 8, 9) can be checked exactly.
 
+Sessions (an addition to the paper's model, `session_bytes`): the state each loaded step
+model's session keeps, measured by `explore profile` per layer, summed (session_bytes).
+
 Workspace (an addition to the paper's model, `workspace_bytes`): the scratch a backend needs
 while it runs a layer (im2col buffers, layout reorders, a gathered window), measured per layer
 by `explore profile`. A deployment serves every step from one shared arena, so the bytes are
@@ -87,6 +90,33 @@ def workspace_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None)
                 best = max(best, int(ws or 0))
         per_part[part.name] = best
     return max((sum(per_part.get(p, 0) for p in group) for group in app.pipelines), default=0)
+
+
+def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -> int:
+    """Session state of `app` under `phases` (issue 27, item 1): every step model a
+    deployment loads keeps its session for the whole run, so the measured state of each
+    layer's model (whole_session_bytes, or part_session_bytes for a layer by parts, twice
+    when its last part is shorter: a second part model) is summed over every layer of every
+    partition. 0 when nothing was measured. Region steps (deploy/build/regions.py) load other
+    models for their bands: this counts the per-layer models, what `--steps layers` loads."""
+    if not tables:
+        return 0
+    from csdf.parts import rows_per_phase
+    total = 0
+    for part in app.partitions:
+        table, ph, cnn = tables.get(part.cnn, {}), phases.get(part.cnn, {}), app.cnns[part.cnn]
+        for layer in part.layers:
+            t = table.get(layer)
+            if t is None:
+                continue
+            n = ph.get(layer, 1)
+            if n > 1:
+                height = int(cnn.layer(layer).output_shape[2])
+                models = 1 if height % rows_per_phase(height, n) == 0 else 2
+                total += models * int(t.part_session_bytes or 0)
+            else:
+                total += int(t.whole_session_bytes or 0)
+    return total
 
 
 def naive(uses) -> list[Buffer]:

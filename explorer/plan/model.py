@@ -44,12 +44,14 @@ class Plan:
     # fused-tiled groups (explorer/tiling/fused.py): {cnn: [{layers, grid: [n, m]}]} (extra key)
     tilings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     workspace_bytes: int = 0                   # measured backend scratch, part of memory_bytes
+    session_bytes: int = 0                     # measured session state, part of memory_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-OPTIONAL = ("genes", "rows", "primitives", "tilings", "workspace_bytes", "placement")
+OPTIONAL = ("genes", "rows", "primitives", "tilings", "workspace_bytes", "session_bytes",
+            "placement")
 
 
 def to_json(plan: Plan, path: str | Path) -> None:

@@ -12,8 +12,9 @@ Two kinds of entries, which may be mixed in one file (docs/throughput.md shows b
 - `models`: measured per-layer tables {model key: {layer: {whole_ms, part_ms, phases}}} as
   `explore profile` writes them: whole_ms is the layer run whole, part_ms the time of one
   phase when run in `phases` phases; optional whole_ws_bytes / part_ws_bytes are the
-  backend's measured workspace (scratch) of the layer whole / one phase, which the memory
-  model counts (explorer/memory/buffers.py); optional `by_phases` {Φ: ms} is the layer's measured
+  backend's measured workspace (scratch) of the layer whole / one phase, and optional
+  whole_session_bytes / part_session_bytes the state its whole / part step model's session
+  keeps, both of which the memory model counts (explorer/memory/buffers.py); optional `by_phases` {Φ: ms} is the layer's measured
   time per frame in Φ phases (parts of the granularity ladder, measured in the deployment's
   own layout and threads), interpolated between measured Φ; optional `region` {Φ: parameters
   of the by-parts region around the layer when by_phases was measured} and `alone` {Φ: ms
@@ -70,6 +71,8 @@ class LayerTimes:
     phases: int | None = None
     whole_ws_bytes: int | None = None   # backend workspace of the layer run whole
     part_ws_bytes: int | None = None    # ... of one phase (explorer/memory/buffers.py counts them)
+    whole_session_bytes: int | None = None  # session state of the layer's whole step model
+    part_session_bytes: int | None = None   # ... of its part model (explorer/memory/buffers.py)
     # measured time of the whole layer per frame (all its phases) at phase counts Φ of the
     # granularity ladder {Φ: ms} (explore profile; docs/throughput.md); wins when present
     by_phases: dict[int, float] = field(default_factory=dict)
@@ -220,6 +223,7 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     data = _mapping(where, key, data)
     _check_keys(f"{where}: {key}", data, {"whole_ms", "part_ms", "phases",
                                           "whole_ws_bytes", "part_ws_bytes", "by_phases",
+                                          "whole_session_bytes", "part_session_bytes",
                                           "region", "alone", "beside_ms"})
     if "whole_ms" not in data:
         raise InputError(f"{where}: {key} needs key 'whole_ms'")
@@ -231,7 +235,8 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
                                or phases < 1):
         raise InputError(f"{where}: {key}.phases must be an integer >= 1, got {phases!r}")
     optional: dict[str, Any] = {k: int(_num(where, f"{key}.{k}", data[k]))
-                                for k in ("whole_ws_bytes", "part_ws_bytes")
+                                for k in ("whole_ws_bytes", "part_ws_bytes",
+                                          "whole_session_bytes", "part_session_bytes")
                                 if data.get(k) is not None}
     if data.get("beside_ms") is not None:
         optional["beside_ms"] = _num(where, f"{key}.beside_ms", data["beside_ms"])

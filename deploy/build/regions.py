@@ -1,0 +1,276 @@
+"""A partition's schedule cut into region steps (issue 27, item 2): consecutive firings of
+layers by parts become one band, computed by one ONNX Runtime call (deploy/steps/regions.py).
+
+The band height is not a gene of its own: it follows from the layers' genes (their phases),
+the plan's schedule and its ring sizes. A band grows firing by firing along the schedule and
+ends where ONE call could no longer do what the firings do one after another:
+
+- a firing would write arena bytes that an earlier firing of the band read from before the
+  band (a ring wrapping onto rows still to be read: inside one call ONNX Runtime may write
+  before it reads), or bytes the band wrote already;
+- a firing would read, from before the band, bytes the band wrote (another tensor's);
+- the layer is not one a band computes (Input, Pad, opaque layers, whole layers, a fused-
+  tiled group: their own steps, as before), or the band has MAX_FIRINGS firings;
+- the band's intermediates would pass BAND_BYTES (every firing's result, as if none were
+  freed, plus the largest window it gathers, in fp32): they are ONNX Runtime's workspace
+  while the call runs. Measured before this bound (benchmarks/region_steps.py, YOLOv2-16,
+  parts of 38 rows at 608 columns, 4 threads): 104.6 MiB footprint as bands against 65.2
+  as one step per firing; bands pay off for parts of a few rows, where a call's fixed cost
+  is most of its time, and those fit.
+
+Tensors are compared by their exact bytes when they are the same stored tensor, and by
+their whole region (per row for a whole tensor stored by rows) when they are different ones:
+what `explore run`'s manifest check (deploy/checks/manifest_check.py) judges lifetimes by,
+so a band never makes two tensors sharing bytes live in one step. The rings are the plan's,
+unchanged; a band of one firing is that firing's ordinary step (its layer's part model).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from csdf.model import CNN, INPUT
+from csdf.parts import part_rows, rows_per_phase
+from deploy.steps.parts import WINDOW_OPS, window_rows
+from deploy.steps.regions import Firing, Read, fusable, key, pieces, region_model
+
+MAX_FIRINGS = 256       # a bound on one model's size; real bands end at a ring far sooner
+BAND_BYTES = 1 << 20    # a band's intermediates (see the module docstring)
+
+
+def firing(cnn: CNN, name: str, p: int, ph: dict[str, int],
+           copies: Callable[[str, str], list[str]], edges: dict[str, dict]) -> Firing | None:
+    """Phase p of layer `name` as a band firing, or None when it runs as its own step."""
+    layer = cnn.layer(name)
+    phases = ph.get(name, 1)
+    if phases <= 1 or layer.op == INPUT or not fusable(cnn, layer):
+        return None
+    height = int(layer.output_shape[2])
+    k = rows_per_phase(height, phases)
+    count = len(part_rows(height, phases, p))
+    first = p * k
+    reads = []
+    for src in dict.fromkeys(layer.inputs):
+        cp = tuple(copies(src, name))
+        e = edges[cp[0]]
+        if e["shape"][2] == 1 and e["slots"] == 1 and e["layout"] in ("nchw", "hncw"):
+            reads.append(Read(src, cp, (0,), whole=True))
+            continue
+        if e["layout"] != "hncw":
+            return None                   # the step refuses it with its own line
+        rows, real = window_rows(cnn, name, src, p, k, count)
+        if layer.op in WINDOW_OPS:
+            top = next((i for i, ok in enumerate(real) if ok), len(real))
+            bottom = next((i for i, ok in enumerate(reversed(real)) if ok), len(real))
+            inside = rows[top:len(rows) - bottom]
+            if not inside or not all(real[top:len(rows) - bottom]):
+                return None
+            reads.append(Read(src, cp, tuple(inside), top, bottom))
+        else:
+            if rows != list(range(first, first + count)):
+                return None
+            reads.append(Read(src, cp, tuple(rows)))
+    writes: dict[tuple, tuple] = {}           # buffers -> (copies, readers)
+    for d in cnn.order():
+        if not cnn.graph.has_edge(name, d):
+            continue
+        cp = tuple(copies(name, d))
+        where = tuple(edges[c]["buffer"] for c in cp)
+        if where in writes:
+            writes[where] = (writes[where][0], writes[where][1] + (d,))
+            continue
+        e = edges[cp[0]]
+        if e["layout"] != "hncw" or first % e["slots"] + count > e["slots"]:
+            return None
+        writes[where] = (cp, (d,))
+    return Firing(name, p, first, count, tuple(reads), tuple(w for w, _ in writes.values()),
+                  cnn.graph.out_degree(name) == 0, tuple(r for _, r in writes.values()))
+
+
+def _rows_read(cnn: CNN, reader: str, src: str, q: int, ph: dict[str, int]) -> range | list[int]:
+    """Rows of `src` that phase q of `reader` reads (all of them when it runs whole)."""
+    phases = ph.get(reader, 1)
+    if phases <= 1:
+        return range(int(cnn.edge_shape(src, reader)[2]))
+    height = int(cnn.layer(reader).output_shape[2])
+    k = rows_per_phase(height, phases)
+    rows, real = window_rows(cnn, reader, src, q, k, len(part_rows(height, phases, q)))
+    return [r for r, ok in zip(rows, real) if ok]
+
+
+def prune(cnn: CNN, items: list, ph: dict[str, int], members: set[str]) -> list:
+    """Bands whose firings write only what a later step reads: a row of a tensor that only
+    firings of its own band read stays inside the band's call (no ring write, no transpose).
+    `members`: the layers of this partition (a reader elsewhere reads every row)."""
+    read_by: dict[tuple[str, str, int], set[int]] = {}     # (src, reader, row) -> steps
+    for i, item in enumerate(items):
+        pairs = [(f.layer, f.phase) for f in item] if isinstance(item, list) else [item]
+        for layer, q in pairs:
+            for src in dict.fromkeys(cnn.layer(layer).inputs):
+                for r in _rows_read(cnn, layer, src, q, ph):
+                    read_by.setdefault((src, layer, r), set()).add(i)
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, list):
+            out.append(item)
+            continue
+        band = []
+        for f in item:
+            keep = [(w, rd) for w, rd in zip(f.writes, f.readers)
+                    if any(d not in members for d in rd)
+                    or any(read_by.get((f.layer, d, r), set()) - {i} for d in rd
+                           for r in range(f.first, f.first + f.count))]
+            band.append(Firing(f.layer, f.phase, f.first, f.count, f.reads,
+                               tuple(w for w, _ in keep), f.sink, tuple(rd for _, rd in keep)))
+        out.append(band)
+    return out
+
+
+def _spans(e: dict, rows: list[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(exact bytes, region bytes) of these slots of stored edge `e`."""
+    rb = e["row_bytes"]
+    exact = [(e["offset"] + s * rb, e["offset"] + (s + 1) * rb) for s in rows]
+    if e["layout"] == "hncw" and e["slots"] == e["shape"][2]:
+        return exact, exact
+    return exact, [(e["offset"], e["offset"] + e["bytes"])]
+
+
+class _Band:
+    """The accesses of a growing band: (tensor, exact spans, region spans) read from before
+    the band and written by it, and the bytes of its intermediates."""
+
+    def __init__(self, cnn: CNN, rep: dict[str, str], edges: dict[str, dict]):
+        self.cnn, self.rep, self.edges = cnn, rep, edges
+        self.results = self.window = 0
+        self.firings: list[Firing] = []
+        self.made: dict[str, list[tuple[int, int]]] = {}
+        self.reads: list[tuple[str, list, list]] = []
+        self.writes: list[tuple[str, list, list]] = []
+
+    def _access(self, copies, slots_of) -> list[tuple[str, list, list]]:
+        out = []
+        for c in dict.fromkeys(copies):
+            e = self.edges[c]
+            exact, region = _spans(e, slots_of(e))
+            out.append((self.rep.get(c, c), exact, region))
+        return out
+
+    def accesses(self, f: Firing):
+        reads, writes = [], []
+        for r in f.reads:
+            if r.whole:
+                reads += self._access(r.copies, lambda e: range(e["slots"]))
+                continue
+            old = [row for row in r.rows
+                   if not any(a <= row < a + n for a, n in self.made.get(r.src, ()))]
+            if old:
+                reads += self._access(r.copies, lambda e, old=old: sorted({row % e["slots"] for row in old}))
+        for cp in f.writes:
+            writes += self._access(cp, lambda e: range(f.first % e["slots"], f.first % e["slots"] + f.count))
+        return reads, writes
+
+    def _bytes(self, f: Firing) -> tuple[int, int]:
+        """(result, window) bytes of firing f in fp32."""
+        n, c, _, w = self.cnn.layer(f.layer).output_shape
+        window = sum(len(r.rows) * int(np.prod(self.edges[r.copies[0]]["shape"])) //
+                     self.edges[r.copies[0]]["shape"][2] for r in f.reads)
+        return 4 * f.count * n * c * w, 4 * window
+
+    def admits(self, f: Firing) -> bool:
+        result, window = self._bytes(f)
+        if self.results + result + max(self.window, window) > BAND_BYTES:
+            return False
+        reads, writes = self.accesses(f)
+        return not (_clash(writes, self.reads) or _clash(writes, self.writes)
+                    or _clash(reads, self.writes) or _clash(writes, reads))
+
+    def add(self, f: Firing) -> None:
+        reads, writes = self.accesses(f)
+        self.reads += reads
+        self.writes += writes
+        result, window = self._bytes(f)
+        self.results += result
+        self.window = max(self.window, window)
+        self.firings.append(f)
+        self.made.setdefault(f.layer, []).append((f.first, f.count))
+
+
+def _clash(a: list, b: list) -> bool:
+    for ta, ea, ra in a:
+        for tb, eb, rb in b:
+            if _overlap(ea, eb) if ta == tb else _overlap(ra, rb):
+                return True
+    return False
+
+
+def _overlap(xs: list[tuple[int, int]], ys: list[tuple[int, int]]) -> bool:
+    return any(x0 < y1 and y0 < x1 for x0, x1 in xs for y0, y1 in ys)
+
+
+def bands(cnn: CNN, firings: list[str], ph: dict[str, int],
+          copies: Callable[[str, str], list[str]], edges: dict[str, dict],
+          rep: dict[str, str], skip: set[str] = frozenset()) -> list[tuple[str, int] | list[Firing]]:
+    """The partition's firings (layer names in schedule order) as its steps: (layer, phase)
+    for a step of its own, a list of two or more Firings for a band. `rep`: stored tensor of
+    each edge (deploy.runtime.manifest.stored_as); `skip`: layers never banded (tiled groups)."""
+    out: list = []
+    seen: dict[str, int] = {}
+    band = _Band(cnn, rep, edges)
+
+    def close() -> None:
+        nonlocal band
+        if len(band.firings) == 1:
+            out.append((band.firings[0].layer, band.firings[0].phase))
+        elif band.firings:
+            out.append(band.firings)
+        band = _Band(cnn, rep, edges)
+
+    for name in firings:
+        p = seen.get(name, 0)
+        seen[name] = p + 1
+        f = firing(cnn, name, p, ph, copies, edges) if name not in skip and name in cnn.graph else None
+        if f is None:
+            close()
+            out.append((name, p))
+            continue
+        if len(band.firings) >= MAX_FIRINGS or not band.admits(f):
+            close()
+        band.add(f)
+    close()
+    return out
+
+
+def band_step(cnn: CNN, band: list[Firing], edges: dict[str, dict], dtype: str, out: Path,
+              models: dict, keys: dict, safe: Callable[[str], str]) -> dict:
+    """The manifest step of a band: its model (one per distinct band shape, `keys`) and its
+    bindings (rings gathered, slot indices, ring slots and CNN output rows written)."""
+    split, binds = pieces(band, edges)
+    shape = (cnn.name, key(band, split))
+    rel = keys.get(shape)
+    if rel is None:
+        rel = f"models/{safe(cnn.name)}/{safe(band[0].layer)}.region{len(keys)}.onnx"
+        keys[shape] = rel
+        model = region_model(cnn, band, split, edges, dtype)
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(model, str(out / rel))
+        models[rel] = {"cnn": cnn.name, "layer": band[0].layer,
+                       "layers": list(dict.fromkeys(f.layer for f in band)), "variant": "region",
+                       "inputs": [i.name for i in model.graph.input],
+                       "outputs": [o.name for o in model.graph.output]}
+    n_out = n_sink = 0
+    for f in band:
+        n, c, _, w = (int(v) for v in cnn.layer(f.layer).output_shape)
+        for cp in f.writes:
+            e = edges[cp[0]]
+            binds.append({"kind": "edge", "name": f"out{n_out}", "edges": list(cp),
+                          "slot": f.first % e["slots"], "shape": [f.count, n, c, w]})
+            n_out += 1
+        if f.sink:
+            binds.append({"kind": "output", "name": f"sink{n_sink}", "layer": f.layer,
+                          "slot": f.first, "shape": [f.count, n, c, w]})
+            n_sink += 1
+    return {"layer": band[0].layer, "phase": band[0].phase, "model": rel, "bind": binds,
+            "region": [[f.layer, f.phase] for f in band]}

@@ -1,0 +1,124 @@
+"""Region steps (issue 27, item 2): consecutive firings by parts run as one ONNX Runtime call
+per band (deploy/build/regions.py, deploy/steps/regions.py), compared with ONNX Runtime on
+the original model: a region with a residual join, a stride-2 depthwise conv, padding rows
+at both borders, and parts (bands) that do not divide the height."""
+from __future__ import annotations
+
+import pytest
+
+from csdf.onnx_import import load_onnx
+from csdf.parts import all_parts, can_split
+from deploy.build.derive import derive as deploy
+from deploy.run.measure import measure
+from deploy.run.verdict import RTOL
+from onnx_cases import region_block
+from test_deploy_fixtures import fired, make_plan, planned
+
+NAME = "rb"
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory):
+    return load_onnx(str(region_block(tmp_path_factory.mktemp("rb") / "rb.onnx")), name=NAME)
+
+
+def parts_of(cnn, k: int) -> dict[str, int]:
+    """Every layer that can by parts in parts of k rows (the last part shorter)."""
+    if k == 1:
+        return all_parts(cnn)
+    return {n: -(-int(cnn.layer(n).output_shape[2]) // k)
+            if can_split(cnn.layer(n)) and int(cnn.layer(n).output_shape[2]) > 1 else 1
+            for n in cnn.order()}
+
+
+def band_bytes(manifest, step, parity: int) -> tuple[set[int], set[int]]:
+    """Arena rows (byte offsets) a region step gathers and writes, from its bindings."""
+    edges = manifest["edges"]
+    consts = {b["name"]: b["values"] for b in step["bind"] if b["kind"] == "const"}
+    read, written = set(), set()
+    for b in step["bind"]:
+        if b["kind"] != "edge":
+            continue
+        e = edges[b["edges"][parity]]
+        if b["name"].startswith("out"):
+            rows = range(b["slot"], b["slot"] + b["shape"][0])
+            target = written
+        else:
+            rows = consts.get(f"{b['name']}_idx", range(e["slots"]))
+            target = read
+        for r in rows:
+            at = e["offset"] + r * e["row_bytes"]
+            if at in written and target is written:
+                raise AssertionError(f"{step['model']}: arena row at {at} written twice")
+            target.add(at)
+    return read, written
+
+
+def deployed(cnn, tmp_path, k: int, **kw):
+    plan = make_plan([cnn], {NAME: parts_of(cnn, k)}, **kw)
+    manifest = deploy(plan, {NAME: cnn}, tmp_path / "dep", regions=True)
+    return plan, manifest
+
+
+@pytest.mark.parametrize("layout", ["nchw", "blocked"])
+@pytest.mark.parametrize("k", [1, 2, 3], ids=["rows", "parts-of-2", "parts-of-3"])
+def test_region_steps_compute_what_onnx_runtime_computes(cnn, tmp_path, k, layout):
+    plan, manifest = deployed(cnn, tmp_path, k)
+    result = measure(tmp_path / "dep", frames=2, layout=layout)
+    assert result["max_abs_diff"][NAME] < 1e-4
+    assert result["arena_bytes"] == plan["buffer_bytes"]
+    # every firing of the plan exactly once, in the plan's order; fewer calls than firings
+    assert fired(manifest) == planned(plan)
+    steps = [s for p in manifest["partitions"] for s in p["steps"]]
+    firings = sum(len(f) for f in planned(plan).values())
+    assert result["calls_per_frame"][NAME] == len(steps) < firings
+    bands = [s for s in steps if s.get("region")]
+    assert bands and all(len(s["region"]) >= 2 for s in bands)
+    # a band never writes an arena row it gathers from before the band (one call may
+    # write before it reads), and never writes a row twice
+    for s in bands:
+        for parity in (0, 1):
+            read, written = band_bytes(manifest, s, parity)
+            assert not read & written, s["model"]
+
+
+def test_one_band_holds_the_stride_2_conv_and_the_residual_join(cnn, tmp_path):
+    _, manifest = deployed(cnn, tmp_path, 1)
+    stride2 = next(n for n in cnn.order() if (cnn.layer(n).hyper.get("strides") or [1])[0] == 2)
+    join = next(n for n in cnn.order() if cnn.layer(n).op == "Add")
+    layers = [{layer for layer, _ in s.get("region") or []}
+              for p in manifest["partitions"] for s in p["steps"]]
+    assert any({stride2, join} <= band for band in layers)
+    # the bands of the steady state share one model: fewer models than region steps
+    regions = [s["model"] for p in manifest["partitions"] for s in p["steps"] if s.get("region")]
+    assert len(set(regions)) < len(regions)
+
+
+def test_weights_are_held_once_across_region_models(cnn, tmp_path):
+    """The plan's parameters, once: a layer's weights in several band models and its part
+    model are one array in the backend (deploy/ort/backend.py _shared_weights)."""
+    plan, manifest = deployed(cnn, tmp_path, 1)
+    holders = {}
+    for info in manifest["models"].values():
+        for layer in info.get("layers") or [info["layer"]]:
+            holders[layer] = holders.get(layer, 0) + 1
+    assert max(holders.values()) > 1          # some layer's weights are in several models
+    result = measure(tmp_path / "dep", frames=1, layout="nchw")
+    assert result["param_bytes"] == plan["param_bytes"]
+
+
+@pytest.mark.parametrize("k", [1, 3], ids=["rows", "parts-of-3"])
+def test_region_steps_in_a_pipeline(cnn, tmp_path, k):
+    plan, manifest = deployed(cnn, tmp_path, k, split={NAME: 3}, pipelined=True)
+    result = measure(tmp_path / "dep", frames=3)
+    assert result["max_abs_diff"][NAME] < 1e-4
+    assert result["arena_bytes"] == plan["buffer_bytes"]
+    assert fired(manifest) == planned(plan)
+
+
+def test_region_steps_in_fp16(cnn, tmp_path):
+    plan, manifest = deployed(cnn, tmp_path, 1, data_bytes=2)
+    assert any(s.get("region") for p in manifest["partitions"] for s in p["steps"])
+    result = measure(tmp_path / "dep", frames=2)
+    assert result["max_abs_diff"][NAME] <= RTOL["float16"] * result["max_abs_output"][NAME]
+    assert result["arena_bytes"] == plan["buffer_bytes"]
