@@ -1,7 +1,8 @@
 """Region steps (issue 27, item 2): consecutive firings by parts run as one ONNX Runtime call
 per band (deploy/build/regions.py, deploy/steps/regions.py), compared with ONNX Runtime on
 the original model: a region with a residual join, a stride-2 depthwise conv, padding rows
-at both borders, and parts (bands) that do not divide the height."""
+at both borders, a ceil-mode pool, and parts (bands) that do not divide the height (25
+and 13 rows in parts of 2 and 3)."""
 from __future__ import annotations
 
 import pytest
@@ -122,3 +123,23 @@ def test_region_steps_in_fp16(cnn, tmp_path):
     result = measure(tmp_path / "dep", frames=2)
     assert result["max_abs_diff"][NAME] <= RTOL["float16"] * result["max_abs_output"][NAME]
     assert result["arena_bytes"] == plan["buffer_bytes"]
+
+
+def test_a_profile_shares_a_band_time_among_its_layers_by_their_work(cnn, tmp_path):
+    """explore profile times deployments as they run (deploy/profile/ladder.py): a region
+    step's one measured time goes to its layers by each firing's work (the step's `work`:
+    weights x output pixels + outputs), and every layer of the band gets a share."""
+    from deploy.profile.ladder import _shares, _step_times_in_child
+    _, manifest = deployed(cnn, tmp_path, 1)
+    band = next(s for p in manifest["partitions"] for s in p["steps"] if s.get("region"))
+    shares = _shares(band)
+    work: dict[str, int] = {}
+    for (layer, _), w in zip(band["region"], band["work"]):
+        n, c, _h, width = cnn.layer(layer).output_shape
+        assert w == (cnn.layer(layer).param_count + c) * n * width   # one row per firing
+        work[layer] = work.get(layer, 0) + w
+    assert shares == pytest.approx({k: v / sum(work.values()) for k, v in work.items()})
+    timed = _step_times_in_child(tmp_path / "dep", NAME, 2, 1, "nchw")
+    assert timed["calls"] == sum(len(p["steps"]) for p in manifest["partitions"])
+    assert set(timed["layers"]) == set(cnn.order())
+    assert all(ms > 0 for ms in timed["layers"].values())

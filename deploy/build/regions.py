@@ -272,5 +272,12 @@ def band_step(cnn: CNN, band: list[Firing], edges: dict[str, dict], dtype: str, 
             binds.append({"kind": "output", "name": f"sink{n_sink}", "layer": f.layer,
                           "slot": f.first, "shape": [f.count, n, c, w]})
             n_sink += 1
+    # each firing's work (weights x output pixels, the multiply-adds of a conv, plus its
+    # outputs, what an elementwise layer costs): how a profile shares the band's one
+    # measured time among its layers (deploy/profile/ladder.py)
+    work = []
+    for f in band:
+        n, c, _, w = (int(v) for v in cnn.layer(f.layer).output_shape)
+        work.append((cnn.layer(f.layer).param_count + c) * n * f.count * w)
     return {"layer": band[0].layer, "phase": band[0].phase, "model": rel, "bind": binds,
-            "region": [[f.layer, f.phase] for f in band]}
+            "region": [[f.layer, f.phase] for f in band], "work": work}

@@ -20,7 +20,6 @@ Either way the step is the same ONNX model reading and writing the same arena re
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 import time
@@ -34,6 +33,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from deploy.ort import optimize as ort_optimize
+from deploy.ort.process import _ARENA, _shared_arena, _shared_pool, arena_chunk
 from sdf3.errors import InputError
 
 NP_DTYPE = {"float32": np.float32, "float16": np.float16}
@@ -332,11 +332,15 @@ class OrtBackend:
 LAYOUTS = ("nchwc", "nchw", "auto", "blocked")
 
 
-def init_runtime(threads: int = 0, shared_pool: bool = False) -> None:
+def init_runtime(threads: int = 0, shared_pool: bool = False, workspace_bytes: int = 0) -> None:
     """ONNX Runtime's one-time initialisation in this process (environment, CPU kernel
     registry, the shared arena and thread pool when asked): a one-node session built, run
     and dropped. Measured here at 8.0 MiB of RSS whatever the model, so footprints are read
-    after it (deploy/runtime/footprint.py reports it apart as runtime_init_bytes)."""
+    after it (deploy/runtime/footprint.py reports it apart as runtime_init_bytes).
+    `workspace_bytes`: the plan's measured workspace, which sizes the shared arena's first
+    chunk (arena_chunk) when this registers it."""
+    if "ok" not in _ARENA:
+        _ARENA["chunk"] = arena_chunk(workspace_bytes)
     be = OrtBackend("float32", threads, shared_pool)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
@@ -393,52 +397,3 @@ def _timed(call: Callable[[], None]) -> float:
     start = time.perf_counter()
     call()
     return time.perf_counter() - start
-
-
-_ARENA: dict[str, bool] = {}
-
-
-def _shared_arena() -> bool:
-    """One CPU memory arena for every step session that opts in, registered once per
-    process. With an arena per session, each of the hundreds of step sessions keeps the
-    peak of its own intermediates (reordered NCHWc copies of its input and output) for
-    good; shared, they reuse one region sized by the largest step, which also stays in
-    cache. Measured on MobileNetV2 reuse-only (2 cores): peak RSS 250 -> 194 MB, frame
-    7.9 -> 6.6 ms. Only sessions that set session.use_env_allocators use it, so this
-    changes no other session of the process. MEMTRADE_ORT_SHARED_ARENA=0 turns it off."""
-    if os.environ.get("MEMTRADE_ORT_SHARED_ARENA", "1") == "0":
-        return False
-    if "ok" not in _ARENA:
-        try:
-            info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
-                                     ort.OrtMemType.DEFAULT)
-            # max_mem 0: no cap; -1: ORT's defaults (extend by powers of two, chunk sizes)
-            ort.create_and_register_allocator(info, ort.OrtArenaCfg(0, -1, -1, -1))
-            _ARENA["ok"] = True
-        except (AttributeError, RuntimeError, ort.capi.onnxruntime_pybind11_state.Fail):
-            _ARENA["ok"] = False
-    return _ARENA["ok"]
-
-
-_POOL: dict[str, int] = {}
-
-
-def _shared_pool(threads: int) -> bool:
-    """One intra-op thread pool for all step sessions of the process (set once). With a
-    pool per session, the hundreds of sessions' idle workers spin against each other:
-    measured on MobileNetV2 (2 cores) 64 fps with per-session pools, 84 with one pool.
-    It changes every later session of the process (they must then use the global pool), so
-    only whole-process runners ask for it (`explore run`, the benchmark), never the library
-    by default. MEMTRADE_ORT_SHARED_POOL=0 turns it off."""
-    if os.environ.get("MEMTRADE_ORT_SHARED_POOL", "1") == "0":
-        return False
-    size = threads or os.cpu_count() or 1
-    if "size" not in _POOL:
-        try:
-            from onnxruntime.capi import _pybind_state
-            _pybind_state.set_global_thread_pool_sizes(size, 1)
-        except (ImportError, AttributeError, RuntimeError):
-            _POOL["size"] = 0
-            return False
-        _POOL["size"] = size
-    return _POOL["size"] > 0

@@ -68,10 +68,10 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
     be = OrtBackend(manifest["dtype"], threads, True, layout)
     ex = executor.Executor(manifest, deploy_dir, be)
     run = ex.cnns[cnn]
-    steps = [(step["layer"], i, part) for part, mpart in
+    steps = [(_shares(step), i, part) for part, mpart in
              zip(run.partitions, [p for p in manifest["partitions"] if p["cnn"] == cnn])
              for i, step in enumerate(mpart["steps"])]
-    layers = sorted({name for name, _, _ in steps})
+    layers = sorted({name for shares, _, _ in steps for name in shares})
     rng = np.random.default_rng(0)
     shape = manifest["cnns"][cnn]["inputs"][0]["shape"]
     data = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
@@ -88,16 +88,32 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
             plain.append(time.perf_counter() - start)
             continue
         acc = dict.fromkeys(layers, 0.0)
-        for name, i, part in steps:
+        for shares, i, part in steps:
             call = part.calls[parity][i]
             start = time.perf_counter()
             call()
-            acc[name] += time.perf_counter() - start
+            took = time.perf_counter() - start
+            for name, share in shares.items():
+                acc[name] += took * share
         if f >= warmup:
             for name, t in acc.items():
                 per_frame[name].append(t)
     return {"layers": {name: float(np.median(ts)) * 1e3 for name, ts in per_frame.items()},
             "frame_ms": float(np.median(plain)) * 1e3, "calls": len(steps)}
+
+
+def _shares(step: dict) -> dict[str, float]:
+    """Which layers a step's time belongs to: its layer, or for a region step (a band of
+    firings, deploy/build/regions.py) each firing's layer by its share of the band's work
+    (the step's `work`, multiply-adds or outputs per firing). One call's time cannot be
+    split by measurement; the band's sum is what the evaluator adds up again."""
+    if not step.get("region"):
+        return {step["layer"]: 1.0}
+    work: dict[str, float] = {}
+    for (layer, _), w in zip(step["region"], step["work"]):
+        work[layer] = work.get(layer, 0.0) + w
+    total = sum(work.values()) or 1.0
+    return {layer: v / total for layer, v in work.items()}
 
 
 def _step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
@@ -117,7 +133,8 @@ def _step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
 
 def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads: int = 0,
                    layout: str = "blocked", progress=None,
-                   runs_out: list | None = None, rounds: int = 1) -> dict[str, dict]:
+                   runs_out: list | None = None, rounds: int = 1,
+                   regions: bool = False) -> dict[str, dict]:
     """{layer: {"whole_ms": ms, "by_phases": {Φ: ms}}} measured in deployments of `cnn`
     whole and in parts of every k of `ladder_rows`. `runs_out` (a list) receives one
     {"rows", "layers_ms", "frame_ms", "calls"} per deployment (rows 0 = whole): what the
@@ -128,9 +145,10 @@ def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads:
     rounds of one), and keeps per layer the least of its rounds' medians, per deployment
     the least frame and layers' sum: contention from other processes only ever adds time,
     so the least is the closest to a quiet machine (the benchmark measures plans the same
-    way, benchmarks/granularity.py)."""
+    way, benchmarks/granularity.py). `regions`: deployed as `explore deploy --steps regions`
+    deploys (a band's time shared among its layers, `_shares`), else one step per firing."""
     with tempfile.TemporaryDirectory() as tmp:
-        ladder = Ladder(cnn, Path(tmp), precision, frames, threads, layout)
+        ladder = Ladder(cnn, Path(tmp), precision, frames, threads, layout, regions)
         for _ in range(max(1, rounds)):
             ladder.time_round()
         return ladder.table(runs_out, progress)
@@ -156,7 +174,7 @@ class Ladder:
     measurements between rounds (benchmarks/granularity.py)."""
 
     def __init__(self, cnn: CNN, folder: Path, precision: str = "fp32", frames: int = 10,
-                 threads: int = 0, layout: str = "blocked"):
+                 threads: int = 0, layout: str = "blocked", regions: bool = False):
         from deploy.build.derive import derive as deploy_plan
         self.cnn, self.frames, self.threads, self.layout = cnn, frames, threads, layout
         # (label, k, group): group None = every layer at k (k None: whole)
@@ -172,7 +190,7 @@ class Ladder:
         self.folders: list[tuple[Path, dict[str, int]]] = []
         for i, phases in enumerate(every):
             out = Path(folder) / f"run{i}"
-            deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out)
+            deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
             self.folders.append((out, phases))
         self.best: list[dict | None] = [None] * len(self.runs)
 

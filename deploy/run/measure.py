@@ -88,7 +88,8 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
     fp = Footprint()
     init = None
     if backend_name == "onnxruntime":
-        init = lambda: backend_ort.init_runtime(threads, shared_pool)  # noqa: E731
+        init = lambda: backend_ort.init_runtime(  # noqa: E731
+            threads, shared_pool, manifest.get("plan_workspace_bytes") or 0)
     fp.start(init)
     be = make_backend(backend_name, manifest["dtype"], threads, shared_pool, layout)
     ex = Executor(manifest, deploy_dir, be)

@@ -214,8 +214,9 @@ def _shaped(layer: Layer, f: Firing) -> Layer:
     hyper = dict(layer.hyper)
     if layer.op in WINDOW_OPS and f.reads:
         pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
+        # ceil_mode stays: the rows are cut to exactly the windows (the same count either
+        # way), and the columns still need it (GoogLeNet's pools: 55 columns, not 56)
         hyper["pads"] = [f.reads[0].pad_top, pads[1], f.reads[0].pad_bottom, pads[3]]
-        hyper.pop("ceil_mode", None)          # the window is cut to exactly its rows
     return replace(layer, hyper=hyper, output_shape=(n, c, f.count, w))
 
 

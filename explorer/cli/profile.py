@@ -20,6 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=20, help="timed calls per layer (median)")
     parser.add_argument("--threads", type=int, default=0,
                         help="ONNX Runtime intra-op threads (as `explore run --threads`)")
+    parser.add_argument("--steps", choices=["regions", "layers"], default="regions",
+                        help="time deployments as `explore deploy --steps` makes them (default "
+                             "regions: a band of firings by parts is one call, its time shared "
+                             "among its layers by their work)")
     parser.add_argument("--layout", choices=["blocked", "auto", "nchwc", "nchw"], default="blocked",
                         help="ONNX Runtime storage and kernels, as `explore run --layout` "
                              "(default blocked, explore run's default)")
@@ -78,7 +82,7 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
         ladder = profile_ladder(cnn, app.precision.name, args.frames, args.threads, args.layout,
                                 lambda label, ms: print(f"  {label}: {ms:.2f} ms/frame",
                                                         file=sys.stderr), runs[name],
-                                args.rounds)
+                                args.rounds, args.steps == "regions")
         models[name] = {layer: LayerTimes(ladder.get(layer, {}).get("whole_ms", t["whole_ms"]),
                                           t.get("part_ms"), t.get("phases"),
                                           t.get("whole_ws_bytes"), t.get("part_ws_bytes"),
@@ -95,6 +99,7 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
         name=f"{platform.node()}-onnxruntime", models=models, precision=app.precision.name,
         meta={"backend": "onnxruntime", "device": platform.processor() or platform.machine(),
               "threads": args.threads, "repeats": args.repeats, "layout": args.layout,
+              "steps": args.steps,
               "frames": args.frames, "rounds": args.rounds, "ladder_rows": rungs,
               "ladder_runs": runs,
               "how": "whole_ms and by_phases {phases: ms per frame}: median over frames of "

@@ -101,13 +101,14 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
     models for their bands: this counts the per-layer models, what `--steps layers` loads."""
     if not tables:
         return 0
+    from csdf.model import INPUT
     from csdf.parts import rows_per_phase
     total = 0
     for part in app.partitions:
         table, ph, cnn = tables.get(part.cnn, {}), phases.get(part.cnn, {}), app.cnns[part.cnn]
         for layer in part.layers:
             t = table.get(layer)
-            if t is None:
+            if t is None or cnn.layer(layer).op == INPUT:     # the frame copy: no model
                 continue
             n = ph.get(layer, 1)
             if n > 1:
