@@ -11,20 +11,21 @@ import onnxruntime as ort
 _ARENA: dict[str, int | bool] = {}
 
 
-# The shared arena's first chunk (`arena_chunk`): twice the plan's measured workspace, at
-# least 4 MiB. Address space more than memory: pages a step never touches are never
+# The shared arena's first chunk (`arena_chunk`): four times the plan's measured workspace,
+# at least 8 MiB. Address space more than memory: pages a step never touches are never
 # resident and best fit keeps reusing the chunk's low addresses, so the resident workspace
-# is what the largest step needs; grown by powers of two from ORT's 1 MiB first chunk it was
+# is what the largest step needs. Grown by powers of two from a small first chunk, it was
 # the sum of the chunks the growth made. Measured on a MobileNetV2 plan whose largest step
-# needs 3.3 MiB (`explore run --threads 1`): workspace 7.6 MiB with ORT's chunks, 5.1 MiB
-# with a first chunk of 4, 6 or 128 MiB alike. Not larger: ORT's arena keeps 1/32 of a
+# needs 3.3 MiB (`explore run --threads 1`): workspace 7.6 MiB with ORT's 1 MiB first
+# chunk, 5.1 MiB with a first chunk of 4, 6 or 128 MiB alike; YOLOv2-16's least-memory
+# plan 16.6 MiB (28.0 with ORT's chunks). Not much larger: ORT's arena keeps 1/32 of a
 # chunk as bookkeeping (a 128 MiB chunk: 4 MiB more resident at init).
-ARENA_CHUNK_MIN = 4 << 20
+ARENA_CHUNK_MIN = 8 << 20
 
 
 def arena_chunk(workspace_bytes: int) -> int:
     """First chunk of the shared arena for a plan whose steps need `workspace_bytes`."""
-    need = -(-2 * int(workspace_bytes or 0) // (1 << 20)) << 20
+    need = -(-4 * int(workspace_bytes or 0) // (1 << 20)) << 20
     return max(ARENA_CHUNK_MIN, need)
 
 
