@@ -13,10 +13,12 @@ ends where ONE call could no longer do what the firings do one after another:
   tiled group: their own steps, as before), or the band has MAX_FIRINGS firings;
 - the band's intermediates would pass BAND_BYTES (every firing's result, as if none were
   freed, plus the largest window it gathers, in fp32): they are ONNX Runtime's workspace
-  while the call runs. Measured before this bound (benchmarks/region_steps.py, YOLOv2-16,
-  parts of 38 rows at 608 columns, 4 threads): 104.6 MiB footprint as bands against 65.2
-  as one step per firing; bands pay off for parts of a few rows, where a call's fixed cost
-  is most of its time, and those fit.
+  while the call runs (several copies: the gather, transposes, NCHWc reorders). Measured
+  on YOLOv2-16's least-memory plan (608 columns, `explore run --threads 1`): bands of up to
+  1 MiB 38.5 MiB footprint, 309 calls; 512 KiB 35.4 MiB, 496 calls; 256 KiB 33.8 MiB, 1,711
+  calls; one call per firing 33.7 MiB, 2,015 calls. MobileNetV2's least-memory bands (112
+  columns) stay under 512 KiB (174 calls either way). Before any bound, a YOLOv2-16 front
+  point with parts of 38 rows held 104.6 MiB as bands against 65.2 one call per firing.
 
 Tensors are compared by their exact bytes when they are the same stored tensor, and by
 their whole region (per row for a whole tensor stored by rows) when they are different ones:
@@ -38,7 +40,7 @@ from deploy.steps.parts import WINDOW_OPS, window_rows
 from deploy.steps.regions import Firing, Read, fusable, key, pieces, region_model
 
 MAX_FIRINGS = 256       # a bound on one model's size; real bands end at a ring far sooner
-BAND_BYTES = 1 << 20    # a band's intermediates (see the module docstring)
+BAND_BYTES = 512 << 10   # a band's intermediates (see the module docstring)
 
 
 def firing(cnn: CNN, name: str, p: int, ph: dict[str, int],
