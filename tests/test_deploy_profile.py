@@ -109,9 +109,10 @@ def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
     deployments; the evaluator's frame time at k = 2 everywhere is the measured sum."""
     out = tmp_path / "prof.yaml"
     assert main(["profile", str(app_file), "--out", str(out), "--repeats", "1",
-                 "--frames", "2", "--threads", "1", "--rounds", "2"]) == 0
+                 "--frames", "2", "--threads", "1", "--rounds", "2", "--steps", "layers"]) == 0
     profile = load_profile(out)
     assert profile.meta["layout"] == "blocked" and profile.meta["threads"] == 1
+    assert profile.meta["steps"] == "layers"   # one call per firing (regions: test_region_steps.py)
     assert profile.meta["rounds"] == 2
     assert profile.meta["ladder_rows"]["tiny"] == [1, 2, 4, 8]
     app = load_app(app_file)
