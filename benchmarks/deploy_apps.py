@@ -72,8 +72,7 @@ def check_case(app: str, extra: list[str], args, tmp: Path) -> dict:
     res = measure(dep, frames=args.frames * n, warmup=2, layout=args.layout)
     from deploy.runtime import manifest as mf
     manifest = mf.load(dep)
-    steps = {c: sum(len(p["steps"]) for p in manifest["partitions"] if p["cnn"] == c)
-             for c in plan["fps"]}
+    steps = mf.firings_per_frame(manifest)
     made = {p["name"]: [tuple(f) for s in p["steps"]
                         for f in (s.get("region") or [[s["layer"], s["phase"]]])]
             for p in manifest["partitions"]}

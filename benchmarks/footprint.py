@@ -76,6 +76,13 @@ def model_path(name: str, folder: Path) -> Path:
     return Path(zoo.model_path(name))
 
 
+def write_app(path: Path, app: str, name: str, model: Path) -> Path:
+    """A one-CNN app file (fp32, no throughput constraint) for model `model` named `name`."""
+    path.write_text(f"name: {app}\nplatform: jetson-tx2\nprecision: fp32\n"
+                    f"cnns:\n  - name: {name}\n    model: {model}\n    fps: 0\n")
+    return path
+
+
 def _explore(args: list[str]) -> int:
     from explorer.cli.main import main as explore
     with contextlib.redirect_stdout(io.StringIO()):
@@ -85,9 +92,7 @@ def _explore(args: list[str]) -> int:
 def prepare(name: str, folder: Path, repeats: int, threads: int) -> dict:
     """Profile, the two plans and their deployments of one model; paths and plan figures."""
     model = model_path(name, folder)
-    app = folder / f"{name}.yaml"
-    app.write_text(f"name: footprint-{name}\nplatform: jetson-tx2\nprecision: fp32\n"
-                   f"cnns:\n  - name: {name}\n    model: {model}\n    fps: 0\n")
+    app = write_app(folder / f"{name}.yaml", f"footprint-{name}", name, model)
     prof = folder / f"{name}-profile.yaml"
     start = time.perf_counter()
     if _explore(["profile", str(app), "--out", str(prof), "--repeats", str(repeats),

@@ -30,15 +30,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from footprint import MiB, _explore, _run_child, model_path  # noqa: E402
+from footprint import MiB, _explore, _run_child, model_path, write_app  # noqa: E402
 
 
 def plans(name: str, folder: Path, threads: int, profile: bool) -> tuple[str, list[tuple[str, dict, Path]]]:
     """The model and its four plans: (label, plan.json, its folder)."""
     model = model_path(name, folder)
-    app = folder / f"{name}.yaml"
-    app.write_text(f"name: rs-{name}\nplatform: jetson-tx2\nprecision: fp32\n"
-                   f"cnns:\n  - name: {name}\n    model: {model}\n    fps: 0\n")
+    app = write_app(folder / f"{name}.yaml", f"rs-{name}", name, model)
     extra = []
     if profile:
         prof = folder / f"{name}-t{threads}-profile.yaml"

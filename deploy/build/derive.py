@@ -253,13 +253,8 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
     k = rows_per_phase(height, n_phases)            # output rows per phase
     count = len(part_rows(height, n_phases, p))     # of this phase (the last may be shorter)
     succ = [d for d in cnn.order() if cnn.graph.has_edge(name, d)]
-    out_edges, written = [], set()
-    for d in succ:                        # each stored tensor once, however many read it
-        copies = _edge_copies(plan_edges, cnn.name, name, d)
-        where = tuple(edges[c]["buffer"] for c in copies)
-        if where not in written:
-            written.add(where)
-            out_edges.append(copies)
+    out_edges = [cp for cp, _ in mf.stored_outputs(       # each stored tensor once
+        succ, lambda d: _edge_copies(plan_edges, cnn.name, name, d), edges)]
     is_sink = cnn.graph.out_degree(name) == 0
     if layer.op == INPUT:
         if by_parts:

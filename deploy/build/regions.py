@@ -28,6 +28,7 @@ unchanged; a band of one firing is that firing's ordinary step (its layer's part
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -36,6 +37,7 @@ import onnx
 
 from csdf.model import CNN, INPUT
 from csdf.parts import part_rows, rows_per_phase
+from deploy.runtime.manifest import stored_outputs
 from deploy.steps.parts import WINDOW_OPS, window_rows
 from deploy.steps.regions import Firing, Read, fusable, key, pieces, region_model
 
@@ -75,21 +77,14 @@ def firing(cnn: CNN, name: str, p: int, ph: dict[str, int],
             if rows != list(range(first, first + count)):
                 return None
             reads.append(Read(src, cp, tuple(rows)))
-    writes: dict[tuple, tuple] = {}           # buffers -> (copies, readers)
-    for d in cnn.order():
-        if not cnn.graph.has_edge(name, d):
-            continue
-        cp = tuple(copies(name, d))
-        where = tuple(edges[c]["buffer"] for c in cp)
-        if where in writes:
-            writes[where] = (writes[where][0], writes[where][1] + (d,))
-            continue
+    succ = [d for d in cnn.order() if cnn.graph.has_edge(name, d)]
+    writes = stored_outputs(succ, lambda d: copies(name, d), edges)
+    for cp, _ in writes:
         e = edges[cp[0]]
         if e["layout"] != "hncw" or first % e["slots"] + count > e["slots"]:
             return None
-        writes[where] = (cp, (d,))
-    return Firing(name, p, first, count, tuple(reads), tuple(w for w, _ in writes.values()),
-                  cnn.graph.out_degree(name) == 0, tuple(r for _, r in writes.values()))
+    return Firing(name, p, first, count, tuple(reads), tuple(tuple(cp) for cp, _ in writes),
+                  cnn.graph.out_degree(name) == 0, tuple(tuple(rd) for _, rd in writes))
 
 
 def _rows_read(cnn: CNN, reader: str, src: str, q: int, ph: dict[str, int]) -> range | list[int]:
@@ -125,8 +120,8 @@ def prune(cnn: CNN, items: list, ph: dict[str, int], members: set[str]) -> list:
                     if any(d not in members for d in rd)
                     or any(read_by.get((f.layer, d, r), set()) - {i} for d in rd
                            for r in range(f.first, f.first + f.count))]
-            band.append(Firing(f.layer, f.phase, f.first, f.count, f.reads,
-                               tuple(w for w, _ in keep), f.sink, tuple(rd for _, rd in keep)))
+            band.append(replace(f, writes=tuple(w for w, _ in keep),
+                                readers=tuple(rd for _, rd in keep)))
         out.append(band)
     return out
 

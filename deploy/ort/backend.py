@@ -33,7 +33,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from deploy.ort import optimize as ort_optimize
-from deploy.ort.process import _ARENA, _shared_arena, _shared_pool, arena_chunk
+from deploy.ort.process import _shared_arena, _shared_pool, plan_arena
 from sdf3.errors import InputError
 
 NP_DTYPE = {"float32": np.float32, "float16": np.float16}
@@ -339,8 +339,7 @@ def init_runtime(threads: int = 0, shared_pool: bool = False, workspace_bytes: i
     after it (deploy/runtime/footprint.py reports it apart as runtime_init_bytes).
     `workspace_bytes`: the plan's measured workspace, which sizes the shared arena's first
     chunk (arena_chunk) when this registers it."""
-    if "ok" not in _ARENA:
-        _ARENA["chunk"] = arena_chunk(workspace_bytes)
+    plan_arena(workspace_bytes)
     be = OrtBackend("float32", threads, shared_pool)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])

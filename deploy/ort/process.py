@@ -29,6 +29,13 @@ def arena_chunk(workspace_bytes: int) -> int:
     return max(ARENA_CHUNK_MIN, need)
 
 
+def plan_arena(workspace_bytes: int) -> None:
+    """Size the shared arena's first chunk for a plan whose steps need `workspace_bytes`;
+    effective only before the arena is registered (the process's first step session)."""
+    if "ok" not in _ARENA:
+        _ARENA["chunk"] = arena_chunk(workspace_bytes)
+
+
 def _shared_arena() -> bool:
     """One CPU memory arena for every step session that opts in, registered once per
     process. With an arena per session, each of the hundreds of step sessions keeps the

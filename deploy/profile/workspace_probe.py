@@ -28,6 +28,7 @@ Usage (internal): python -m deploy.profile.workspace_probe JOBS.json OUT.json
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import subprocess
@@ -57,16 +58,25 @@ class _Mallinfo2(ctypes.Structure):
                                                "keepcost")]
 
 
+@functools.cache
+def _mallinfo2():
+    """glibc's mallinfo2, or None without glibc >= 2.33."""
+    try:
+        fn = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _Mallinfo2
+    return fn
+
+
 def _heap_in_use() -> int | None:
     """Bytes malloc has handed out and not taken back (glibc's mallinfo2: the heap's blocks in
     use plus mmapped ones), or None without glibc >= 2.33. Exact where RSS moves in pages
     and heap top-pads: a small step's session state is tens of KiB."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallinfo2.restype = _Mallinfo2
-    except (OSError, AttributeError):
+    fn = _mallinfo2()
+    if fn is None:
         return None
-    info = libc.mallinfo2()
+    info = fn()
     return int(info.uordblks + info.hblkhd)
 
 
@@ -78,10 +88,10 @@ def _in_use() -> int:
 def _weights(path: str) -> int:
     """Bytes of a model's float initializers of more than one element: its weights."""
     import onnx
-    from onnx import numpy_helper
-    model = onnx.load(path)
-    return sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer
-               if t.data_type in (1, 10) and int(np.prod(t.dims)) > 1)
+    from onnx import helper
+    model = onnx.load(path, load_external_data=False)
+    return sum(int(np.prod(t.dims)) * np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+               for t in model.graph.initializer if t.data_type in (1, 10) and int(np.prod(t.dims)) > 1)
 
 
 def _probe(job: dict) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sdf3.errors import InputError
 
@@ -57,3 +57,19 @@ def stored_as(edges: dict[str, dict[str, Any]]) -> dict[str, str]:
         key = (cnn, rest.split("->")[0], e.get("buffer"), e.get("offset"), e.get("bytes"))
         out[name] = first.setdefault(key, name)
     return out
+
+
+def stored_outputs(readers: list[str], copies: Callable[[str], list[str]],
+                   edges: dict[str, dict[str, Any]]) -> list[tuple[list[str], list[str]]]:
+    """The stored tensors a layer writes, each once however many layers read it: per tensor
+    (the edges to `readers` held in the same buffers), the edge copies of its first reader
+    and all its readers. `copies(reader)`: the edge's names on even and odd frames."""
+    out: dict[tuple, tuple[list[str], list[str]]] = {}
+    for d in readers:
+        cp = copies(d)
+        where = tuple(edges[c]["buffer"] for c in cp)
+        if where in out:
+            out[where][1].append(d)
+        else:
+            out[where] = (cp, [d])
+    return list(out.values())
