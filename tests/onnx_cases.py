@@ -257,20 +257,20 @@ def fan_out_block(path: Path) -> Path:
     return n.save(path, [("input", [1, 3, 19, 11])], [("output", [1, 8, 10, 6])])
 
 
-def region_block(path: Path) -> Path:
+def region_block(path: Path, c: int = 8) -> Path:
     """A by-parts region as issue 27 asks region steps to be tested on: a 3x3 stem conv +
     Relu on 25 rows (padding rows at both borders; 25 rows divide by no band of 2 or 3),
     a stride-2 3x3 depthwise conv + Clip (13 rows), a pointwise conv, a 3x3 conv and a
     residual Add joining the pointwise conv's output, then a 3x3 max pool of stride 1 and a
     3x3 max pool of stride 2 in ceil mode (windows past the last column: 6x3 out, where floor
-    mode would give 6x2)."""
+    mode would give 6x2). `c`: channels after the stem."""
     n = Net(27)
-    x = n.op("Relu", [n.conv("input", 3, 8)])
+    x = n.op("Relu", [n.conv("input", 3, c)])
     lo, hi = n.const(0.0), n.const(6.0)
-    d = n.op("Clip", [n.conv(x, 8, 8, group=8, strides=[2, 2]), lo, hi])
-    p = n.conv(d, 8, 8, k=1)
-    r = n.op("Add", [p, n.op("Relu", [n.conv(p, 8, 8)])])
+    d = n.op("Clip", [n.conv(x, c, c, group=c, strides=[2, 2]), lo, hi])
+    p = n.conv(d, c, c, k=1)
+    r = n.op("Add", [p, n.op("Relu", [n.conv(p, c, c)])])
     m = n.op("MaxPool", [r], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1])
     n.op("MaxPool", [m], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
     n.nodes[-1].output[0] = "output"
-    return n.save(path, [("input", [1, 3, 25, 11])], [("output", [1, 8, 6, 3])])
+    return n.save(path, [("input", [1, 3, 25, 11])], [("output", [1, c, 6, 3])])

@@ -97,18 +97,19 @@ class OrtBackend:
         self._block = block
         candidates = {s["model"] for part in manifest["partitions"] for s in part["steps"]
                       if s["model"] and any(b["kind"] == "edge" for b in s["bind"])}
+        regions = {s["model"] for part in manifest["partitions"] for s in part["steps"] if s.get("region")}
         forms = {}
         for rel in sorted(candidates):    # graphs only: the weights stay in the side files
             path = self._optimize(str(root / rel), "nchwc")
             opt = onnx.load(str(path), load_external_data=False)
             _external_arrays(opt, path.parent, weights=False)    # shapes inline
-            forms[rel] = ob.step_form(opt, ob.graph_only(root / rel, opt))
+            forms[rel] = (ob.region_form(opt, block) if rel in regions
+                          else ob.step_form(opt, ob.graph_only(root / rel, opt)))
         self.blocked_edges = ob.choose(manifest, forms, block)
-        for part in manifest["partitions"]:
-            for step in part["steps"]:
-                ports = ob.blocked_ports(step, self.blocked_edges) if step["model"] else None
-                if ports:
-                    self._blocked[str(root / step["model"])] = ports
+        for rel, ports, transform in ob.step_ports(manifest, forms, self.blocked_edges, block):
+            self._blocked[str(root / rel)] = ports
+            if transform is not None:
+                self._transforms[str(root / rel)] = transform
         self._prefetch([(key, "nchw") for key in models if key not in self._blocked])
 
     def _prefetch(self, jobs: list[tuple[str, str]]) -> None:

@@ -46,6 +46,7 @@ class StepForm:
     emits: set[str] = field(default_factory=set)
     groups: list[set[str]] = field(default_factory=list)   # output ports blocked together
     neutral: bool = False
+    inner: bool = False     # a region step with tensors it may block whatever its ports
 
 
 _BLOCK: dict[str, int] = {}
@@ -113,6 +114,28 @@ def step_form(model: onnx.ModelProto, original: onnx.ModelProto) -> StepForm:
     if ops and all(d == "" and op in NEUTRAL_OPS for d, op in ops):
         form.neutral = _same_layout_math(original)
     return form
+
+
+def region_form(model: onnx.ModelProto, block: int) -> StepForm:
+    """A region step's form (deploy/ort/blocked_regions.py): each island's ring ports go
+    blocked together, inputs accepted and outputs emitted."""
+    from deploy.ort import blocked_regions
+    form = StepForm()
+    for isle in blocked_regions.islands(model, block):
+        if isle.why:
+            continue
+        form.inner = form.inner or not isle.ports
+        form.accepts |= isle.inputs
+        form.emits |= isle.outputs
+        if isle.ports:
+            form.groups.append(isle.ports)
+    return form
+
+
+def region_rewrite(ports: frozenset[str], block: int):
+    """The load-time transform of a region step whose `ports` are stored blocked."""
+    from deploy.ort import blocked_regions
+    return lambda model: blocked_regions.rewrite(model, ports, block)
 
 
 def _ring_form(model: onnx.ModelProto, form: StepForm) -> None:
@@ -200,6 +223,22 @@ def choose(manifest: dict[str, Any], forms: dict[str, StepForm], block: int) -> 
                 ok -= groups[rep]
         changed = len(ok) != before
     return ok
+
+
+def step_ports(manifest: dict[str, Any], forms: dict[str, StepForm], chosen: set[str], block: int):
+    """(model, its ports stored blocked, its load-time transform or None) for every step
+    model run in the blocked form: a region step also when only tensors inside it go
+    blocked (deploy/ort/blocked_regions.py)."""
+    for part in manifest["partitions"]:
+        for step in part["steps"]:
+            if not step["model"]:
+                continue
+            ports = blocked_ports(step, chosen)
+            form = forms.get(step["model"])
+            if step.get("region") and form is not None and (ports or form.inner):
+                yield step["model"], ports, region_rewrite(ports, block)
+            elif ports:
+                yield step["model"], ports, None
 
 
 def blocked_ports(step: dict, chosen: set[str]) -> frozenset[str]:
