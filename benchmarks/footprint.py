@@ -124,11 +124,12 @@ def child(args) -> None:
     from deploy.checks import reference
     from deploy.runtime.footprint import Footprint
     if args.child == "plain":
+        data = reference.plain_frames(args.path, args.frames)    # before the baseline, as measure's
         fp = Footprint()
         fp.start(lambda: backend_ort.init_runtime(args.threads))
         sess = reference.session(args.path, args.threads)
         fp.loaded()
-        fps = reference.plain_fps(sess, args.frames)
+        fps = reference.plain_timings(sess, args.frames, data=data)["fps"]
         fp.ran()
         print(json.dumps({"fps": fps, **fp.report()}))
         return

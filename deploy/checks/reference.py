@@ -83,20 +83,35 @@ def run(sess: ort.InferenceSession, frame: np.ndarray) -> list[np.ndarray]:
 _NP = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
 
 
+def plain_frames(path: str | Path, frames: int) -> list[np.ndarray]:
+    """The frames `plain_timings` runs, made before a footprint's baseline (a deployment's
+    frames are made before its own): the model's input shape read from the file, no weights."""
+    import onnx
+    graph = onnx.load(str(path), load_external_data=False).graph
+    weights = {t.name for t in graph.initializer}
+    port = next(i for i in graph.input if i.name not in weights)
+    shape = [d.dim_value or 1 for d in port.type.tensor_type.shape.dim]
+    return _frames(shape, frames)
+
+
+def _frames(shape: list[int], frames: int) -> list[np.ndarray]:
+    return [np.random.default_rng(i).standard_normal(shape, dtype=np.float32) for i in range(frames)]
+
+
 def plain_fps(sess: ort.InferenceSession, frames: int, warmup: int = 3) -> float:
     """Frames per second of a plain session on seeded random frames: the baseline every
     deployment benchmark compares against, measured the same way in each."""
     return plain_timings(sess, frames, warmup)["fps"]
 
 
-def plain_timings(sess: ort.InferenceSession, frames: int, warmup: int = 3) -> dict[str, float]:
+def plain_timings(sess: ort.InferenceSession, frames: int, warmup: int = 3,
+                  data: list[np.ndarray] | None = None) -> dict[str, float]:
     """`fps` (frames over elapsed time) and the medians per frame of wall and of this
     thread's CPU time (`frame_ms_median`, `frame_cpu_ms_median`), as deploy.run.measure reports
-    them for a deployment."""
+    them for a deployment. `data`: the frames (plain_frames), else made here."""
     import time
-    shape = [d if isinstance(d, int) else 1 for d in sess.get_inputs()[0].shape]
-    data = [np.random.default_rng(i).standard_normal(shape).astype(np.float32)
-            for i in range(frames)]
+    if data is None:
+        data = _frames([d if isinstance(d, int) else 1 for d in sess.get_inputs()[0].shape], frames)
     for f in data[:warmup]:
         run(sess, f)
     walls, cpus = [], []

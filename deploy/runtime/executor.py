@@ -59,6 +59,7 @@ class Executor:
         edges = manifest["edges"]
         self.consts: list[np.ndarray] = []     # idx vectors: scratch outside the arena
         self.cnns: dict[str, CnnRun] = {}
+        self._into: list | None = None
         # (partition, step index, parity) -> the step's bound (inputs, outputs): a caller may
         # bind another model of the same step to them (deploy/profile/primitive_timing.py)
         self.views: dict[tuple[str, int, int], tuple[dict, dict]] = {}
@@ -148,13 +149,17 @@ class Executor:
 
     # -- running ------------------------------------------------------------------------
     def run_stream(self, cnn: str, frames, keep_outputs: bool | int = True,
-                   timings: list | None = None) -> list[list[np.ndarray]]:
+                   timings: list | None = None, into: list | None = None) -> list[list[np.ndarray]]:
         """Run `frames` (a sequence of NCHW float32 frames, indexed as they are used) through
         `cnn`; returns its outputs (NCHW) for every frame, or (`keep_outputs` an int) for the
         first that many, so a long run holds a bounded number of outputs. `timings` (a list,
         sequential CNNs only) receives (wall s, this thread's CPU s) per frame: a frame's
-        median is what a shared machine cannot inflate by preempting some frames."""
+        median is what a shared machine cannot inflate by preempting some frames. `into`:
+        arrays (per kept frame, per output, NCHW float32) the kept outputs are copied into,
+        allocated by the caller before it measures (`explore run`'s check copies are no
+        part of the deployment's footprint)."""
         run = self.cnns[cnn]
+        self._into = into
         keep = len(frames) if keep_outputs is True else int(keep_outputs or 0)
         results: list[list[np.ndarray]] = [[] for _ in range(min(keep, len(frames)))]
         if run.pipelined:
@@ -171,14 +176,19 @@ class Executor:
                 if clock:
                     timings.append((clock[0]() - wall, clock[1]() - cpu))
                 if f < keep:
-                    results[f] = self._collect(run, f % 2)
+                    results[f] = self._collect(run, f % 2, f)
         return results
 
-    def _collect(self, run: CnnRun, parity: int) -> list[np.ndarray]:
+    def _collect(self, run: CnnRun, parity: int, f: int) -> list[np.ndarray]:
+        into = self._into[f] if self._into is not None else None
         out = []
-        for arr, layout in zip(run.outputs[parity], run.output_layouts):
-            out.append(arr.transpose(1, 2, 0, 3).astype(np.float32) if layout == "hncw"
-                       else arr.astype(np.float32, copy=True))
+        for i, (arr, layout) in enumerate(zip(run.outputs[parity], run.output_layouts)):
+            view = arr.transpose(1, 2, 0, 3) if layout == "hncw" else arr
+            if into is None:
+                out.append(view.astype(np.float32, copy=True))
+            else:
+                np.copyto(into[i], view, casting="unsafe")
+                out.append(into[i])
         return out
 
     def _pipelined(self, run: CnnRun, frames, results, keep_outputs) -> None:
@@ -208,7 +218,7 @@ class Executor:
                     _run_calls(stages[k], f % 2)
                     counts[k] += len(calls)   # one counter per thread: no lost updates
                     if k == len(stages) - 1 and f < keep_outputs:
-                        results[f] = self._collect(run, f % 2)
+                        results[f] = self._collect(run, f % 2, f)
                     with cond:
                         finished[k] = f + 1
                         cond.notify_all()
