@@ -4,6 +4,7 @@ reuse-only plan, the least-memory plan and two front points between them.
 
     python benchmarks/region_steps.py [--models mobilenet_v2,resnet50,yolov2_16]
                                       [--threads 1,2] [--frames 20] [--profile]
+                                      [--keep DIR]
 
 Per model and thread count: `explore APP --mem 0` (the least-memory plan and the front),
 `--mem 1GB` (reuse-only), and `--mem M` at the front points a third and two thirds of the way
@@ -72,6 +73,8 @@ def main() -> None:
     parser.add_argument("--models", default="mobilenet_v2,resnet50,yolov2_16")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--frames", type=int, default=20)
+    parser.add_argument("--keep", default=None,
+                        help="a folder for the profiles, plans and deployments (kept after the run)")
     parser.add_argument("--profile", action="store_true",
                         help="plans from `explore profile` at each thread count (predicted fps)")
     args = parser.parse_args()
@@ -80,7 +83,8 @@ def main() -> None:
     head = (f"{'case':30} {'plan MiB':>8} {'footprint':>9} {'limit':>6} {'ok':>3} {'fps':>7} "
             f"{'x plain':>7} {'calls':>6} {'pred fps':>8} {'pred/meas':>9}")
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+        folder = Path(args.keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         for name in args.models.split(","):
             made: dict[int, tuple] = {}
             for threads in (int(t) for t in args.threads.split(",")):

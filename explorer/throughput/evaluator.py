@@ -21,10 +21,11 @@ from csdf.model import CNN
 from explorer.app.model import Application
 from explorer.throughput.costs import VIEW_OPS, LayerCost, cnn_costs
 from explorer.throughput.device_profile import DeviceProfile, LayerTimes, Roofline, resolve_profile
-from explorer.throughput.split_regions import beside_parts, region_params
+from explorer.throughput.split_regions import beside_parts, region_params, region_sizes
 from sdf3.errors import InputError
 
 Phases = dict[str, dict[str, int]]
+FUSED = 1 << 62      # the region of a layer run fused: at least any ladder's (LayerTimes.ms_in)
 
 
 def roofline_ms(cost: LayerCost, roof: Roofline, precision: str, data_bytes: int,
@@ -73,6 +74,9 @@ class Evaluator:
                         for name, cnn in self.app.cnns.items()
                         if any(t.alone or t.beside_ms is not None
                                for t in self._tables.get(name, {}).values())}
+        # a profile that timed region steps (`explore profile --steps regions`): a layer that
+        # shares its region with others runs fused in bands, as in the ladder (share 1)
+        self._fused = self.profile.meta.get("steps") == "regions"
         self._memo: dict[tuple[str, str, int, str, int | None, bool], float] = {}
         for part in self.app.partitions:        # check now, not in the middle of a search
             for layer in part.layers:
@@ -128,6 +132,9 @@ class Evaluator:
         if params is not None:
             edges = self.app.cnns[part.cnn].edges()
             regions = region_params(part.layers, edges, ph, params)
+            if self._fused:
+                sizes = region_sizes(part.layers, edges, ph)
+                regions = {n: FUSED if sizes[n] > 1 else r for n, r in regions.items()}
             beside = beside_parts(part.layers, edges, ph)
         return self._loop[part.cnn] * sum(
             self._layer(part.cnn, layer, ph.get(layer, 1), part.processor, regions.get(layer),

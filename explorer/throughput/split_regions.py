@@ -28,6 +28,20 @@ def region_params(layers: Iterable[str], edges: Iterable[tuple[str, str]],
     """{layer: parameters of its region} for every layer of `layers` run in Φ > 1 phases:
     the region is the connected set of such layers joined by the edges between them (a
     whole layer, or a layer outside `layers`, e.g. of another pipeline stage, separates)."""
+    return _per_region(layers, edges, phases, params)
+
+
+def region_sizes(layers: Iterable[str], edges: Iterable[tuple[str, str]],
+                 phases: dict[str, int]) -> dict[str, int]:
+    """{layer: layers of its region} (as region_params): a region step computes them in one
+    call per band (deploy/build/regions.py), so a layer with a neighbour in its region runs
+    fused, as in a profile's ladder, where one alone runs a call per phase."""
+    return _per_region(layers, edges, phases, {})
+
+
+def _per_region(layers: Iterable[str], edges: Iterable[tuple[str, str]],
+                phases: dict[str, int], weight: dict[str, int]) -> dict[str, int]:
+    """{layer: sum of `weight` over its region (1 per layer where absent)}."""
     split = [n for n in layers if phases.get(n, 1) > 1]
     sets = UnionFind(split)
     for a, b in edges:
@@ -36,7 +50,7 @@ def region_params(layers: Iterable[str], edges: Iterable[tuple[str, str]],
     total: dict[str, int] = {}
     for n in split:
         r = sets[n]
-        total[r] = total.get(r, 0) + params.get(n, 0)
+        total[r] = total.get(r, 0) + (weight.get(n, 0) if weight else 1)
     return {n: total[sets[n]] for n in split}
 
 
