@@ -11,7 +11,7 @@ from csdf.parts import phases_for_rows
 from deploy.profile import ladder as ladder_profile
 from explorer.app.appfile import load_app
 from explorer.throughput.device_profile import DeviceProfile, LayerTimes, load_profile, profile_from_dict, save_profile
-from explorer.throughput.split_regions import beside_parts, region_params
+from explorer.throughput.split_regions import beside_parts, region_params, region_sizes
 from explorer.throughput.evaluator import make_evaluator
 from sdf3.errors import InputError
 from test_deploy_fixtures import tiny_app_file
@@ -42,6 +42,16 @@ def test_regions_are_split_layers_joined_by_split_edges():
     assert got == {"a": 11, "b": 11, "d": 11000, "e": 11000}
     assert region_params("abde", edges, {n: 2 for n in "abcde"}, params) == {
         n: 11011 for n in "abde"}
+
+
+def test_region_sizes_are_the_layers_of_each_region():
+    edges = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("b", "d")]
+    for phases in ({"a": 2, "b": 2, "c": 1, "d": 3, "e": 3}, {"a": 2, "b": 2, "d": 3, "e": 3},
+                   {"b": 2, "d": 2}, {"e": 4}):
+        ones = dict.fromkeys("abcde", 1)
+        for edge_set in (edges, edges[:4]):
+            assert region_sizes("abcde", edge_set, phases) == _components(edge_set, {
+                n: phases.get(n, 1) for n in "abcde"}, ones)
 
 
 def test_whole_layers_beside_parts():
@@ -170,3 +180,38 @@ def test_alone_groups_time_every_split_layer_with_whole_neighbours(app_file, tmp
         runs = [i + 1 for i, (_, phases) in enumerate(ladder.folders) if i > 0 and phases[n] == 1
                 and any(phases[m] > 1 for m in nx.all_neighbors(cnn.graph, n))]
         assert table[n]["beside_ms"] == (float(np.median(runs)) if runs else None), n
+
+
+def test_a_region_steps_profile_prices_a_fused_layer_at_its_ladder_time(app_file, tmp_path):
+    """A profile timed as region steps (`explore profile --steps regions`): a layer by parts
+    with a neighbour by parts runs in bands with it, as in the ladder: its ladder time; one
+    with no neighbour by parts runs a call per phase: placed by its region as before."""
+    app = load_app(app_file)
+    cnn = app.cnns["tiny"]
+    params = {n: cnn.layer(n).param_count for n in cnn.order()}
+    every = phases_for_rows(cnn, dict.fromkeys(cnn.order(), 1))
+    ladder_region = _components(cnn.edges(), every, params)
+    table = {n: (LayerTimes(1.0 + i, by_phases={every[n]: 3.0 + i}, region={every[n]: ladder_region[n]},
+                            alone={every[n]: 2.0 + i}) if every[n] > 1 else LayerTimes(1.0 + i))
+             for i, n in enumerate(cnn.order())}
+    split = [n for n in cnn.order() if every[n] > 1]
+    pair = next((a, b) for a, b in cnn.edges() if a in split and b in split)
+    single = next(n for n in split if n not in pair and not any(
+        m in pair for m in nx.all_neighbors(cnn.graph, n)))
+    phases = {n: every[n] if n in (*pair, single) else 1 for n in cnn.order()}
+    sizes = _components(cnn.edges(), phases, dict.fromkeys(cnn.order(), 1))
+    assert sizes[pair[0]] == 2 and sizes[single] == 1
+    got = {}
+    for steps in ("layers", "regions"):
+        prof = save_profile(DeviceProfile("ctx", models={"tiny": table}, meta={"steps": steps}),
+                            tmp_path / f"{steps}.yaml")
+        got[steps] = make_evaluator(app, str(prof)).frame_ms({"tiny": phases})["tiny"]
+    region = _components(cnn.edges(), phases, params)
+    fused = 0.0
+    for n in pair:             # the layers timed "layers": placed by their region's parameters
+        i = cnn.order().index(n)
+        span = ladder_region[n] - params[n]
+        share = 1.0 if span <= 0 else min(1.0, (region[n] - params[n]) / span)
+        fused += (3.0 + i) - (2.0 + i + share * 1.0)
+    assert got["regions"] == pytest.approx(got["layers"] + fused, rel=1e-12)
+    assert fused > 0
