@@ -30,10 +30,12 @@ from typing import Callable
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from deploy.ort import optimize as ort_optimize
 from deploy.ort.process import _shared_arena, _shared_pool, plan_arena
+from deploy.ort.weights import external_arrays
+from deploy.runtime.footprint import trim_heap
 from sdf3.errors import InputError
 
 NP_DTYPE = {"float32": np.float32, "float16": np.float16}
@@ -102,7 +104,7 @@ class OrtBackend:
         for rel in sorted(candidates):    # graphs only: the weights stay in the side files
             path = self._optimize(str(root / rel), "nchwc")
             opt = onnx.load(str(path), load_external_data=False)
-            _external_arrays(opt, path.parent, weights=False)    # shapes inline
+            external_arrays(opt, path.parent, weights=False)    # shapes inline
             forms[rel] = (ob.region_form(opt, block) if rel in regions
                           else ob.step_form(opt, ob.graph_only(root / rel, opt)))
         self.blocked_edges = ob.choose(manifest, forms, block)
@@ -192,7 +194,7 @@ class OrtBackend:
             okey = "nchw" if layout == "nchw" else "nchwc"
             path = self._optimize(key, layout)
             model = onnx.load(str(path), load_external_data=False)
-            arrays = _external_arrays(model, path.parent)
+            arrays = external_arrays(model, path.parent, known=self._by_content)
             if layout == "blocked":
                 from deploy.ort import blocked as ob
                 model = (self._transforms[key](model) if key in self._transforms
@@ -212,6 +214,7 @@ class OrtBackend:
             self._values[skey] = values
             run_path.unlink()
             self._drop_optimized(key, okey)     # ONNX Runtime read only the graph
+            trim_heap()
         return self._sessions[skey]
 
     def _shared_weights(self, arrays: dict[str, np.ndarray]
@@ -350,30 +353,6 @@ def init_runtime(threads: int = 0, shared_pool: bool = False, workspace_bytes: i
     sess = ort.InferenceSession(model.SerializeToString(), be._options(),
                                 providers=["CPUExecutionProvider"])
     sess.run(None, {"x": np.zeros([1], np.float32)})
-
-
-def _external_arrays(model: onnx.ModelProto, folder: Path,
-                     weights: bool = True) -> dict[str, np.ndarray]:
-    """The model's externally stored float tensors (its weights), each read once into its
-    own array; integer tensors (shapes, axes: ONNX Runtime reads them while loading) and
-    one-element constants (Clip bounds, mask constants) are put back inline in `model`.
-    `weights` False: only the latter (a graph read for its form, deploy/ort/blocked.py)."""
-    out = {}
-    for t in model.graph.initializer:
-        if t.data_location != TensorProto.EXTERNAL:
-            continue
-        info = {e.key: e.value for e in t.external_data}
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
-        if not weights and dtype.kind == "f" and int(np.prod(t.dims)) > 1:
-            continue
-        count = int(info["length"]) // dtype.itemsize
-        arr = np.fromfile(folder / info["location"], dtype, count, offset=int(info.get("offset", 0)))
-        arr = arr.reshape(tuple(t.dims))
-        if dtype.kind == "f" and arr.size > 1:
-            out[t.name] = arr
-        else:
-            t.CopyFrom(numpy_helper.from_array(arr, t.name))
-    return out
 
 
 class _Pending:

@@ -1,0 +1,58 @@
+"""Step-model weights as the ONNX Runtime backend holds them: read from the side file of
+the model ONNX Runtime optimised (deploy/ort/optimize.py), once per distinct tensor across
+every session (deploy/ort/backend.py `_shared_weights` keys them by content)."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def external_arrays(model: onnx.ModelProto, folder: Path, weights: bool = True,
+                     known: dict | None = None) -> dict[str, np.ndarray]:
+    """The model's externally stored float tensors (its weights), each read once into its
+    own array, or the array `known` (OrtBackend._by_content) holds for the same bytes,
+    recognised without reading them into memory (a layer's weights in a dozen region models:
+    YOLOv2-16's least-memory deployment rose 10 MiB above what it kept, reading conv10's
+    weights again for each); integer tensors (shapes, axes: ONNX Runtime reads them while
+    loading) and one-element constants (Clip bounds, mask constants) are put back inline in
+    `model`. `weights` False: only the latter (a graph read for its form, deploy/ort/blocked.py)."""
+    out = {}
+    for t in model.graph.initializer:
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+        if not weights and dtype.kind == "f" and int(np.prod(t.dims)) > 1:
+            continue
+        count = int(info["length"]) // dtype.itemsize
+        offset = int(info.get("offset", 0))
+        if known is not None and dtype.kind == "f" and count > 1:
+            key = (dtype.str, tuple(t.dims), _digest(folder / info["location"], offset, int(info["length"])))
+            if key in known:
+                out[t.name] = known[key][0]
+                continue
+        arr = np.fromfile(folder / info["location"], dtype, count, offset=offset)
+        arr = arr.reshape(tuple(t.dims))
+        if dtype.kind == "f" and arr.size > 1:
+            out[t.name] = arr
+        else:
+            t.CopyFrom(numpy_helper.from_array(arr, t.name))
+    return out
+
+
+def _digest(path: Path, offset: int, length: int) -> bytes:
+    """The content key of OrtBackend._shared_weights for bytes of a file, read 1 MiB at a time."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        while length > 0:
+            chunk = f.read(min(length, 1 << 20))
+            if not chunk:
+                break
+            h.update(chunk)
+            length -= len(chunk)
+    return h.digest()
