@@ -95,6 +95,23 @@ def test_one_band_holds_the_stride_2_conv_and_the_residual_join(cnn, tmp_path):
     assert len(set(regions)) < len(regions)
 
 
+def test_adjacent_firings_of_one_layer_run_as_one_conv(cnn, tmp_path):
+    """The stem conv fires twice for each row of the stride-2 conv after it: in a band the
+    two firings are one Conv over both rows (deploy/build/regions.merge), and the step still
+    lists both plan firings (the outputs are checked against ONNX Runtime above)."""
+    import onnx
+    _, manifest = deployed(cnn, tmp_path, 1)
+    convs = {n for n in cnn.order() if cnn.layer(n).op == "Conv"}
+    merged = 0
+    for s in (s for p in manifest["partitions"] for s in p["steps"] if s.get("region")):
+        firings = sum(1 for layer, _ in s["region"] if layer in convs)
+        model = onnx.load(str(tmp_path / "dep" / s["model"]), load_external_data=False)
+        nodes = sum(1 for n in model.graph.node if n.op_type == "Conv")
+        assert nodes <= firings
+        merged += firings - nodes
+    assert merged > 0
+
+
 def test_weights_are_held_once_across_region_models(cnn, tmp_path):
     """The plan's parameters, once: a layer's weights in several band models and its part
     model are one array in the backend (deploy/ort/backend.py _shared_weights)."""

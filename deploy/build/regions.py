@@ -240,10 +240,63 @@ def bands(cnn: CNN, firings: list[str], ph: dict[str, int],
     return out
 
 
+def merge(cnn: CNN, band: list[Firing], edges: dict[str, dict]) -> list[Firing]:
+    """Adjacent firings of one layer in a band as one firing over all their rows: one Conv
+    of many rows instead of many of a few (a layer whose producer is whole fires all its
+    phases in a row: MobileNetV2's front plans had bands of 13 one-row convs of one layer).
+    The same result: the windows of consecutive output rows are consecutive input rows, so
+    their union is the window of the merged rows, with the first's top padding and the
+    last's bottom padding. Not merged: windows with a gap between them (a stride longer
+    than the kernel), a write that would wrap round its ring, a window over BAND_BYTES / 4."""
+    out: list[Firing] = []
+    for f in band:
+        joined = _joined(cnn, out[-1], f, edges) if out else None
+        if joined is None:
+            out.append(f)
+        else:
+            out[-1] = joined
+    return out
+
+
+def _joined(cnn: CNN, a: Firing, b: Firing, edges: dict[str, dict]) -> Firing | None:
+    if a.layer != b.layer or b.phase != a.phase + len(a.phases) or b.first != a.first + a.count:
+        return None
+    reads = []
+    for ra, rb in zip(a.reads, b.reads):
+        if ra.src != rb.src or ra.whole != rb.whole:
+            return None
+        if ra.whole:
+            reads.append(ra)
+            continue
+        rows = sorted(set(ra.rows) | set(rb.rows))
+        if ra.pad_bottom or rb.pad_top or rows != list(range(rows[0], rows[-1] + 1)) \
+                or rows[0] != ra.rows[0] or rows[-1] != rb.rows[-1]:
+            return None
+        reads.append(Read(ra.src, ra.copies, tuple(rows), ra.pad_top, rb.pad_bottom))
+    count = a.count + b.count
+    # what either writes (prune may have dropped one firing's write: writing those rows too
+    # is what the band was cut for before pruning, so it clashes with nothing)
+    extra = [(w, rd) for w, rd in zip(b.writes, b.readers) if w not in a.writes]
+    writes = a.writes + tuple(w for w, _ in extra)
+    for cp in writes:
+        e = edges[cp[0]]
+        if a.first % e["slots"] + count > e["slots"]:
+            return None
+    window = sum(len(r.rows) * int(np.prod(edges[r.copies[0]]["shape"])) //
+                 edges[r.copies[0]]["shape"][2] for r in reads)
+    if 4 * window > BAND_BYTES // 4:
+        return None
+    return replace(a, count=count, reads=tuple(reads), writes=writes,
+                   readers=a.readers + tuple(rd for _, rd in extra),
+                   parts=tuple(c for _, c in a.phases) + tuple(c for _, c in b.phases))
+
+
 def band_step(cnn: CNN, band: list[Firing], edges: dict[str, dict], dtype: str, out: Path,
               models: dict, keys: dict, safe: Callable[[str], str]) -> dict:
     """The manifest step of a band: its model (one per distinct band shape, `keys`) and its
-    bindings (rings gathered, slot indices, ring slots and CNN output rows written)."""
+    bindings (rings gathered, slot indices, ring slots and CNN output rows written). Its
+    `region` lists every plan firing it computes, (layer, phase), in the plan's order."""
+    band = merge(cnn, band, edges)
     split, binds = pieces(band, edges)
     shape = (cnn.name, key(band, split))
     rel = keys.get(shape)
@@ -275,6 +328,6 @@ def band_step(cnn: CNN, band: list[Firing], edges: dict[str, dict], dtype: str, 
     work = []
     for f in band:
         n, c, _, w = (int(v) for v in cnn.layer(f.layer).output_shape)
-        work.append((cnn.layer(f.layer).param_count + c) * n * f.count * w)
+        work += [(cnn.layer(f.layer).param_count + c) * n * rows * w for _, rows in f.phases]
     return {"layer": band[0].layer, "phase": band[0].phase, "model": rel, "bind": binds,
-            "region": [[f.layer, f.phase] for f in band], "work": work}
+            "region": [[f.layer, p] for f in band for p, _ in f.phases], "work": work}

@@ -56,6 +56,12 @@ class Firing:
     writes: tuple[tuple[str, str], ...]  # stored tensors it writes (edge copies)
     sink: bool = False                   # also the CNN's output rows
     readers: tuple[tuple[str, ...], ...] = ()   # per write, the layers reading that tensor
+    parts: tuple[int, ...] = ()          # merged firings (deploy/build/regions.merge): their rows
+
+    @property
+    def phases(self) -> list[tuple[int, int]]:
+        """(phase, rows) of each plan firing this firing computes."""
+        return list(enumerate(self.parts or (self.count,), self.phase))
 
 
 @dataclass(frozen=True)
