@@ -176,6 +176,7 @@ class Ladder:
     def __init__(self, cnn: CNN, folder: Path, precision: str = "fp32", frames: int = 10,
                  threads: int = 0, layout: str = "blocked", regions: bool = False):
         from deploy.build.derive import derive as deploy_plan
+        from deploy.profile.bands import band_bytes
         self.cnn, self.frames, self.threads, self.layout = cnn, frames, threads, layout
         # (label, k, group): group None = every layer at k (k None: whole)
         self.runs: list[tuple[str, int | None, int | None]] = [("whole", None, None)]
@@ -188,10 +189,14 @@ class Ladder:
                 self.runs.append((f"k={k} alone {g}", k, g))
                 every.append({n: (phases[n] if n in group else 1) for n in cnn.order()})
         self.folders: list[tuple[Path, dict[str, int]]] = []
+        # per deployment with every layer in parts: what its band models hold, per layer
+        self.bands: list[dict[str, tuple[int, int]]] = []
         for i, phases in enumerate(every):
             out = Path(folder) / f"run{i}"
-            deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
+            manifest = deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
             self.folders.append((out, phases))
+            every_part = self.runs[i][1] is not None and self.runs[i][2] is None
+            self.bands.append(band_bytes(out, manifest, max(1, threads)) if regions and every_part else {})
         self.best: list[dict | None] = [None] * len(self.runs)
 
     def time_round(self) -> None:
@@ -216,7 +221,8 @@ class Ladder:
         beside: dict[str, list[float]] = {}
         params = {n: cnn.layer(n).param_count for n in cnn.order()}
         table: dict[str, dict] = {}
-        for (label, k, group), (_, phases), timed in zip(self.runs, self.folders, self.best):
+        for (label, k, group), (_, phases), timed, bands in zip(self.runs, self.folders, self.best,
+                                                                self.bands):
             if timed is None:
                 raise RuntimeError("Ladder.table before any round was timed")
             times = timed["layers"]
@@ -237,6 +243,9 @@ class Ladder:
                     if phases[name] not in entry["by_phases"]:
                         entry["by_phases"][phases[name]] = ms
                         entry["region"][phases[name]] = regions[name]
+                    if name in bands:
+                        entry.setdefault("band_session_bytes", {})[phases[name]] = bands[name][0]
+                        entry.setdefault("band_ws_bytes", {})[phases[name]] = bands[name][1]
                 else:
                     entry["alone"].setdefault(phases[name], ms)
             if progress:

@@ -166,6 +166,6 @@ def plan_figures(manifest: dict[str, Any]) -> dict[str, Any]:
 def scratch_bytes(ex: Executor) -> int:
     """Memory the executor holds outside the arena: slot index vectors and output arrays."""
     total = sum(c.nbytes for c in ex.consts)
-    for run in ex.cnns.values():
-        total += sum(a.nbytes for parity in run.outputs for a in parity)
+    for run in ex.cnns.values():      # a sequential CNN's two parities share its arrays
+        total += sum({id(a): a.nbytes for parity in run.outputs for a in parity}.values())
     return int(total)

@@ -64,9 +64,13 @@ class Executor:
         # bind another model of the same step to them (deploy/profile/primitive_timing.py)
         self.views: dict[tuple[str, int, int], tuple[dict, dict]] = {}
         for name, info in manifest["cnns"].items():
-            outs = [[np.zeros(self._stored(o), self.dtype) for o in info["outputs"]] for _ in (0, 1)]
             groups = [g for g in manifest["pipelines"] if set(g) & set(info["partitions"])]
             pipelined = len(info["partitions"]) > 1 and len(groups) == 1
+            # a copy per frame parity only where two frames are in flight (a pipeline)
+            outs = [[np.zeros(self._stored(o), self.dtype) for o in info["outputs"]]
+                    for _ in range(2 if pipelined else 1)]
+            if not pipelined:
+                outs = [outs[0], outs[0]]
             self.cnns[name] = CnnRun(name, [], pipelined, info["inputs"][0]["shape"], outs,
                                      [o["layout"] for o in info["outputs"]])
         sink_index = {(c, o["layer"]): i for c, info in manifest["cnns"].items()

@@ -89,7 +89,8 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
                                           t.get("whole_session_bytes"), t.get("part_session_bytes"),
                                           beside_ms=ladder.get(layer, {}).get("beside_ms"),
                                           **{key: ladder.get(layer, {}).get(key, {})
-                                             for key in ("by_phases", "region", "alone")})
+                                             for key in ("by_phases", "region", "alone",
+                                                         "band_session_bytes", "band_ws_bytes")})
                         for layer, t in table.items()}
         rungs[name] = ladder_rows(cnn)
         if args.primitives:

@@ -74,7 +74,8 @@ def memory_bytes(app, buffers: Iterable[Buffer]) -> tuple[int, int, int]:
 
 def workspace_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -> int:
     """Backend workspace of `app` under `phases`: per partition the largest measured
-    workspace of its layers (whole_ws_bytes, or part_ws_bytes for a layer by parts), summed
+    workspace of its layers (whole_ws_bytes, part_ws_bytes for a layer by parts, or its band
+    models' for a layer by parts beside another, when measured: `_band`), summed
     over the partitions of a pipeline set, the largest over sets. `tables`: {cnn: {layer:
     explorer.throughput.device_profile.LayerTimes}}, None or empty when nothing was measured."""
     if not tables:
@@ -82,14 +83,27 @@ def workspace_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None)
     per_part: dict[str, int] = {}
     for part in app.partitions:
         table, ph = tables.get(part.cnn, {}), phases.get(part.cnn, {})
+        inside = set(part.layers)
         best = 0
         for layer in part.layers:
             t = table.get(layer)
             if t is not None:
                 ws = t.part_ws_bytes if ph.get(layer, 1) > 1 else t.whole_ws_bytes
-                best = max(best, int(ws or 0))
+                band = _band(app.cnns[part.cnn], layer, ph, inside, t)
+                best = max(best, int(ws or 0) if band is None else band[1])
         per_part[part.name] = best
     return max((sum(per_part.get(p, 0) for p in group) for group in app.pipelines), default=0)
+
+
+def _band(cnn, layer: str, ph: dict[str, int], inside: set[str], t) -> tuple[int, int] | None:
+    """(session state, workspace) of the band models a layer by parts with a neighbour by
+    parts in its partition (`inside`) runs in, as the profile measured them; else None."""
+    if ph.get(layer, 1) <= 1 or not getattr(t, "band_session_bytes", None):
+        return None
+    near = set(cnn.graph.predecessors(layer)) | set(cnn.graph.successors(layer))
+    if not any(ph.get(m, 1) > 1 for m in near & inside):
+        return None
+    return t.band_bytes(ph[layer])
 
 
 def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -> int:
@@ -97,8 +111,9 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
     deployment loads keeps its session for the whole run, so the measured state of each
     layer's model (whole_session_bytes, or part_session_bytes for a layer by parts, twice
     when its last part is shorter: a second part model) is summed over every layer of every
-    partition. 0 when nothing was measured. Region steps (deploy/build/regions.py) load other
-    models for their bands: this counts the per-layer models, what `--steps layers` loads."""
+    partition. 0 when nothing was measured. A layer by parts beside another by parts runs in
+    the bands of region steps (deploy/build/regions.py): with a profile that measured them
+    (`explore profile --steps regions`), its share of the band models' state instead."""
     if not tables:
         return 0
     from csdf.model import INPUT
@@ -106,12 +121,16 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
     total = 0
     for part in app.partitions:
         table, ph, cnn = tables.get(part.cnn, {}), phases.get(part.cnn, {}), app.cnns[part.cnn]
+        inside = set(part.layers)
         for layer in part.layers:
             t = table.get(layer)
             if t is None or cnn.layer(layer).op == INPUT:     # the frame copy: no model
                 continue
             n = ph.get(layer, 1)
-            if n > 1:
+            band = _band(cnn, layer, ph, inside, t)
+            if band is not None:
+                total += band[0]
+            elif n > 1:
                 height = int(cnn.layer(layer).output_shape[2])
                 models = 1 if height % rows_per_phase(height, n) == 0 else 2
                 total += models * int(t.part_session_bytes or 0)

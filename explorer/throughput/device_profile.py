@@ -84,6 +84,20 @@ class LayerTimes:
     # the layer whole with a neighbour in parts (it reads or writes rows rings, not ONNX
     # Runtime's blocked layout): median over the profile's deployments where it was so
     beside_ms: float | None = None
+    # region steps (`explore profile --steps regions`): in the ladder's deployment at Φ,
+    # the session state of the band models the layer is computed in, each model's share by
+    # the layer's firings in it, and the largest workspace of those models
+    # (deploy/profile/bands.py; explorer/memory/buffers.py counts them for a layer fused)
+    band_session_bytes: dict[int, float] = field(default_factory=dict)
+    band_ws_bytes: dict[int, float] = field(default_factory=dict)
+
+    def band_bytes(self, phases: int) -> tuple[int, int] | None:
+        """(session state, workspace) of the band models computing this layer in `phases`
+        phases, at the ladder's nearest Φ; None where the profile timed no region steps."""
+        if not self.band_session_bytes:
+            return None
+        near = min(self.band_session_bytes, key=lambda f: (abs(f - phases), -f))
+        return int(self.band_session_bytes[near]), int(self.band_ws_bytes.get(near, 0))
 
     def ms(self, phases: int, default_phase_ms: float = 0.0) -> float:
         """Time in `phases` phases: with `by_phases`, linear between the nearest measured
@@ -224,7 +238,8 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     _check_keys(f"{where}: {key}", data, {"whole_ms", "part_ms", "phases",
                                           "whole_ws_bytes", "part_ws_bytes", "by_phases",
                                           "whole_session_bytes", "part_session_bytes",
-                                          "region", "alone", "beside_ms"})
+                                          "region", "alone", "beside_ms",
+                                          "band_session_bytes", "band_ws_bytes"})
     if "whole_ms" not in data:
         raise InputError(f"{where}: {key} needs key 'whole_ms'")
     part = data.get("part_ms")
@@ -241,7 +256,7 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     if data.get("beside_ms") is not None:
         optional["beside_ms"] = _num(where, f"{key}.beside_ms", data["beside_ms"])
     by = {name: _by_phases(where, f"{key}.{name}", data.get(name, {}))
-          for name in ("by_phases", "region", "alone")}
+          for name in ("by_phases", "region", "alone", "band_session_bytes", "band_ws_bytes")}
     if by["alone"] and set(by["region"]) != set(by["by_phases"]):
         raise InputError(f"{where}: {key}.region needs the phase counts of {key}.by_phases "
                          f"({sorted(by['by_phases'])}), got {sorted(by['region'])}")

@@ -1,0 +1,68 @@
+"""What the band models of region steps hold (issue 27, item 1): each distinct region model
+of a deployment (deploy/steps/regions.py) measured by the workspace probe
+(deploy/profile/workspace_probe.py: its session state beyond its weights, and the workspace
+one call needs), then given to the layers it computes.
+
+Why: a layer by parts beside another by parts runs inside band models, not its own part
+model, and a band model's session holds ONNX Runtime's state for every node of every firing
+it computes (~2.6 KiB a node measured here, against ~20 KiB for a one-node session): YOLOv2-16's
+least-memory plan loaded 28 band models holding 4.6 MiB of state where its layers' part
+models measured 1.5 MiB. `explore profile --steps regions` measures the bands of its
+ladder's deployments (deploy/profile/ladder.py) and files them per layer and Φ
+(LayerTimes.band_session_bytes, band_ws_bytes); explorer/memory/buffers.py counts them.
+
+A model's state is shared among its layers by their firings in it, and each distinct model
+counts once however many steps run it (the bands of a steady state share one model); a
+layer's workspace is the largest of the models computing it.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from deploy.profile import workspace_probe
+
+
+def band_jobs(deploy_dir: Path, manifest: dict, threads: int = 1) -> list[tuple[dict[str, float], dict]]:
+    """Per distinct region model: ({layer: its share of the model's firings}, probe job
+    bound like the first step that runs it)."""
+    dtype = np.dtype(manifest["dtype"])
+    seen, out = set(), []
+    for part in manifest["partitions"]:
+        for step in part["steps"]:
+            if not step.get("region") or step["model"] in seen:
+                continue
+            seen.add(step["model"])
+            feeds, fetches = {}, {}
+            for b in step["bind"]:
+                if b["kind"] == "const":
+                    feeds[b["name"]] = np.asarray(b["values"], np.int32)
+                elif b["name"].startswith(("out", "sink")):
+                    fetches[b["name"]] = np.zeros(b["shape"], dtype)
+                else:
+                    feeds[b["name"]] = np.zeros(b["shape"], dtype)
+            firings = Counter(layer for layer, _ in step["region"])
+            total = sum(firings.values())
+            shares = {layer: n / total for layer, n in firings.items()}
+            out.append((shares, workspace_probe.job(Path(deploy_dir) / step["model"], "nchwc",
+                                                    feeds, fetches, threads)))
+    return out
+
+
+def band_bytes(deploy_dir: Path, manifest: dict, threads: int = 1) -> dict[str, tuple[int, int]]:
+    """{layer: (its shares of the band models' session state, the largest workspace of
+    those models)} over the region models of a deployment; {} where the probe cannot run
+    (not Linux) or the deployment has no region step."""
+    jobs = band_jobs(deploy_dir, manifest, threads)
+    if not jobs or not workspace_probe.available():
+        return {}
+    measured = workspace_probe.measure([job for _, job in jobs], sessions=True)
+    state: dict[str, float] = {}
+    ws: dict[str, int] = {}
+    for (shares, _), (workspace, session) in zip(jobs, measured):
+        for layer, share in shares.items():
+            state[layer] = state.get(layer, 0.0) + share * session
+            ws[layer] = max(ws.get(layer, 0), int(workspace))
+    return {layer: (int(round(state[layer])), ws[layer]) for layer in state}
