@@ -37,39 +37,43 @@ def test_session_state_is_counted_per_loaded_model(tmp_path):
     assert session_bytes(app, phases, None) == 0           # no profile: nothing measured
 
 
-def test_layers_in_bands_count_their_band_models(tmp_path):
-    """With a profile that measured region steps' band models (LayerTimes.band_*: per Φ of
-    the ladder), a layer by parts beside another by parts in its partition counts its share
-    of the band models' state at the nearest measured Φ, and their workspace; a layer by parts
-    alone (or whose neighbour by parts is in another partition) counts its part model."""
+def test_layers_by_parts_count_their_measured_models(tmp_path):
+    """With a profile that measured its ladder's by-parts step models (LayerTimes.band_*:
+    every layer by parts; alone_*: neighbours whole; per Φ of the ladder), a layer by parts
+    beside another by parts in its partition counts its band figures at the nearest measured
+    Φ, a layer by parts alone (or whose neighbour by parts is in another partition) its alone
+    figures, and a layer with neither its part model's."""
     cnn = tiny_cnn(tmp_path)
     order = cnn.order()
     i = {n: k for k, n in enumerate(order)}
-    tables = {"tiny": {n: LayerTimes(1.0, 0.1, int(cnn.layer(n).output_shape[2]),
-                                     whole_ws_bytes=100 + i[n], part_ws_bytes=200 + i[n],
-                                     whole_session_bytes=1000 + 10 * i[n],
-                                     part_session_bytes=5000 + 10 * i[n],
-                                     band_session_bytes={2: 7000 + 10 * i[n], 8: 9000 + 10 * i[n]},
-                                     band_ws_bytes={2: 3000 + i[n], 8: 4000 + i[n]})
-                       for n in order}}
+
+    def times(n: str, alone: bool) -> LayerTimes:
+        return LayerTimes(1.0, 0.1, int(cnn.layer(n).output_shape[2]),
+                          whole_ws_bytes=100 + i[n], part_ws_bytes=200 + i[n],
+                          whole_session_bytes=1000 + 10 * i[n], part_session_bytes=5000 + 10 * i[n],
+                          band_session_bytes={2: 7000 + 10 * i[n], 8: 9000 + 10 * i[n]},
+                          band_ws_bytes={2: 3000 + i[n], 8: 4000 + i[n]},
+                          alone_session_bytes={2: 6000 + 10 * i[n]} if alone else {},
+                          alone_ws_bytes={2: 3500 + i[n]} if alone else {})
+
+    tables = {"tiny": {n: times(n, n != "pw3") for n in order}}
     # conv1 (Φ 4: nearest 2) and dw2 (Φ 3: nearest 2) are neighbours by parts; pool4 (Φ 2)
     # has none by parts (se_mul and cat6 whole)
     phases = {"tiny": {n: 1 for n in order} | {"conv1": 4, "dw2": 3, "pool4": 2}}
     whole = [n for n in order if n not in ("x", "conv1", "dw2", "pool4")]
     one = make_app([cnn])
-    pool_models = 1 if int(cnn.layer("pool4").output_shape[2]) % 2 == 0 else 2
     expected = (sum(1000 + 10 * i[n] for n in whole) + (7000 + 10 * i["conv1"])
-                + (7000 + 10 * i["dw2"]) + pool_models * (5000 + 10 * i["pool4"]))
+                + (7000 + 10 * i["dw2"]) + (6000 + 10 * i["pool4"]))
     assert session_bytes(one, phases, tables) == expected
     d = derive(one, phases, None, tables)
     assert d.session_bytes == expected
-    assert d.workspace_bytes == 3000 + i["dw2"]
-    # the same phases with conv1 whole and a partition boundary between dw2 and pw3 (pw3 by
-    # parts too): dw2's only neighbour by parts is in another stage, so both count part models
+    assert d.workspace_bytes == max(3000 + i["dw2"], 3500 + i["pool4"])
+    # conv1 whole and a partition boundary between dw2 and pw3, both by parts: dw2's only
+    # neighbour by parts is in another stage: alone; pw3 has no alone figures: its part model
     two = make_app([cnn], split={"tiny": 3}, pipelined=True)
     assert [p.layers[-1] for p in two.partitions][0] == "dw2"
     phases = {"tiny": {n: 1 for n in order} | {"dw2": 2, "pw3": 2}}
+    pw3_models = 1 if int(cnn.layer("pw3").output_shape[2]) % 2 == 0 else 2
     expected = (sum(1000 + 10 * i[n] for n in order if n not in ("x", "dw2", "pw3"))
-                + sum((1 if int(cnn.layer(n).output_shape[2]) % 2 == 0 else 2) * (5000 + 10 * i[n])
-                      for n in ("dw2", "pw3")))
+                + (6000 + 10 * i["dw2"]) + pw3_models * (5000 + 10 * i["pw3"]))
     assert session_bytes(two, phases, tables) == expected

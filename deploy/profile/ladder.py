@@ -195,8 +195,8 @@ class Ladder:
             out = Path(folder) / f"run{i}"
             manifest = deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
             self.folders.append((out, phases))
-            every_part = self.runs[i][1] is not None and self.runs[i][2] is None
-            self.bands.append(band_bytes(out, manifest, max(1, threads)) if regions and every_part else {})
+            by_parts = self.runs[i][1] is not None
+            self.bands.append(band_bytes(out, manifest, max(1, threads)) if regions and by_parts else {})
         self.best: list[dict | None] = [None] * len(self.runs)
 
     def time_round(self) -> None:
@@ -243,11 +243,12 @@ class Ladder:
                     if phases[name] not in entry["by_phases"]:
                         entry["by_phases"][phases[name]] = ms
                         entry["region"][phases[name]] = regions[name]
-                    if name in bands:
-                        entry.setdefault("band_session_bytes", {})[phases[name]] = bands[name][0]
-                        entry.setdefault("band_ws_bytes", {})[phases[name]] = bands[name][1]
                 else:
                     entry["alone"].setdefault(phases[name], ms)
+                if phases[name] > 1 and name in bands:    # what its by-parts models held
+                    kind = "band" if group is None else "alone"
+                    entry.setdefault(f"{kind}_session_bytes", {})[phases[name]] = bands[name][0]
+                    entry.setdefault(f"{kind}_ws_bytes", {})[phases[name]] = bands[name][1]
             if progress:
                 progress(label, sum(times.values()))
         for name, entry in table.items():

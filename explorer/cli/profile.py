@@ -90,7 +90,8 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
                                           beside_ms=ladder.get(layer, {}).get("beside_ms"),
                                           **{key: ladder.get(layer, {}).get(key, {})
                                              for key in ("by_phases", "region", "alone",
-                                                         "band_session_bytes", "band_ws_bytes")})
+                                                         "band_session_bytes", "band_ws_bytes",
+                                                         "alone_session_bytes", "alone_ws_bytes")})
                         for layer, t in table.items()}
         rungs[name] = ladder_rows(cnn)
         if args.primitives:

@@ -74,8 +74,8 @@ def memory_bytes(app, buffers: Iterable[Buffer]) -> tuple[int, int, int]:
 
 def workspace_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -> int:
     """Backend workspace of `app` under `phases`: per partition the largest measured
-    workspace of its layers (whole_ws_bytes, part_ws_bytes for a layer by parts, or its band
-    models' for a layer by parts beside another, when measured: `_band`), summed
+    workspace of its layers (whole_ws_bytes, part_ws_bytes for a layer by parts, or what its
+    by-parts models needed in the profile's ladder, when measured: `_band`), summed
     over the partitions of a pipeline set, the largest over sets. `tables`: {cnn: {layer:
     explorer.throughput.device_profile.LayerTimes}}, None or empty when nothing was measured."""
     if not tables:
@@ -96,14 +96,13 @@ def workspace_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None)
 
 
 def _band(cnn, layer: str, ph: dict[str, int], inside: set[str], t) -> tuple[int, int] | None:
-    """(session state, workspace) of the band models a layer by parts with a neighbour by
-    parts in its partition (`inside`) runs in, as the profile measured them; else None."""
-    if ph.get(layer, 1) <= 1 or not getattr(t, "band_session_bytes", None):
+    """(session state, workspace) of the by-parts models a layer by parts runs in, as the
+    profile measured them in the same context: beside a layer by parts in its partition
+    (`inside`: bands of region steps) or alone; None for a whole layer or unmeasured."""
+    if ph.get(layer, 1) <= 1 or not hasattr(t, "band_bytes"):
         return None
     near = set(cnn.graph.predecessors(layer)) | set(cnn.graph.successors(layer))
-    if not any(ph.get(m, 1) > 1 for m in near & inside):
-        return None
-    return t.band_bytes(ph[layer])
+    return t.band_bytes(ph[layer], alone=not any(ph.get(m, 1) > 1 for m in near & inside))
 
 
 def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -> int:
@@ -111,9 +110,10 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
     deployment loads keeps its session for the whole run, so the measured state of each
     layer's model (whole_session_bytes, or part_session_bytes for a layer by parts, twice
     when its last part is shorter: a second part model) is summed over every layer of every
-    partition. 0 when nothing was measured. A layer by parts beside another by parts runs in
-    the bands of region steps (deploy/build/regions.py): with a profile that measured them
-    (`explore profile --steps regions`), its share of the band models' state instead."""
+    partition. 0 when nothing was measured. With a profile that measured the by-parts steps
+    of its ladder (`explore profile --steps regions`, deploy/profile/bands.py), a layer by
+    parts counts what its models held there instead: beside a layer by parts, its share of
+    the band models of region steps (deploy/build/regions.py); alone, its own models."""
     if not tables:
         return 0
     from csdf.model import INPUT

@@ -85,19 +85,25 @@ class LayerTimes:
     # Runtime's blocked layout): median over the profile's deployments where it was so
     beside_ms: float | None = None
     # region steps (`explore profile --steps regions`): in the ladder's deployment at Φ,
-    # the session state of the band models the layer is computed in, each model's share by
-    # the layer's firings in it, and the largest workspace of those models
-    # (deploy/profile/bands.py; explorer/memory/buffers.py counts them for a layer fused)
+    # the session state of the by-parts models the layer is computed in (band models shared
+    # by the layer's firings in them), and the largest workspace of those models
+    # (deploy/profile/bands.py; explorer/memory/buffers.py counts them)
     band_session_bytes: dict[int, float] = field(default_factory=dict)
     band_ws_bytes: dict[int, float] = field(default_factory=dict)
+    # the same with every neighbour whole (the ladder's alone deployments)
+    alone_session_bytes: dict[int, float] = field(default_factory=dict)
+    alone_ws_bytes: dict[int, float] = field(default_factory=dict)
 
-    def band_bytes(self, phases: int) -> tuple[int, int] | None:
-        """(session state, workspace) of the band models computing this layer in `phases`
-        phases, at the ladder's nearest Φ; None where the profile timed no region steps."""
-        if not self.band_session_bytes:
+    def band_bytes(self, phases: int, alone: bool = False) -> tuple[int, int] | None:
+        """(session state, workspace) of the by-parts models computing this layer in
+        `phases` phases, beside layers by parts (or `alone`), at the ladder's nearest Φ;
+        None where the profile measured none (not region steps)."""
+        state = self.alone_session_bytes if alone else self.band_session_bytes
+        ws = self.alone_ws_bytes if alone else self.band_ws_bytes
+        if not state:
             return None
-        near = min(self.band_session_bytes, key=lambda f: (abs(f - phases), -f))
-        return int(self.band_session_bytes[near]), int(self.band_ws_bytes.get(near, 0))
+        near = min(state, key=lambda f: (abs(f - phases), -f))
+        return int(state[near]), int(ws.get(near, 0))
 
     def ms(self, phases: int, default_phase_ms: float = 0.0) -> float:
         """Time in `phases` phases: with `by_phases`, linear between the nearest measured
@@ -239,7 +245,8 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
                                           "whole_ws_bytes", "part_ws_bytes", "by_phases",
                                           "whole_session_bytes", "part_session_bytes",
                                           "region", "alone", "beside_ms",
-                                          "band_session_bytes", "band_ws_bytes"})
+                                          "band_session_bytes", "band_ws_bytes",
+                                          "alone_session_bytes", "alone_ws_bytes"})
     if "whole_ms" not in data:
         raise InputError(f"{where}: {key} needs key 'whole_ms'")
     part = data.get("part_ms")
@@ -256,7 +263,8 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     if data.get("beside_ms") is not None:
         optional["beside_ms"] = _num(where, f"{key}.beside_ms", data["beside_ms"])
     by = {name: _by_phases(where, f"{key}.{name}", data.get(name, {}))
-          for name in ("by_phases", "region", "alone", "band_session_bytes", "band_ws_bytes")}
+          for name in ("by_phases", "region", "alone", "band_session_bytes", "band_ws_bytes",
+                       "alone_session_bytes", "alone_ws_bytes")}
     if by["alone"] and set(by["region"]) != set(by["by_phases"]):
         raise InputError(f"{where}: {key}.region needs the phase counts of {key}.by_phases "
                          f"({sorted(by['by_phases'])}), got {sorted(by['region'])}")
