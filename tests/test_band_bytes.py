@@ -1,7 +1,8 @@
 """What by-parts step models hold, per layer (deploy/profile/bands.py): each distinct region
 or part model is probed once, a region model's session state shared among its layers by
 their firings in it, a part model's its layer's, the workspace the largest for each layer. The probe's figures are stood in for here
-(each model's own numbers), so the sums are checked exactly, from the manifest."""
+(each model's own numbers), so the sums are checked exactly, from the manifest; a whole
+layer's model beside layers by parts (reading or writing a rows ring) is probed too."""
 from __future__ import annotations
 
 from collections import Counter
@@ -24,11 +25,18 @@ def cnn(tmp_path_factory):
 @pytest.mark.parametrize("regions", [True, False], ids=["region-steps", "part-steps"])
 def test_model_state_is_shared_by_firings_and_counted_once_per_model(cnn, tmp_path, monkeypatch,
                                                                      regions):
-    manifest = deploy(make_plan([cnn], {"rb": all_parts(cnn)}), {"rb": cnn}, tmp_path / "dep",
+    whole = next(n for n in cnn.order() if n in all_parts(cnn) and cnn.layer(n).op == "Conv"
+                 and n != cnn.order()[1])                       # a conv inside, kept whole
+    phases = all_parts(cnn) | {whole: 1}
+    manifest = deploy(make_plan([cnn], {"rb": phases}), {"rb": cnn}, tmp_path / "dep",
                       regions=regions)
+    edges = manifest["edges"]
+    # probed: region and part steps, and whole steps binding a rows ring (beside parts)
     steps = [s for p in manifest["partitions"] for s in p["steps"] if s.get("region") or
-             s["model"] and manifest["models"][s["model"]]["variant"].startswith("part")]
-    assert steps and all(bool(s.get("region")) == regions for s in steps)
+             s["model"] and (manifest["models"][s["model"]]["variant"].startswith("part") or any(
+                 b["kind"] == "edge" and edges[b["edges"][0]]["layout"] == "hncw" for b in s["bind"]))]
+    assert any(s["layer"] == whole and not s.get("region") for s in steps)
+    assert any(bool(s.get("region")) for s in steps) == regions
     models = list(dict.fromkeys(s["model"] for s in steps))
     assert len(models) < len(steps)            # steady bands share a model: probed once
     figures = {m: (100 * (k + 1), 1000 * (k + 1)) for k, m in enumerate(models)}  # (ws, state)

@@ -42,7 +42,8 @@ def test_layers_by_parts_count_their_measured_models(tmp_path):
     every layer by parts; alone_*: neighbours whole; per Φ of the ladder), a layer by parts
     beside another by parts in its partition counts its band figures at the nearest measured
     Φ, a layer by parts alone (or whose neighbour by parts is in another partition) its alone
-    figures, and a layer with neither its part model's."""
+    figures, a layer with neither its part model's, and a whole layer beside a layer by parts
+    in its partition its `beside_*` figures (its model reads or writes a rows ring)."""
     cnn = tiny_cnn(tmp_path)
     order = cnn.order()
     i = {n: k for k, n in enumerate(order)}
@@ -54,7 +55,14 @@ def test_layers_by_parts_count_their_measured_models(tmp_path):
                           band_session_bytes={2: 7000 + 10 * i[n], 8: 9000 + 10 * i[n]},
                           band_ws_bytes={2: 3000 + i[n], 8: 4000 + i[n]},
                           alone_session_bytes={2: 6000 + 10 * i[n]} if alone else {},
-                          alone_ws_bytes={2: 3500 + i[n]} if alone else {})
+                          alone_ws_bytes={2: 3500 + i[n]} if alone else {},
+                          beside_session_bytes=8000 + 10 * i[n], beside_ws_bytes=50 + i[n])
+
+    def beside(phases: dict, members) -> set[str]:
+        """Whole layers with a neighbour by parts in their partition (counted `beside_*`)."""
+        return {n for n in members if phases[n] == 1 and n != "x" and any(
+            phases[m] > 1 for m in set(cnn.graph.predecessors(n)) | set(cnn.graph.successors(n))
+            if m in members)}
 
     tables = {"tiny": {n: times(n, n != "pw3") for n in order}}
     # conv1 (Φ 4: nearest 2) and dw2 (Φ 3: nearest 2) are neighbours by parts; pool4 (Φ 2)
@@ -62,7 +70,9 @@ def test_layers_by_parts_count_their_measured_models(tmp_path):
     phases = {"tiny": {n: 1 for n in order} | {"conv1": 4, "dw2": 3, "pool4": 2}}
     whole = [n for n in order if n not in ("x", "conv1", "dw2", "pool4")]
     one = make_app([cnn])
-    expected = (sum(1000 + 10 * i[n] for n in whole) + (7000 + 10 * i["conv1"])
+    near = beside(phases["tiny"], order)
+    assert near == {"pw3", "add3", "se_mul", "cat6"}
+    expected = (sum((8000 if n in near else 1000) + 10 * i[n] for n in whole) + (7000 + 10 * i["conv1"])
                 + (7000 + 10 * i["dw2"]) + (6000 + 10 * i["pool4"]))
     assert session_bytes(one, phases, tables) == expected
     d = derive(one, phases, None, tables)
@@ -74,6 +84,9 @@ def test_layers_by_parts_count_their_measured_models(tmp_path):
     assert [p.layers[-1] for p in two.partitions][0] == "dw2"
     phases = {"tiny": {n: 1 for n in order} | {"dw2": 2, "pw3": 2}}
     pw3_models = 1 if int(cnn.layer("pw3").output_shape[2]) % 2 == 0 else 2
-    expected = (sum(1000 + 10 * i[n] for n in order if n not in ("x", "dw2", "pw3"))
+    near = set().union(*(beside(phases["tiny"], p.layers) for p in two.partitions))
+    assert near == {"conv1", "add3"}
+    expected = (sum((8000 if n in near else 1000) + 10 * i[n] for n in order
+                    if n not in ("x", "dw2", "pw3"))
                 + (6000 + 10 * i["dw2"]) + pw3_models * (5000 + 10 * i["pw3"]))
     assert session_bytes(two, phases, tables) == expected

@@ -38,9 +38,7 @@ def band_jobs(deploy_dir: Path, manifest: dict, threads: int = 1) -> list[tuple[
     seen, out = set(), []
     for part in manifest["partitions"]:
         for step in part["steps"]:
-            by_parts = step.get("region") or step["model"] and str(
-                manifest["models"].get(step["model"], {}).get("variant", "")).startswith("part")
-            if not by_parts or step["model"] in seen:
+            if not _probed(step, manifest) or step["model"] in seen:
                 continue
             seen.add(step["model"])
             feeds, fetches = {}, {}
@@ -59,10 +57,23 @@ def band_jobs(deploy_dir: Path, manifest: dict, threads: int = 1) -> list[tuple[
     return out
 
 
+def _probed(step: dict, manifest: dict) -> bool:
+    """A step whose models a plan's context changes: a region or part step, or a whole
+    layer's step reading or writing a rows ring (beside a layer by parts)."""
+    if step.get("region"):
+        return True
+    if not step["model"]:
+        return False
+    if str(manifest["models"].get(step["model"], {}).get("variant", "")).startswith("part"):
+        return True
+    edges = manifest["edges"]
+    return any(b["kind"] == "edge" and edges[b["edges"][0]]["layout"] == "hncw" for b in step["bind"])
+
+
 def band_bytes(deploy_dir: Path, manifest: dict, threads: int = 1) -> dict[str, tuple[int, int]]:
     """{layer: (its shares of the step models' session state, the largest workspace of
-    those models)} over the region and part models of a deployment; {} where the probe
-    cannot run (not Linux) or nothing runs by parts."""
+    those models)} over the region and part models of a deployment and the whole layers'
+    models beside them; {} where the probe cannot run (not Linux) or nothing runs by parts."""
     jobs = band_jobs(deploy_dir, manifest, threads)
     if not jobs or not workspace_probe.available():
         return {}

@@ -249,6 +249,9 @@ class Ladder:
                     kind = "band" if group is None else "alone"
                     entry.setdefault(f"{kind}_session_bytes", {})[phases[name]] = bands[name][0]
                     entry.setdefault(f"{kind}_ws_bytes", {})[phases[name]] = bands[name][1]
+                elif name in bands:                        # whole beside parts: the most
+                    for key, value in zip(("beside_session_bytes", "beside_ws_bytes"), bands[name]):
+                        entry[key] = max(entry.get(key) or 0, value)
             if progress:
                 progress(label, sum(times.values()))
         for name, entry in table.items():

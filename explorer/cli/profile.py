@@ -88,6 +88,8 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
                                           t.get("whole_ws_bytes"), t.get("part_ws_bytes"),
                                           t.get("whole_session_bytes"), t.get("part_session_bytes"),
                                           beside_ms=ladder.get(layer, {}).get("beside_ms"),
+                                          **{key: ladder.get(layer, {}).get(key)
+                                             for key in ("beside_session_bytes", "beside_ws_bytes")},
                                           **{key: ladder.get(layer, {}).get(key, {})
                                              for key in ("by_phases", "region", "alone",
                                                          "band_session_bytes", "band_ws_bytes",

@@ -96,13 +96,17 @@ def workspace_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None)
 
 
 def _band(cnn, layer: str, ph: dict[str, int], inside: set[str], t) -> tuple[int, int] | None:
-    """(session state, workspace) of the by-parts models a layer by parts runs in, as the
-    profile measured them in the same context: beside a layer by parts in its partition
-    (`inside`: bands of region steps) or alone; None for a whole layer or unmeasured."""
-    if ph.get(layer, 1) <= 1 or not hasattr(t, "band_bytes"):
+    """(session state, workspace) of the models a layer runs in, as the profile measured
+    them in the same context: by parts beside a layer by parts in its partition (`inside`:
+    bands of region steps) or alone, whole beside a layer by parts (its model reads or
+    writes a rows ring); None for a whole layer among whole ones, or unmeasured."""
+    if not hasattr(t, "band_bytes"):
         return None
     near = set(cnn.graph.predecessors(layer)) | set(cnn.graph.successors(layer))
-    return t.band_bytes(ph[layer], alone=not any(ph.get(m, 1) > 1 for m in near & inside))
+    parts_near = any(ph.get(m, 1) > 1 for m in near & inside)
+    if ph.get(layer, 1) <= 1 and not parts_near:
+        return None
+    return t.band_bytes(ph.get(layer, 1), alone=not parts_near)
 
 
 def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -> int:

@@ -93,11 +93,19 @@ class LayerTimes:
     # the same with every neighbour whole (the ladder's alone deployments)
     alone_session_bytes: dict[int, float] = field(default_factory=dict)
     alone_ws_bytes: dict[int, float] = field(default_factory=dict)
+    # the layer whole beside a layer by parts (its model reads or writes a rows ring): the
+    # largest over the ladder's deployments where it was so
+    beside_session_bytes: int | None = None
+    beside_ws_bytes: int | None = None
 
     def band_bytes(self, phases: int, alone: bool = False) -> tuple[int, int] | None:
-        """(session state, workspace) of the by-parts models computing this layer in
-        `phases` phases, beside layers by parts (or `alone`), at the ladder's nearest Φ;
-        None where the profile measured none (not region steps)."""
+        """(session state, workspace) of the models computing this layer in `phases`
+        phases beside layers by parts (or `alone`), at the ladder's nearest Φ; whole
+        (`phases` 1) beside a layer by parts; None where the profile measured none."""
+        if phases <= 1:
+            if self.beside_session_bytes is None:
+                return None
+            return int(self.beside_session_bytes), int(self.beside_ws_bytes or 0)
         state = self.alone_session_bytes if alone else self.band_session_bytes
         ws = self.alone_ws_bytes if alone else self.band_ws_bytes
         if not state:
@@ -246,7 +254,8 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
                                           "whole_session_bytes", "part_session_bytes",
                                           "region", "alone", "beside_ms",
                                           "band_session_bytes", "band_ws_bytes",
-                                          "alone_session_bytes", "alone_ws_bytes"})
+                                          "alone_session_bytes", "alone_ws_bytes",
+                                          "beside_session_bytes", "beside_ws_bytes"})
     if "whole_ms" not in data:
         raise InputError(f"{where}: {key} needs key 'whole_ms'")
     part = data.get("part_ms")
@@ -258,7 +267,8 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
         raise InputError(f"{where}: {key}.phases must be an integer >= 1, got {phases!r}")
     optional: dict[str, Any] = {k: int(_num(where, f"{key}.{k}", data[k]))
                                 for k in ("whole_ws_bytes", "part_ws_bytes",
-                                          "whole_session_bytes", "part_session_bytes")
+                                          "whole_session_bytes", "part_session_bytes",
+                                          "beside_session_bytes", "beside_ws_bytes")
                                 if data.get(k) is not None}
     if data.get("beside_ms") is not None:
         optional["beside_ms"] = _num(where, f"{key}.beside_ms", data["beside_ms"])
