@@ -4,6 +4,8 @@ layer's model once (a layer by parts whose last part is shorter: two part models
 parameters, buffers and workspace. Figures here are computed from the table in the test."""
 from __future__ import annotations
 
+import numpy as np
+
 from explorer.memory.buffers import session_bytes
 from explorer.plan.derive import derive
 from explorer.throughput.device_profile import LayerTimes
@@ -33,7 +35,8 @@ def test_session_state_is_counted_per_loaded_model(tmp_path):
     assert session_bytes(app, phases, tables) == expected
     d = derive(app, phases, None, tables)
     assert d.session_bytes == expected
-    assert d.memory_bytes == d.param_bytes + d.buffer_bytes + d.workspace_bytes + expected
+    assert d.memory_bytes == (d.param_bytes + d.buffer_bytes + d.workspace_bytes + expected
+                              + d.output_bytes)
     assert session_bytes(app, phases, None) == 0           # no profile: nothing measured
 
 
@@ -90,3 +93,23 @@ def test_layers_by_parts_count_their_measured_models(tmp_path):
                     if n not in ("x", "dw2", "pw3"))
                 + (6000 + 10 * i["dw2"]) + pw3_models * (5000 + 10 * i["pw3"]))
     assert session_bytes(two, phases, tables) == expected
+
+
+def test_the_cnn_outputs_are_counted_with_the_runtime_bytes(tmp_path):
+    """The executor hands each CNN's outputs over in arrays outside the arena (two when its
+    stages pipeline frames): with measured tables the plan counts them; without, nothing."""
+    from explorer.memory.buffers import output_bytes
+    cnn = tiny_cnn(tmp_path)
+    tables = {"tiny": table(cnn)}
+    sinks = [n for n in cnn.order() if cnn.graph.out_degree(n) == 0]
+    one_copy = sum(int(np.prod(cnn.layer(n).output_shape)) for n in sinks) * 4
+    assert one_copy > 0
+    assert output_bytes(make_app([cnn]), tables) == one_copy
+    assert output_bytes(make_app([cnn], split={"tiny": 5}, pipelined=True), tables) == 2 * one_copy
+    assert output_bytes(make_app([cnn], split={"tiny": 5}, pipelined=False), tables) == one_copy
+    assert output_bytes(make_app([cnn]), None) == 0
+    phases = {"tiny": {n: 1 for n in cnn.order()}}
+    d = derive(make_app([cnn]), phases, None, tables)
+    assert d.output_bytes == one_copy
+    assert d.memory_bytes == (d.param_bytes + d.buffer_bytes + d.workspace_bytes
+                              + d.session_bytes + one_copy)

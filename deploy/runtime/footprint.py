@@ -143,7 +143,9 @@ def describe(result: dict) -> list[str]:
                      f"{mib(result.get('plan_buffer_bytes') or 0)} + workspace "
                      f"{mib(result.get('plan_workspace_bytes') or 0)}"
                      + (f" + sessions {mib(result['plan_session_bytes'])}"
-                        if result.get("plan_session_bytes") else "") + "; footprint / plan "
+                        if result.get("plan_session_bytes") else "")
+                     + (f" + outputs {mib(result['plan_output_bytes'])}"
+                        if result.get("plan_output_bytes") else "") + "; footprint / plan "
                      f"{result['footprint_bytes'] / plan:.2f}")
     if result.get("load_helper_peak_rss_bytes"):
         lines.append(f"  models optimised in a child process (its peak RSS "

@@ -161,6 +161,7 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
                  f"{format_bytes(plan.param_bytes)} + buffers {format_bytes(plan.buffer_bytes)}"
                  + (f" + workspace {format_bytes(plan.workspace_bytes)}" if plan.workspace_bytes else "")
                  + (f" + sessions {format_bytes(plan.session_bytes)}" if plan.session_bytes else "")
+                 + (f" + outputs {format_bytes(plan.output_bytes)}" if plan.output_bytes else "")
                  + ")"
                  + ("" if mem_c is None else
                     f"  M^c {format_bytes(mem_c)}: {'met' if mem_ok else 'NOT met'}"))

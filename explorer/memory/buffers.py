@@ -143,6 +143,24 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
     return total
 
 
+def output_bytes(app, tables: dict | None) -> int:
+    """The CNNs' outputs as the deployment hands them over (deploy/runtime/executor.py: one
+    array per output layer outside the arena, two for a CNN whose stages pipeline frames),
+    counted with the other runtime bytes (0 when nothing was measured): YOLOv2-16's 38x38x256
+    output is 1.4 MiB of its least-memory deployment's 29 MiB."""
+    if not tables:
+        return 0
+    total = 0
+    for name, cnn in app.cnns.items():
+        parts = [p.name for p in app.partitions if p.cnn == name]
+        copies = 2 if len(parts) > 1 and sum(1 for g in app.pipelines if set(g) & set(parts)) == 1 else 1
+        for layer in cnn.order():
+            if cnn.graph.out_degree(layer) == 0:
+                n, c, h, w = (int(v) for v in cnn.layer(layer).output_shape)
+                total += copies * n * c * h * w * app.precision.data_bytes
+    return total
+
+
 def naive(uses) -> list[Buffer]:
     """No reuse: one buffer per edge use (the paper's Table 1; a double-buffered pipeline
     edge is two uses and so two buffers)."""

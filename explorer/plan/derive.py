@@ -61,6 +61,7 @@ class Derived:
     sizes: dict[str, int] = field(default_factory=dict)   # internal edge name -> elements
     workspace_bytes: int = 0                   # measured backend scratch (in memory_bytes)
     session_bytes: int = 0                     # measured session state (in memory_bytes)
+    output_bytes: int = 0                      # the CNNs' output arrays (in memory_bytes)
 
 
 def gene_layers(app: Application) -> list[tuple[str, str]]:
@@ -164,10 +165,10 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
     """DeriveApplicationWithReducedBufs: buffers and memory of the app under `phases`.
     `cache` (a dict the caller keeps across calls) reuses partitions already analysed.
     `workspace`: measured per-layer tables ({cnn: {layer: LayerTimes}}) whose workspace
-    and session state enter the memory (explorer/memory/buffers.py workspace_bytes,
-    session_bytes)."""
+    and session state enter the memory, and the CNNs' output arrays (explorer/memory/buffers.py
+    workspace_bytes, session_bytes, output_bytes)."""
     from explorer.memory.lifetimes import edge_uses
-    from explorer.memory.buffers import memory_bytes, session_bytes, workspace_bytes
+    from explorer.memory.buffers import memory_bytes, output_bytes, session_bytes, workspace_bytes
     from explorer.memory.placement import place
 
     parts = {p.name: _cached_view(app, p, phases, cache) for p in app.partitions}
@@ -186,8 +187,9 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
     param, buf, total = memory_bytes(app, buffers)
     ws = workspace_bytes(app, phases, workspace)
     state = session_bytes(app, phases, workspace)
-    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws + state),
-                   sizes, ws, state)
+    outs = output_bytes(app, workspace)
+    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws + state + outs),
+                   sizes, ws, state, outs)
 
 
 @dataclass
@@ -255,6 +257,7 @@ def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
         data_bytes=data, par_bytes=app.precision.par_bytes,
         memory_bytes=d.memory_bytes, param_bytes=d.param_bytes, buffer_bytes=d.buffer_bytes,
         workspace_bytes=d.workspace_bytes, session_bytes=d.session_bytes,
+        output_bytes=d.output_bytes,
         fps={c: float(v) for c, v in fps.items()},
         constraints={"memory_bytes": app.memory, "fps": dict(app.fps)},
         constraints_met=bool(met),

@@ -45,12 +45,13 @@ class Plan:
     tilings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     workspace_bytes: int = 0                   # measured backend scratch, part of memory_bytes
     session_bytes: int = 0                     # measured session state, part of memory_bytes
+    output_bytes: int = 0                      # the CNNs' output arrays, part of memory_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-OPTIONAL = ("genes", "rows", "primitives", "tilings", "workspace_bytes", "session_bytes",
+OPTIONAL = ("genes", "rows", "primitives", "tilings", "workspace_bytes", "session_bytes", "output_bytes",
             "placement")
 
 

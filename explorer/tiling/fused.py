@@ -97,7 +97,7 @@ def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
     """explorer.plan.derive.derive with tiled groups (module doc). `workspace`: measured tables
     as there; a group's layers count theirs as `tile_workspace` scales it."""
     from explorer.memory.lifetimes import edge_uses
-    from explorer.memory.buffers import memory_bytes, session_bytes, workspace_bytes
+    from explorer.memory.buffers import memory_bytes, output_bytes, session_bytes, workspace_bytes
     from explorer.memory.reuse import algorithm1
 
     phases = force_whole(phases, tilings)
@@ -117,9 +117,10 @@ def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
     param, buf, total = memory_bytes(app, buffers)
     ws = workspace_bytes(app, phases, tile_workspace(app, tilings, workspace))
     state = session_bytes(app, phases, workspace)    # a tile model: its layers' whole ones
+    outs = output_bytes(app, workspace)
     parts = {n: PartView(firings[n], v.rows, v.elements) for n, v in views.items()}
-    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws + state),
-                   sizes, ws, state)
+    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws + state + outs),
+                   sizes, ws, state, outs)
 
 
 def tile_workspace(app: Application, tilings: Tilings, tables: dict | None) -> dict | None:
