@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from csdf.model import INPUT
@@ -57,7 +58,12 @@ def test_profile_file_feeds_the_evaluator(app_file, tmp_path):
     assert plan["session_bytes"] == sessions
     if workspace_probe.available():
         assert all(t.whole_session_bytes > 0 for n, t in table.items() if cnn.layer(n).op != INPUT)
-    assert plan["memory_bytes"] == plan["param_bytes"] + plan["buffer_bytes"] + ws + sessions
+    # and the CNN's output array the executor hands over (one copy: a sequential CNN), with
+    # the runtime measured (session state: where the probe runs)
+    outputs = 4 * sum(int(np.prod(cnn.layer(n).output_shape)) for n in cnn.order()
+                      if cnn.graph.out_degree(n) == 0) if workspace_probe.available() else 0
+    assert plan["output_bytes"] == outputs
+    assert plan["memory_bytes"] == plan["param_bytes"] + plan["buffer_bytes"] + ws + sessions + outputs
     # the profile written is not overwritten unless asked
     before = out.read_bytes()
     assert main(["profile", str(app_file), "--out", str(out), "--repeats", "1"]) == 2

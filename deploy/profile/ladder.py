@@ -189,7 +189,7 @@ class Ladder:
                 self.runs.append((f"k={k} alone {g}", k, g))
                 every.append({n: (phases[n] if n in group else 1) for n in cnn.order()})
         self.folders: list[tuple[Path, dict[str, int]]] = []
-        # per deployment with every layer in parts: what its band models hold, per layer
+        # per deployment by parts: what its by-parts step models hold, per layer (bands.py)
         self.bands: list[dict[str, tuple[int, int]]] = []
         for i, phases in enumerate(every):
             out = Path(folder) / f"run{i}"

@@ -146,9 +146,11 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
 def output_bytes(app, tables: dict | None) -> int:
     """The CNNs' outputs as the deployment hands them over (deploy/runtime/executor.py: one
     array per output layer outside the arena, two for a CNN whose stages pipeline frames),
-    counted with the other runtime bytes (0 when nothing was measured): YOLOv2-16's 38x38x256
-    output is 1.4 MiB of its least-memory deployment's 29 MiB."""
-    if not tables:
+    counted with the other runtime bytes where the tables measured the runtime (session state,
+    `explore profile`; 0 otherwise, e.g. a primitive plan's workspace-only tables): YOLOv2-16's
+    38x38x256 output is 1.4 MiB of its least-memory deployment's 29 MiB."""
+    if not tables or not any(getattr(t, "whole_session_bytes", None) is not None
+                             for table in tables.values() for t in table.values()):
         return 0
     total = 0
     for name, cnn in app.cnns.items():
