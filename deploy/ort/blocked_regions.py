@@ -31,12 +31,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from deploy.ort.blocked_rings import Graph, plain_reorder
+from deploy.ort.blocked_rings import RING_IN, RING_OUT, Graph, _attrs, plain_reorder
 
 UNARY = {"Relu", "Clip", "Identity", "Sigmoid", "Cast", "LeakyRelu", "HardSigmoid", "Tanh"}
 BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"}
-RING_IN = [1, 2, 0, 3]       # gathered rows [r, N, C, W] -> NCHW
-RING_OUT = [2, 0, 1, 3]      # NCHW -> rows [r, N, C, W]
 
 
 @dataclass
@@ -55,13 +53,9 @@ class Island:
         return self.inputs | self.outputs
 
 
-def _attrs(node: onnx.NodeProto) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
 def _data_inputs(node: onnx.NodeProto) -> list[str]:
     """The inputs of a plain node that carry rows (not shapes, indices, bounds)."""
-    if node.op_type in ("Gather", "Reshape", "Slice", "Transpose", "ReorderInput", "Clip") \
+    if node.op_type in ("Gather", "Reshape", "Slice", "Transpose", "ReorderInput") \
             or node.op_type in UNARY:
         return [node.input[0]]
     return [x for x in node.input if x]
@@ -213,11 +207,6 @@ def _ring_write(graph: Graph, node: onnx.NodeProto, y: str) -> bool:
     if node.op_type == "Transpose":
         return list(_attrs(node).get("perm", [])) == RING_OUT
     return node.op_type == "Reshape" and _reshape_kind(graph, node) == "out"
-
-
-def blockable(model: onnx.ModelProto, block: int) -> list[set[str]]:
-    """The ring-port groups of the islands that may go blocked (each all or none)."""
-    return [isle.ports for isle in islands(model, block) if not isle.why and isle.ports]
 
 
 def rewrite(model: onnx.ModelProto, ports: frozenset[str], block: int) -> onnx.ModelProto:
