@@ -172,9 +172,7 @@ class _Band:
     def _bytes(self, f: Firing) -> tuple[int, int]:
         """(result, window) bytes of firing f in fp32."""
         n, c, _, w = self.cnn.layer(f.layer).output_shape
-        window = sum(len(r.rows) * int(np.prod(self.edges[r.copies[0]]["shape"])) //
-                     self.edges[r.copies[0]]["shape"][2] for r in f.reads)
-        return 4 * f.count * n * c * w, 4 * window
+        return 4 * f.count * n * c * w, _window_bytes(f.reads, self.edges)
 
     def admits(self, f: Firing) -> bool:
         result, window = self._bytes(f)
@@ -193,6 +191,12 @@ class _Band:
         self.window = max(self.window, window)
         self.firings.append(f)
         self.made.setdefault(f.layer, []).append((f.first, f.count))
+
+
+def _window_bytes(reads, edges: dict[str, dict]) -> int:
+    """The rows a firing's reads gather, in fp32 bytes."""
+    return 4 * sum(len(r.rows) * int(np.prod(edges[r.copies[0]]["shape"])) //
+                   edges[r.copies[0]]["shape"][2] for r in reads)
 
 
 def _clash(a: list, b: list) -> bool:
@@ -282,9 +286,7 @@ def _joined(cnn: CNN, a: Firing, b: Firing, edges: dict[str, dict]) -> Firing | 
         e = edges[cp[0]]
         if a.first % e["slots"] + count > e["slots"]:
             return None
-    window = sum(len(r.rows) * int(np.prod(edges[r.copies[0]]["shape"])) //
-                 edges[r.copies[0]]["shape"][2] for r in reads)
-    if 4 * window > BAND_BYTES // 4:
+    if _window_bytes(reads, edges) > BAND_BYTES // 4:
         return None
     return replace(a, count=count, reads=tuple(reads), writes=writes,
                    readers=a.readers + tuple(rd for _, rd in extra),
