@@ -59,7 +59,6 @@ class Executor:
         edges = manifest["edges"]
         self.consts: list[np.ndarray] = []     # idx vectors: scratch outside the arena
         self.cnns: dict[str, CnnRun] = {}
-        self._into: list | None = None
         # (partition, step index, parity) -> the step's bound (inputs, outputs): a caller may
         # bind another model of the same step to them (deploy/profile/primitive_timing.py)
         self.views: dict[tuple[str, int, int], tuple[dict, dict]] = {}
@@ -163,11 +162,10 @@ class Executor:
         allocated by the caller before it measures (`explore run`'s check copies are no
         part of the deployment's footprint)."""
         run = self.cnns[cnn]
-        self._into = into
         keep = len(frames) if keep_outputs is True else int(keep_outputs or 0)
         results: list[list[np.ndarray]] = [[] for _ in range(min(keep, len(frames)))]
         if run.pipelined:
-            self._pipelined(run, frames, results, keep)
+            self._pipelined(run, frames, results, keep, into)
         else:
             clock = (time.perf_counter, time.thread_time) if timings is not None else None
             for f in range(len(frames)):
@@ -180,11 +178,10 @@ class Executor:
                 if clock:
                     timings.append((clock[0]() - wall, clock[1]() - cpu))
                 if f < keep:
-                    results[f] = self._collect(run, f % 2, f)
+                    results[f] = self._collect(run, f % 2, into[f] if into else None)
         return results
 
-    def _collect(self, run: CnnRun, parity: int, f: int) -> list[np.ndarray]:
-        into = self._into[f] if self._into is not None else None
+    def _collect(self, run: CnnRun, parity: int, into: list | None) -> list[np.ndarray]:
         out = []
         for i, (arr, layout) in enumerate(zip(run.outputs[parity], run.output_layouts)):
             view = arr.transpose(1, 2, 0, 3) if layout == "hncw" else arr
@@ -195,7 +192,7 @@ class Executor:
                 out.append(into[i])
         return out
 
-    def _pipelined(self, run: CnnRun, frames, results, keep_outputs) -> None:
+    def _pipelined(self, run: CnnRun, frames, results, keep_outputs, into=None) -> None:
         """Stage threads; finished[k] counts the frames stage k has finished (in order), so
         the bookkeeping does not grow with the number of frames."""
         count, stages = len(frames), run.partitions
@@ -222,7 +219,7 @@ class Executor:
                     _run_calls(stages[k], f % 2)
                     counts[k] += len(calls)   # one counter per thread: no lost updates
                     if k == len(stages) - 1 and f < keep_outputs:
-                        results[f] = self._collect(run, f % 2, f)
+                        results[f] = self._collect(run, f % 2, into[f] if into else None)
                     with cond:
                         finished[k] = f + 1
                         cond.notify_all()
