@@ -178,6 +178,39 @@ def test_by_phases_never_faster_with_more_phases():
     assert times == sorted(times)
 
 
+def test_band_bytes_lie_between_alone_and_the_ladder_by_region():
+    """A layer by parts in a region of other layers counts session state and workspace
+    between what it held alone (region = its own parameters) and in the ladder's region at
+    the nearest measured Φ, linear in the region's parameters, clamped; without a region
+    (or alone) the measured figures themselves."""
+    from explorer.throughput.device_profile import LayerTimes
+
+    t = LayerTimes(1.0, by_phases={4: 1.0, 8: 1.0}, region={4: 1010.0, 8: 2010.0},
+                   alone={4: 1.0, 8: 1.0}, band_session_bytes={4: 100, 8: 50},
+                   band_ws_bytes={4: 10, 8: 10}, alone_session_bytes={4: 300, 8: 500},
+                   alone_ws_bytes={4: 30, 8: 20})
+    assert t.band_bytes(4) == (100, 10) and t.band_bytes(4, alone=True) == (300, 30)
+    assert t.band_bytes(4, region=510.0, own=10.0) == (200, 20)        # half way
+    assert t.band_bytes(8, region=1010.0, own=10.0) == (275, 15)       # region 1010 of 2010
+    assert t.band_bytes(5, region=10.0, own=10.0) == (300, 30)         # alone's, at Φ 4
+    assert t.band_bytes(4, region=5000.0, own=10.0) == (100, 10)       # clamped to the ladder's
+
+
+def test_region_step_profiles_keep_the_measured_points():
+    """A profile that timed region steps (meta steps: regions) prices a layer at its
+    measured points as they are: its share of a band's call moves with the band, not with
+    its own phases, alone and in a region."""
+    from explorer.throughput.device_profile import LayerTimes
+
+    t = LayerTimes(1.0, by_phases={2: 0.9, 4: 1.6, 8: 1.5, 16: 2.4},
+                   region={2: 10.0, 4: 10.0, 8: 10.0, 16: 10.0}, alone={2: 2.0, 4: 2.0, 8: 2.0, 16: 2.0})
+    assert t.ms(2, monotone=False) == 0.9 and t.ms(8, monotone=False) == 1.5
+    assert t.ms(3, monotone=False) == pytest.approx(1.25)
+    assert t.ms(12, monotone=False) == pytest.approx(1.5 + 0.9 * 4 / 8)
+    # in a region of all the ladder's parameters: the ladder's point, not the running maximum
+    assert t.ms_in(8, 10.0, 1.0, monotone=False) == 1.5 and t.ms_in(8, 10.0, 1.0) == 1.6
+
+
 def test_ladder_rounds_keep_each_layers_least(app_file, monkeypatch):
     """With rounds, every deployment is timed once per round, rounds after each other, and
     each layer keeps its least time (contention only adds time); the runs' records too."""
@@ -187,7 +220,7 @@ def test_ladder_rounds_keep_each_layers_least(app_file, monkeypatch):
     calls = []
     noise = [3.0, 1.0, 2.0]          # round 2 is the quiet one
 
-    def fake(folder, name, frames, threads, layout):
+    def fake(folder, name, frames, threads, layout, keep=None, whole=False):
         calls.append(folder.name)
         r = calls.count("run0") - 1
         return {"layers": {n: noise[r] * (1 + i) for i, n in enumerate(cnn.order())},

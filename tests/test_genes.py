@@ -131,21 +131,26 @@ def test_ladder_search_on_the_worked_example(app, tmp_path):
 def test_ladder_seeds_binary_prefixes_then_uniform_rungs(app):
     """GeneSpace.seeds: none for binary genes (the paper's search is unchanged); for the
     ladder, per CNN the first 1/8, 1/4, 1/2, 3/4 of the genes row by row (at least one),
-    then every gene at rung r = 1, 2, ... (its last rung when shorter), duplicates and the
-    two extremes left out."""
+    then every gene at rung r = 1, 2, ... (its last rung when shorter), then each prefix at
+    each rung r, duplicates and the two extremes left out."""
     assert gene_space(app, "binary").seeds() == []
     space = gene_space(app, "ladder")
     cnn1 = [i for i, label in enumerate(space.labels) if label.startswith("CNN1.")]
     cnn2 = [i for i, label in enumerate(space.labels) if label.startswith("CNN2.")]
     up = space.upper
     expected = []
-    for n1, n2 in [(max(1, len(cnn1) // 8), max(1, len(cnn2) // 8)),
-                   (max(1, len(cnn1) // 4), max(1, len(cnn2) // 4)),
-                   (len(cnn1) // 2, len(cnn2) // 2),
-                   (3 * len(cnn1) // 4, 3 * len(cnn2) // 4)]:
+    prefixes = [(max(1, len(cnn1) // 8), max(1, len(cnn2) // 8)),
+                (max(1, len(cnn1) // 4), max(1, len(cnn2) // 4)),
+                (len(cnn1) // 2, len(cnn2) // 2),
+                (3 * len(cnn1) // 4, 3 * len(cnn2) // 4)]
+    for n1, n2 in prefixes:
         on = set(cnn1[:n1]) | set(cnn2[:n2])
         expected.append(tuple(up[i] if i in on else 0 for i in range(len(up))))
     expected += [tuple(min(r, u) for u in up) for r in range(1, max(up))]
+    for n1, n2 in prefixes:
+        on = set(cnn1[:n1]) | set(cnn2[:n2])
+        expected += [tuple(min(r, u) if i in on else 0 for i, u in enumerate(up))
+                     for r in range(1, max(up))]
     expected = [g for g in dict.fromkeys(expected) if g not in (space.whole(), space.row_by_row())]
     assert space.seeds() == expected
     assert all(set(g[i] for i in range(len(up))) <= {0, *up} for g in expected[:2])

@@ -74,6 +74,9 @@ class OrtBackend:
         # whole-process runners optimise in a child process (its heap never becomes ours)
         self.optimize_in_child = shared_pool if optimize_in_child is None else optimize_in_child
         self.helper_peak_rss_bytes = 0
+        # called with (session key, the graph it runs, its weights) as each session is built:
+        # the profile keeps the forms as deployed to measure them (deploy/profile/deployed_forms.py)
+        self.on_session: Callable[[str, onnx.ModelProto, dict[str, np.ndarray]], None] | None = None
 
     # -- storage formats ----------------------------------------------------------------
     def prepare(self, manifest: dict, root: str | Path) -> None:
@@ -203,6 +206,8 @@ class OrtBackend:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
             opts.add_session_config_entry("session.disable_prepacking", "1")
             arrays, values = self._shared_weights(arrays)
+            if self.on_session is not None:
+                self.on_session(skey, model, arrays)
             for name, value in values.items():   # ONNX Runtime keeps pointers: keep both alive
                 opts.add_initializer(name, value)
             run_path = path.with_name(f"{path.stem}.{layout}.onnx")
@@ -286,6 +291,11 @@ class OrtBackend:
                 self._drop_session(f"{layout}:{key}")
         self.chosen[key] = best
         return self._sessions[f"{best}:{key}"]
+
+    def session_key(self, path: str | Path) -> str:
+        """The key of the session step model `path` runs in once bound (its layout)."""
+        key = str(path)
+        return f"{'blocked' if key in self._blocked else self.chosen.get(key, self.layout)}:{key}"
 
     def bind(self, session, inputs: dict[str, np.ndarray],
              outputs: dict[str, np.ndarray]) -> Callable[[], None]:

@@ -48,9 +48,11 @@ def _plan(cnn: CNN, phases: dict[str, int], precision: str) -> dict:
 
 
 def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: str,
-               warmup: int = 3) -> dict:
+               warmup: int = 3, keep: Path | None = None, whole: bool = False) -> dict:
     """One deployment of `cnn` timed as `explore run` runs it: {"layers": {layer: ms per
-    frame}, "frame_ms": ms per frame, "calls": calls per frame}.
+    frame}, "frame_ms": ms per frame, "calls": calls per frame}. With `keep` (a folder),
+    also "probes": the workspace probe's jobs of its step models in the forms it runs
+    (every step model with `whole`, else the by-parts ones: deploy/profile/deployed_forms.py).
 
     A layer's ms is the median over frames of the sum of its calls' times in that frame.
     `frame_ms` is the median of frames run exactly as Executor.run_stream runs them (no
@@ -66,7 +68,12 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
     manifest = mf.load(deploy_dir)
     backend_ort.init_runtime(threads, True)
     be = OrtBackend(manifest["dtype"], threads, True, layout)
+    keeper = None
+    if keep is not None:
+        from deploy.profile.deployed_forms import FormKeeper
+        be.on_session = keeper = FormKeeper(keep)
     ex = executor.Executor(manifest, deploy_dir, be)
+    be.on_session = None
     run = ex.cnns[cnn]
     steps = [(_shares(step), i, part) for part, mpart in
              zip(run.partitions, [p for p in manifest["partitions"] if p["cnn"] == cnn])
@@ -98,8 +105,12 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
         if f >= warmup:
             for name, t in acc.items():
                 per_frame[name].append(t)
-    return {"layers": {name: float(np.median(ts)) * 1e3 for name, ts in per_frame.items()},
-            "frame_ms": float(np.median(plain)) * 1e3, "calls": len(steps)}
+    out = {"layers": {name: float(np.median(ts)) * 1e3 for name, ts in per_frame.items()},
+           "frame_ms": float(np.median(plain)) * 1e3, "calls": len(steps)}
+    if keeper is not None:
+        from deploy.profile.deployed_forms import deployed_jobs
+        out["probes"] = deployed_jobs(be, keeper, manifest, Path(deploy_dir), whole, max(1, threads))
+    return out
 
 
 def _shares(step: dict) -> dict[str, float]:
@@ -117,14 +128,15 @@ def _shares(step: dict) -> dict[str, float]:
 
 
 def _step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
-                         layout: str) -> dict:
+                         layout: str, keep: Path | None = None, whole: bool = False) -> dict:
     """step_times in a process of its own, as `explore run` runs: ONNX Runtime's one
     process-wide thread pool (which a process cannot share with per-session pools)."""
     import json
     import subprocess
     import sys
+    extra = [str(keep), "whole" if whole else "parts"] if keep is not None else []
     done = subprocess.run([sys.executable, "-m", "deploy.profile.ladder", str(deploy_dir), cnn,
-                           str(frames), str(threads), layout],
+                           str(frames), str(threads), layout, *extra],
                           capture_output=True, text=True, env=child_env(), check=False)
     if done.returncode != 0:
         raise RuntimeError(f"timing {deploy_dir} failed: {done.stderr.strip()[-2000:]}")
@@ -176,7 +188,6 @@ class Ladder:
     def __init__(self, cnn: CNN, folder: Path, precision: str = "fp32", frames: int = 10,
                  threads: int = 0, layout: str = "blocked", regions: bool = False):
         from deploy.build.derive import derive as deploy_plan
-        from deploy.profile.bands import band_bytes
         self.cnn, self.frames, self.threads, self.layout = cnn, frames, threads, layout
         # (label, k, group): group None = every layer at k (k None: whole)
         self.runs: list[tuple[str, int | None, int | None]] = [("whole", None, None)]
@@ -189,21 +200,29 @@ class Ladder:
                 self.runs.append((f"k={k} alone {g}", k, g))
                 every.append({n: (phases[n] if n in group else 1) for n in cnn.order()})
         self.folders: list[tuple[Path, dict[str, int]]] = []
-        # per deployment by parts: what its by-parts step models hold, per layer (bands.py)
-        self.bands: list[dict[str, tuple[int, int]]] = []
         for i, phases in enumerate(every):
             out = Path(folder) / f"run{i}"
-            manifest = deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
+            deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
             self.folders.append((out, phases))
-            by_parts = self.runs[i][1] is not None
-            self.bands.append(band_bytes(out, manifest, max(1, threads)) if regions and by_parts else {})
+        # per deployment: what its step models hold as it runs them, per layer (bands.py):
+        # every step of the whole deployment, the by-parts steps of the others (regions)
+        self.probe = [k is None or regions for _, k, _ in self.runs]
+        self.bands: list[dict[str, tuple[int, int]]] = [{} for _ in self.runs]
         self.best: list[dict | None] = [None] * len(self.runs)
 
     def time_round(self) -> None:
-        """Time every deployment once more; keep each layer's least median."""
+        """Time every deployment once more; keep each layer's least median. The first round
+        also keeps the step models' forms and measures what they hold (`bands`)."""
+        import shutil
+        from deploy.profile.bands import band_bytes
         for i, (out, _) in enumerate(self.folders):
+            first = self.best[i] is None
+            keep = out.with_name(out.name + "-forms") if first and self.probe[i] else None
             timed = _step_times_in_child(out, self.cnn.name, self.frames, self.threads,
-                                         self.layout)
+                                         self.layout, keep, self.runs[i][1] is None)
+            if keep is not None:
+                self.bands[i] = band_bytes(timed.pop("probes", []))
+                shutil.rmtree(keep, ignore_errors=True)
             b = self.best[i]
             if b is None:
                 self.best[i] = timed
@@ -215,8 +234,8 @@ class Ladder:
         """{layer: {"whole_ms", "by_phases", "region", "alone", "beside_ms"}} from the rounds
         timed so far (see profile_ladder; "region": the parameters of the layer's by-parts
         region where by_phases was measured; "beside_ms": the median of its times whole
-        beside a layer in parts, None if never; explorer/throughput/split_regions.py)."""
-        from explorer.throughput.split_regions import beside_parts, region_params
+        beside a layer in parts, None if never; csdf/regions.py)."""
+        from csdf.regions import beside_parts, region_params
         cnn = self.cnn
         beside: dict[str, list[float]] = {}
         params = {n: cnn.layer(n).param_count for n in cnn.order()}
@@ -245,7 +264,9 @@ class Ladder:
                         entry["region"][phases[name]] = regions[name]
                 else:
                     entry["alone"].setdefault(phases[name], ms)
-                if phases[name] > 1 and name in bands:    # what its by-parts models held
+                if k is None and name in bands:           # whole, as deployed
+                    entry["whole_session_bytes"], entry["whole_ws_bytes"] = bands[name]
+                elif phases[name] > 1 and name in bands:  # what its by-parts models held
                     kind = "band" if group is None else "alone"
                     entry.setdefault(f"{kind}_session_bytes", {})[phases[name]] = bands[name][0]
                     entry.setdefault(f"{kind}_ws_bytes", {})[phases[name]] = bands[name][1]
@@ -263,4 +284,6 @@ if __name__ == "__main__":
     import json
     import sys
     d, name, n, th, lay = sys.argv[1:6]
-    print(json.dumps(step_times(Path(d), name, int(n), int(th), lay)))
+    kept = Path(sys.argv[6]) if len(sys.argv) > 6 else None
+    print(json.dumps(step_times(Path(d), name, int(n), int(th), lay, keep=kept,
+                                whole=len(sys.argv) > 7 and sys.argv[7] == "whole")))

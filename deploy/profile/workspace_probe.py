@@ -106,13 +106,19 @@ def _probe(job: dict) -> tuple[int, int]:
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
     disabled = None
-    if job["mode"] == "stripped":
+    if job["mode"] == "deployed":      # as OrtBackend loads its sessions' final forms
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    elif job["mode"] == "stripped":
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     else:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         disabled = ["NchwcTransformer"] if job["mode"] == "nchw" else None
+    source, values = job["model"], {}
+    if job["mode"] == "deployed":     # weights handed in: not the session's
+        source, values = handed_in(job["model"], opts)
+        weights = 0
     loaded = _in_use()
-    sess = ort.InferenceSession(job["model"], opts, providers=["CPUExecutionProvider"],
+    sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"],
                                 disabled_optimizers=disabled)
     binding = sess.io_binding()
     keep = []
@@ -137,6 +143,23 @@ def _probe(job: dict) -> tuple[int, int]:
         worker.join()
         peaks.append(max(0, _status("VmHWM") - before))
     return min(peaks), state
+
+
+def handed_in(path: str, opts) -> tuple[str, dict]:
+    """A kept step form (deploy/profile/deployed_forms.py) made ready to load as OrtBackend
+    loads a session: its weights read into arrays and handed to `opts` (add_initializer),
+    the graph saved beside it. Returns (the graph's path, the OrtValues to keep alive)."""
+    import onnx
+    import onnxruntime as ort
+    from deploy.ort.weights import external_arrays
+    model = onnx.load(path, load_external_data=False)
+    arrays = external_arrays(model, Path(path).parent)
+    values = {n: ort.OrtValue.ortvalue_from_numpy(a) for n, a in arrays.items()}
+    for name, value in values.items():
+        opts.add_initializer(name, value)
+    source = str(Path(path).with_suffix(".run.onnx"))
+    onnx.save(model, source)
+    return source, values
 
 
 def _overhead() -> int:
@@ -166,7 +189,8 @@ def job(path: str | Path, mode: str, feeds: dict, fetches: dict, threads: int = 
     """The probe job of step model `path` bound to arrays shaped like `feeds`/`fetches`
     (integer feeds, such as a part's row slots and mask, are passed by value). `mode`:
     "nchw" (ONNX Runtime's NCHWc rewrite off), "nchwc" (on), "stripped" (an optimised,
-    blocked model, run as it is)."""
+    blocked model, run as it is), "deployed" (a session's final form as the backend loads it,
+    deploy/profile/deployed_forms.py)."""
     def spec(v: np.ndarray) -> dict:
         if v.dtype.kind in "iu":
             return {"shape": list(v.shape), "values": v.tolist()}

@@ -83,10 +83,14 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
                                 lambda label, ms: print(f"  {label}: {ms:.2f} ms/frame",
                                                         file=sys.stderr), runs[name],
                                 args.rounds, args.steps == "regions")
+        # whole layers' bytes as the ladder's whole deployment runs them, where it measured
         models[name] = {layer: LayerTimes(ladder.get(layer, {}).get("whole_ms", t["whole_ms"]),
                                           t.get("part_ms"), t.get("phases"),
-                                          t.get("whole_ws_bytes"), t.get("part_ws_bytes"),
-                                          t.get("whole_session_bytes"), t.get("part_session_bytes"),
+                                          ladder.get(layer, {}).get("whole_ws_bytes", t.get("whole_ws_bytes")),
+                                          t.get("part_ws_bytes"),
+                                          ladder.get(layer, {}).get("whole_session_bytes",
+                                                                    t.get("whole_session_bytes")),
+                                          t.get("part_session_bytes"),
                                           beside_ms=ladder.get(layer, {}).get("beside_ms"),
                                           **{key: ladder.get(layer, {}).get(key)
                                              for key in ("beside_session_bytes", "beside_ws_bytes")},

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from csdf.model import CNN
+from csdf.regions import beside_parts, region_params, region_sizes
 
 
 @dataclass
@@ -83,30 +84,42 @@ def workspace_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None)
     per_part: dict[str, int] = {}
     for part in app.partitions:
         table, ph = tables.get(part.cnn, {}), phases.get(part.cnn, {})
-        inside = set(part.layers)
+        contexts = _contexts(app.cnns[part.cnn], part.layers, ph)
         best = 0
         for layer in part.layers:
             t = table.get(layer)
             if t is not None:
                 ws = t.part_ws_bytes if ph.get(layer, 1) > 1 else t.whole_ws_bytes
-                band = _band(app.cnns[part.cnn], layer, ph, inside, t)
+                band = _band(app.cnns[part.cnn], layer, ph, contexts, t)
                 best = max(best, int(ws or 0) if band is None else band[1])
         per_part[part.name] = best
     return max((sum(per_part.get(p, 0) for p in group) for group in app.pipelines), default=0)
 
 
-def _band(cnn, layer: str, ph: dict[str, int], inside: set[str], t) -> tuple[int, int] | None:
+def _contexts(cnn, layers: list[str], ph: dict[str, int]):
+    """Per partition (`layers`): {layer: parameters of its by-parts region}, {layer: layers
+    of that region}, and the whole layers beside a layer by parts (csdf/regions.py)."""
+    params = {n: cnn.layer(n).param_count for n in layers}
+    edges = list(cnn.graph.edges())
+    return (region_params(layers, edges, ph, params), region_sizes(layers, edges, ph),
+            beside_parts(layers, edges, ph))
+
+
+def _band(cnn, layer: str, ph: dict[str, int], contexts, t) -> tuple[int, int] | None:
     """(session state, workspace) of the models a layer runs in, as the profile measured
-    them in the same context: by parts beside a layer by parts in its partition (`inside`:
-    bands of region steps) or alone, whole beside a layer by parts (its model reads or
-    writes a rows ring); None for a whole layer among whole ones, or unmeasured."""
+    them in the same context: by parts in a region with other layers of its partition
+    (bands of region steps; placed by the region's parameters, LayerTimes.band_bytes) or
+    alone, whole beside a layer by parts (its model reads or writes a rows ring); None for a
+    whole layer among whole ones, or unmeasured."""
     if not hasattr(t, "band_bytes"):
         return None
-    near = set(cnn.graph.predecessors(layer)) | set(cnn.graph.successors(layer))
-    parts_near = any(ph.get(m, 1) > 1 for m in near & inside)
-    if ph.get(layer, 1) <= 1 and not parts_near:
-        return None
-    return t.band_bytes(ph.get(layer, 1), alone=not parts_near)
+    regions, sizes, beside = contexts
+    n = ph.get(layer, 1)
+    if n <= 1:
+        return t.band_bytes(1) if layer in beside else None
+    if sizes.get(layer, 1) > 1:
+        return t.band_bytes(n, region=regions[layer], own=cnn.layer(layer).param_count)
+    return t.band_bytes(n, alone=True)
 
 
 def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -> int:
@@ -125,13 +138,13 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
     total = 0
     for part in app.partitions:
         table, ph, cnn = tables.get(part.cnn, {}), phases.get(part.cnn, {}), app.cnns[part.cnn]
-        inside = set(part.layers)
+        contexts = _contexts(cnn, part.layers, ph)
         for layer in part.layers:
             t = table.get(layer)
             if t is None or cnn.layer(layer).op == INPUT:     # the frame copy: no model
                 continue
             n = ph.get(layer, 1)
-            band = _band(cnn, layer, ph, inside, t)
+            band = _band(cnn, layer, ph, contexts, t)
             if band is not None:
                 total += band[0]
             elif n > 1:

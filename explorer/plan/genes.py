@@ -77,7 +77,12 @@ class GeneSpace:
         hold the memory end of the front: in each CNN the first 1/8, 1/4, 1/2, 3/4 of the
         genes row by row and the rest whole (the large early tensors go by parts first);
         and ones spread along the front: every layer in 2^r parts (rung r, or row by row
-        when its ladder is shorter), r = 1, 2, ..., one per rung of the longest ladder."""
+        when its ladder is shorter), r = 1, 2, ..., one per rung of the longest ladder; then
+        the same prefixes at each rung r. Why the last: where a layer by parts costs session
+        state of its own (measured, explorer/memory/buffers.py), parts save memory only as a
+        chain of early layers in parts of several rows (MobileNetV2 on ONNX Runtime: its
+        first 10 layers in parts of 4 rows, 19.6 MiB planned against 21.3 whole), which
+        neither a row-by-row prefix nor a uniform rung holds, nor one-gene mutations reach."""
         if self.granularity == "binary" or not self.layers:
             return []
         by_cnn: dict[str, list[int]] = {}
@@ -89,6 +94,11 @@ class GeneSpace:
             out.append(self.binary([i in first for i in range(len(self.layers))]))
         for rung in range(1, max(self.upper)):
             out.append(tuple(min(rung, top) for top in self.upper))
+        for share in PREFIX_SHARES:     # the memory end where parts pay only in a chain
+            first = {i for idx in by_cnn.values() for i in idx[:max(1, int(len(idx) * share))]}
+            for rung in range(1, max(self.upper)):
+                out.append(tuple(min(rung, top) if i in first else 0
+                                 for i, top in enumerate(self.upper)))
         known = {self.whole(), self.row_by_row()}
         return [g for g in dict.fromkeys(out) if g not in known]
 

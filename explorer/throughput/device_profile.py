@@ -19,7 +19,7 @@ Two kinds of entries, which may be mixed in one file (docs/throughput.md shows b
   own layout and threads), interpolated between measured Φ; optional `region` {Φ: parameters
   of the by-parts region around the layer when by_phases was measured} and `alone` {Φ: ms
   with every neighbour whole} let the evaluator place a plan's layer between those two
-  contexts (explorer/throughput/split_regions.py), and `beside_ms` is the layer whole with a neighbour
+  contexts (csdf/regions.py), and `beside_ms` is the layer whole with a neighbour
   in parts. Model keys are CNN names of the app or model names
   (zoo name or ONNX file stem). Measured entries win; layers missing from the tables fall
   back to the roofline of their processor when the file has one.
@@ -76,7 +76,7 @@ class LayerTimes:
     # measured time of the whole layer per frame (all its phases) at phase counts Φ of the
     # granularity ladder {Φ: ms} (explore profile; docs/throughput.md); wins when present
     by_phases: dict[int, float] = field(default_factory=dict)
-    # the context of `by_phases` and a second one (explore profile; explorer/throughput/split_regions.py):
+    # the context of `by_phases` and a second one (explore profile; csdf/regions.py):
     # `region` {Φ: parameters of the layer's by-parts region in the deployment that measured
     # by_phases}, `alone` {Φ: ms per frame measured with every neighbour whole}
     region: dict[int, float] = field(default_factory=dict)
@@ -98,10 +98,17 @@ class LayerTimes:
     beside_session_bytes: int | None = None
     beside_ws_bytes: int | None = None
 
-    def band_bytes(self, phases: int, alone: bool = False) -> tuple[int, int] | None:
+    def band_bytes(self, phases: int, alone: bool = False, region: float | None = None,
+                   own: float = 0.0) -> tuple[int, int] | None:
         """(session state, workspace) of the models computing this layer in `phases`
         phases beside layers by parts (or `alone`), at the ladder's nearest Φ; whole
-        (`phases` 1) beside a layer by parts; None where the profile measured none."""
+        (`phases` 1) beside a layer by parts; None where the profile measured none.
+        `region` (the parameters of its by-parts region; `own`: the layer's): between the
+        figures alone and the ladder's by `share`, as its time (`ms_in`). Why: a band model
+        holds a base state besides its nodes' (~20 KiB against ~2.6 KiB a node), shared in
+        the ladder by every layer of a region that spans the CNN; MobileNetV2's first nine
+        layers by parts held 1.5 MiB of by-parts session state where the ladder's shares
+        gave 0.76 and the layers alone 1.81."""
         if phases <= 1:
             if self.beside_session_bytes is None:
                 return None
@@ -111,17 +118,38 @@ class LayerTimes:
         if not state:
             return None
         near = min(state, key=lambda f: (abs(f - phases), -f))
-        return int(state[near]), int(ws.get(near, 0))
+        got = int(state[near]), int(ws.get(near, 0))
+        if alone or region is None or not self.alone_session_bytes:
+            return got
+        lone = self.band_bytes(phases, alone=True)
+        w = self.share(phases, region, own)
+        return (int(round(lone[0] + w * (got[0] - lone[0]))),
+                int(round(lone[1] + w * (got[1] - lone[1]))))
 
-    def ms(self, phases: int, default_phase_ms: float = 0.0) -> float:
+    def share(self, phases: int, region: float, own: float) -> float:
+        """Where a by-parts region of `region` parameters lies between the layer alone (0:
+        region = own) and the ladder's region at Φ (1), clamped; 1 where the profile
+        measured no regions (csdf/regions.py says why regions matter)."""
+        if not self.region:
+            return 1.0
+        span = _interpolate(self.region, phases) - own
+        return 1.0 if span <= 0 else min(1.0, max(0.0, (region - own) / span))
+
+    def ms(self, phases: int, default_phase_ms: float = 0.0, monotone: bool = True) -> float:
         """Time in `phases` phases: with `by_phases`, linear between the nearest measured
         phase counts (whole = Φ 1; beyond the last, extended by its last slope), each
         measured time raised to the largest at fewer phases; else linear between whole (Φ=1)
         and the measured parts (Φ=phases), never below whole. Either way more phases never
         run faster: a measured dip (1-8% on 11 of ResNet-50's 70 layers, session 4) is the
-        shared machine's noise, and it would let a finer plan dominate a coarser one."""
+        shared machine's noise, and it would let a finer plan dominate a coarser one.
+        `monotone` False (a profile that timed region steps): the measured points as they
+        are. A band's one call is shared among its layers by work (deploy/profile/ladder.py),
+        so a layer's share moves with the band's other layers from rung to rung, not with
+        its own phases: MobileNetV2's features_2_dw measured 0.54, 0.59, 0.46, 0.14 ms at
+        Φ 2, 4, 7, 14, and the running maximum priced a plan with it at Φ 14 (measured
+        0.16 ms) at 0.59, the plan's whole frame 23% slow."""
         if self.by_phases and phases > 1:
-            return _interpolate({1: self.whole_ms, **self.by_phases}, phases)
+            return _interpolate({1: self.whole_ms, **self.by_phases}, phases, monotone)
         if phases <= 1:
             return self.whole_ms
         if self.part_ms is None or not self.phases or self.phases <= 1:
@@ -130,29 +158,27 @@ class LayerTimes:
         return self.whole_ms + (phases - 1) * max(0.0, slope)
 
     def ms_in(self, phases: int, region: float, own: float,
-              default_phase_ms: float = 0.0, beside: bool = False) -> float:
+              default_phase_ms: float = 0.0, beside: bool = False, monotone: bool = True) -> float:
         """Time in `phases` phases inside a by-parts region of `region` parameters (`own`:
         the layer's): between the time alone (region = own) and the ladder's (region = the
         ladder's region at Φ), linear in the region's parameters and clamped to the two
-        measured contexts (explorer/throughput/split_regions.py says why). Without `alone`: ms().
+        measured contexts (csdf/regions.py says why). Without `alone`: ms().
         Whole (Φ 1): `beside_ms` when `beside` (a neighbour in parts) and measured."""
         if phases <= 1:
             return self.beside_ms if beside and self.beside_ms is not None else self.whole_ms
-        ladder = self.ms(phases, default_phase_ms)
+        ladder = self.ms(phases, default_phase_ms, monotone)
         if not self.alone or not self.region:
             return ladder
-        alone = _interpolate({1: self.whole_ms, **self.alone}, phases)
-        span = _interpolate(self.region, phases) - own
-        share = 1.0 if span <= 0 else min(1.0, max(0.0, (region - own) / span))
-        return alone + share * (ladder - alone)
+        alone = _interpolate({1: self.whole_ms, **self.alone}, phases, monotone)
+        return alone + self.share(phases, region, own) * (ladder - alone)
 
 
-def _interpolate(points: dict[int, float], x: int) -> float:
+def _interpolate(points: dict[int, float], x: int, monotone: bool = True) -> float:
     """Piecewise-linear through the measured (Φ, ms) points, each raised to the largest ms
-    at a smaller Φ (a running maximum: never faster with more phases); outside them, the
-    nearest segment extended (a single point: that value)."""
+    at a smaller Φ when `monotone` (a running maximum: never faster with more phases);
+    outside them, the nearest segment extended (a single point: that value)."""
     xs = sorted(points)
-    ys = list(accumulate((points[v] for v in xs), max))
+    ys = list(accumulate((points[v] for v in xs), max)) if monotone else [points[v] for v in xs]
     if len(xs) == 1:
         return ys[0]
     at = bisect_left(xs, x)

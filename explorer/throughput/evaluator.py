@@ -4,7 +4,7 @@ One small interface for the search: `make_evaluator(app, spec).fps(phases)`. The
 (DESIGN.md, "Throughput during the search"):
 - a layer's time comes from the device profile, whole (Φ = 1) or by parts (Φ phases), by
   parts placed by the weights its by-parts region cycles through, whole ones beside parts
-  at their time there, when the profile measured those contexts (explorer/throughput/split_regions.py);
+  at their time there, when the profile measured those contexts (csdf/regions.py);
 - a partition's frame time is the sum of its layers' times on its processor;
 - a pipeline set of J runs its partitions in parallel, one stage each; stages on the same
   processor share it, so a set's period is the largest per-processor sum of its stages;
@@ -21,7 +21,7 @@ from csdf.model import CNN
 from explorer.app.model import Application
 from explorer.throughput.costs import VIEW_OPS, LayerCost, cnn_costs
 from explorer.throughput.device_profile import DeviceProfile, LayerTimes, Roofline, resolve_profile
-from explorer.throughput.split_regions import beside_parts, region_params, region_sizes
+from csdf.regions import beside_parts, region_params, region_sizes
 from sdf3.errors import InputError
 
 Phases = dict[str, dict[str, int]]
@@ -69,7 +69,7 @@ class Evaluator:
                     self._tables[name] = self.profile.models[key]
                     break
         self._loop = {name: loop_factor(self.profile, cnn) for name, cnn in self.app.cnns.items()}
-        # CNNs whose table measured the contexts too: regions count (split_regions)
+        # CNNs whose table measured the contexts too: regions count (csdf.regions)
         self._params = {name: {n: cnn.layer(n).param_count for n in cnn.order()}
                         for name, cnn in self.app.cnns.items()
                         if any(t.alone or t.beside_ms is not None
@@ -93,19 +93,20 @@ class Evaluator:
     def layer_ms(self, cnn: str, layer: str, phases: int = 1, processor: str = "gpu",
                  region: int | None = None, beside: bool = False) -> float:
         """Time of one layer in `phases` phases (1 = whole) on `processor`, milliseconds;
-        `region`: parameters of its by-parts region (explorer/throughput/split_regions.py; None: the
+        `region`: parameters of its by-parts region (csdf/regions.py; None: the
         context the profile measured by_phases in); `beside`: whole with a neighbour in
-        parts (split_regions.beside_parts)."""
+        parts (csdf.regions.beside_parts)."""
         prof, app = self.profile, self.app
         table = self._tables.get(cnn)
         if table is not None and layer in table:
             speed = prof.speedup.get(app.precision.name, 1.0) if (
                 app.precision.name != prof.precision) else 1.0
             times, slope = table[layer], prof.default_phase_us * 1e-3
+            monotone = prof.meta.get("steps") != "regions"    # LayerTimes.ms says why
             if region is not None or beside:
                 own = self._params[cnn][layer]
-                return times.ms_in(phases, region or 0, own, slope, beside) / speed
-            return times.ms(phases, slope) / speed
+                return times.ms_in(phases, region or 0, own, slope, beside, monotone) / speed
+            return times.ms(phases, slope, monotone) / speed
         roof = prof.processors.get(processor)
         if roof is None:
             op = self.app.cnns[cnn].layer(layer).op

@@ -1,4 +1,4 @@
-"""By-parts regions (explorer/throughput/split_regions.py) and the two measured contexts of a layer's
+"""By-parts regions (csdf/regions.py) and the two measured contexts of a layer's
 time by parts: the ladder's region and the layer alone (LayerTimes.ms_in, the evaluator,
 deploy/profile/ladder.py's alone groups)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from csdf.parts import phases_for_rows
 from deploy.profile import ladder as ladder_profile
 from explorer.app.appfile import load_app
 from explorer.throughput.device_profile import DeviceProfile, LayerTimes, load_profile, profile_from_dict, save_profile
-from explorer.throughput.split_regions import beside_parts, region_params, region_sizes
+from csdf.regions import beside_parts, region_params, region_sizes
 from explorer.throughput.evaluator import make_evaluator
 from sdf3.errors import InputError
 from test_deploy_fixtures import tiny_app_file
@@ -158,7 +158,7 @@ def test_alone_groups_time_every_split_layer_with_whole_neighbours(app_file, tmp
         assert sorted(n for g in groups for n in g) == sorted(
             n for n in cnn.order() if every[n] > 1)
 
-    def fake(folder, name, frames, threads, layout):      # ms = the run's index + 1
+    def fake(folder, name, frames, threads, layout, keep=None, whole=False):      # ms = the run's index + 1
         i = int(folder.name[3:])
         return {"layers": {n: float(i + 1) for n in cnn.order()}, "frame_ms": 1.0, "calls": 1}
 
