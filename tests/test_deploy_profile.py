@@ -53,11 +53,14 @@ def test_profile_file_feeds_the_evaluator(app_file, tmp_path):
     # partition, so it is the largest whole-layer workspace, on top of params + buffers
     ws = max(t.whole_ws_bytes or 0 for t in table.values())
     assert plan["workspace_bytes"] == ws
-    # and the state of every step model's session (issue 27): one whole model per layer
-    sessions = sum(t.whole_session_bytes or 0 for t in table.values())
+    # and the state of every step model's session (issue 27): one whole model per layer,
+    # with each layer's one call's binding (the frame copy has neither)
+    sessions = sum((t.whole_session_bytes or 0) + (t.call_bytes or 0) for n, t in table.items()
+                   if cnn.layer(n).op != INPUT)
     assert plan["session_bytes"] == sessions
     if workspace_probe.available():
         assert all(t.whole_session_bytes > 0 for n, t in table.items() if cnn.layer(n).op != INPUT)
+        assert len({t.call_bytes for t in table.values()}) == 1 and table[cnn.order()[0]].call_bytes > 0
     # and the CNN's output array the executor hands over (one copy: a sequential CNN), with
     # the runtime measured (session state: where the probe runs)
     outputs = 4 * sum(int(np.prod(cnn.layer(n).output_shape)) for n in cnn.order()

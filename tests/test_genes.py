@@ -131,8 +131,8 @@ def test_ladder_search_on_the_worked_example(app, tmp_path):
 def test_ladder_seeds_binary_prefixes_then_uniform_rungs(app):
     """GeneSpace.seeds: none for binary genes (the paper's search is unchanged); for the
     ladder, per CNN the first 1/8, 1/4, 1/2, 3/4 of the genes row by row (at least one),
-    then every gene at rung r = 1, 2, ... (its last rung when shorter), then each prefix at
-    each rung r, duplicates and the two extremes left out."""
+    then every gene at rung r = 1, 2, ... (its last rung when shorter), then each prefix in
+    parts of k = 1, 2, 4, ... rows, duplicates and the two extremes left out."""
     assert gene_space(app, "binary").seeds() == []
     space = gene_space(app, "ladder")
     cnn1 = [i for i, label in enumerate(space.labels) if label.startswith("CNN1.")]
@@ -147,10 +147,16 @@ def test_ladder_seeds_binary_prefixes_then_uniform_rungs(app):
         on = set(cnn1[:n1]) | set(cnn2[:n2])
         expected.append(tuple(up[i] if i in on else 0 for i in range(len(up))))
     expected += [tuple(min(r, u) for u in up) for r in range(1, max(up))]
+    tallest = max(r[0] for r in space.ladders)
+    rows = [1 << j for j in range(tallest.bit_length()) if 1 << j < tallest]
     for n1, n2 in prefixes:
         on = set(cnn1[:n1]) | set(cnn2[:n2])
-        expected += [tuple(min(r, u) if i in on else 0 for i, u in enumerate(up))
-                     for r in range(1, max(up))]
+        for k in rows:       # each gene at its first rung of k rows or fewer
+            genes = []
+            for i, rungs in enumerate(space.ladders):
+                fits = [g for g in range(1, len(rungs)) if rungs[g] <= k]
+                genes.append((fits[0] if fits else up[i]) if i in on else 0)
+            expected.append(tuple(genes))
     expected = [g for g in dict.fromkeys(expected) if g not in (space.whole(), space.row_by_row())]
     assert space.seeds() == expected
     assert all(set(g[i] for i in range(len(up))) <= {0, *up} for g in expected[:2])

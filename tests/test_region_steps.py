@@ -160,3 +160,6 @@ def test_a_profile_shares_a_band_time_among_its_layers_by_their_work(cnn, tmp_pa
     assert timed["calls"] == sum(len(p["steps"]) for p in manifest["partitions"])
     assert set(timed["layers"]) == set(cnn.order())
     assert all(ms > 0 for ms in timed["layers"].values())
+    # each call's ONNX Runtime binding keeps 1-6 KiB for the run, by its ports (a session's
+    # state: tens of KiB)
+    assert 1024 <= timed["call_bytes"] <= 8192

@@ -40,6 +40,24 @@ def test_session_state_is_counted_per_loaded_model(tmp_path):
     assert session_bytes(app, phases, None) == 0           # no profile: nothing measured
 
 
+def test_every_call_of_a_frame_counts_its_binding(tmp_path):
+    """With a profile that measured what a call holds (LayerTimes.call_bytes: its ONNX
+    Runtime binding, deploy/profile/ladder.py), each layer adds that for each of its Φ calls
+    (a whole layer one; the frame copy, no binding, none), on top of its session state."""
+    cnn = tiny_cnn(tmp_path)
+    app = make_app([cnn])
+    order = cnn.order()
+    tables = {"tiny": table(cnn)}
+    phases = {"tiny": {n: 1 for n in order} | {"conv1": 4, "dw2": 3}}
+    without = session_bytes(app, phases, tables)
+    for k, name in enumerate(order):
+        tables["tiny"][name].call_bytes = 300 + k
+    calls = sum((300 + k) * phases["tiny"][n] for k, n in enumerate(order) if n != "x")
+    assert calls == sum(300 + k for k in range(1, len(order))) + 3 * (300 + order.index("conv1")) \
+        + 2 * (300 + order.index("dw2"))
+    assert session_bytes(app, phases, tables) == without + calls
+
+
 def test_layers_by_parts_count_their_measured_models(tmp_path):
     """With a profile that measured its ladder's by-parts step models (LayerTimes.band_*:
     every layer by parts; alone_*: neighbours whole; per Φ of the ladder), a layer by parts

@@ -35,7 +35,7 @@ from onnx import TensorProto, helper
 from deploy.ort import optimize as ort_optimize
 from deploy.ort.process import _shared_arena, _shared_pool, plan_arena
 from deploy.ort.weights import external_arrays
-from deploy.runtime.footprint import trim_heap
+from deploy.runtime.footprint import heap_in_use, trim_heap
 from sdf3.errors import InputError
 
 NP_DTYPE = {"float32": np.float32, "float16": np.float16}
@@ -77,6 +77,7 @@ class OrtBackend:
         # called with (session key, the graph it runs, its weights) as each session is built:
         # the profile keeps the forms as deployed to measure them (deploy/profile/deployed_forms.py)
         self.on_session: Callable[[str, onnx.ModelProto, dict[str, np.ndarray]], None] | None = None
+        self.bind_heap = [0, 0]     # heap the bindings kept, and how many (a call's share)
 
     # -- storage formats ----------------------------------------------------------------
     def prepare(self, manifest: dict, root: str | Path) -> None:
@@ -308,6 +309,7 @@ class OrtBackend:
 
     def _bind(self, session: ort.InferenceSession, inputs: dict[str, np.ndarray],
               outputs: dict[str, np.ndarray]) -> Callable[[], None]:
+        before = heap_in_use()
         binding = session.io_binding()
         declared = {v.name: v.shape for v in session.get_inputs() + session.get_outputs()}
         for name, arr in inputs.items():
@@ -326,6 +328,9 @@ class OrtBackend:
 
         def call() -> None:
             run(handle, options)
+        if before is not None:
+            self.bind_heap[0] += heap_in_use() - before
+            self.bind_heap[1] += 1
         return call
 
     def param_bytes(self) -> int:

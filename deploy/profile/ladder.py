@@ -50,7 +50,11 @@ def _plan(cnn: CNN, phases: dict[str, int], precision: str) -> dict:
 def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: str,
                warmup: int = 3, keep: Path | None = None, whole: bool = False) -> dict:
     """One deployment of `cnn` timed as `explore run` runs it: {"layers": {layer: ms per
-    frame}, "frame_ms": ms per frame, "calls": calls per frame}. With `keep` (a folder),
+    frame}, "frame_ms": ms per frame, "calls": calls per frame, "call_bytes": the heap one
+    call's ONNX Runtime binding keeps, averaged (where glibc reports the heap): 2.0-2.4 KiB
+    measured on MobileNetV2 and YOLOv2-16 (1.5 MiB for YOLOv2-16's 655 region steps), 4-6
+    KiB for a band model's dozen ports}.
+    With `keep` (a folder),
     also "probes": the workspace probe's jobs of its step models in the forms it runs
     (every step model with `whole`, else the by-parts ones: deploy/profile/deployed_forms.py).
 
@@ -107,6 +111,8 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
                 per_frame[name].append(t)
     out = {"layers": {name: float(np.median(ts)) * 1e3 for name, ts in per_frame.items()},
            "frame_ms": float(np.median(plain)) * 1e3, "calls": len(steps)}
+    if be.bind_heap[1]:
+        out["call_bytes"] = be.bind_heap[0] / be.bind_heap[1]
     if keeper is not None:
         from deploy.profile.deployed_forms import deployed_jobs
         out["probes"] = deployed_jobs(be, keeper, manifest, Path(deploy_dir), whole, max(1, threads))
@@ -275,8 +281,11 @@ class Ladder:
                         entry[key] = max(entry.get(key) or 0, value)
             if progress:
                 progress(label, sum(times.values()))
+        per_call = [t["call_bytes"] for t in self.best if t and "call_bytes" in t]
         for name, entry in table.items():
             entry["beside_ms"] = float(np.median(beside[name])) if name in beside else None
+            if per_call:      # what each call's binding holds (step_times)
+                entry["call_bytes"] = int(round(float(np.median(per_call))))
         return table
 
 

@@ -27,8 +27,6 @@ Usage (internal): python -m deploy.profile.workspace_probe JOBS.json OUT.json
 """
 from __future__ import annotations
 
-import ctypes
-import functools
 import json
 import os
 import subprocess
@@ -39,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 from deploy.runtime.child import child_env
+from deploy.runtime.footprint import heap_in_use
 
 THRESHOLD = 16384
 REPEATS = 3                 # fresh-thread runs per step; the least peak is kept
@@ -52,36 +51,8 @@ def _status(key: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {key}")
 
 
-class _Mallinfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
-                                               "usmblks", "fsmblks", "uordblks", "fordblks",
-                                               "keepcost")]
-
-
-@functools.cache
-def _mallinfo2():
-    """glibc's mallinfo2, or None without glibc >= 2.33."""
-    try:
-        fn = ctypes.CDLL("libc.so.6").mallinfo2
-    except (OSError, AttributeError):
-        return None
-    fn.restype = _Mallinfo2
-    return fn
-
-
-def _heap_in_use() -> int | None:
-    """Bytes malloc has handed out and not taken back (glibc's mallinfo2: the heap's blocks in
-    use plus mmapped ones), or None without glibc >= 2.33. Exact where RSS moves in pages
-    and heap top-pads: a small step's session state is tens of KiB."""
-    fn = _mallinfo2()
-    if fn is None:
-        return None
-    info = fn()
-    return int(info.uordblks + info.hblkhd)
-
-
 def _in_use() -> int:
-    heap = _heap_in_use()
+    heap = heap_in_use()
     return heap if heap is not None else _status("VmRSS")
 
 

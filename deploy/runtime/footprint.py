@@ -15,6 +15,7 @@ state: the rest of what loading kept; and how far the load peak rose above the r
 from __future__ import annotations
 
 import ctypes
+import functools
 import resource
 import sys
 from dataclasses import asdict, dataclass, field
@@ -51,6 +52,35 @@ def peak_rss_bytes() -> int:
         return value
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                               "usmblks", "fsmblks", "uordblks", "fordblks",
+                                               "keepcost")]
+
+
+@functools.cache
+def _mallinfo2():
+    """glibc's mallinfo2, or None without glibc >= 2.33."""
+    try:
+        fn = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _Mallinfo2
+    return fn
+
+
+def heap_in_use() -> int | None:
+    """Bytes malloc has handed out and not taken back (glibc's mallinfo2: the heap's blocks in
+    use plus mmapped ones), or None without glibc >= 2.33. Exact where RSS moves in pages
+    and heap top-pads: a small step's session state is tens of KiB (the workspace probe,
+    deploy/profile/workspace_probe.py; the ladder's bytes per call, deploy/profile/ladder.py)."""
+    fn = _mallinfo2()
+    if fn is None:
+        return None
+    info = fn()
+    return int(info.uordblks + info.hblkhd)
 
 
 def trim_heap() -> None:

@@ -93,7 +93,8 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
                                           t.get("part_session_bytes"),
                                           beside_ms=ladder.get(layer, {}).get("beside_ms"),
                                           **{key: ladder.get(layer, {}).get(key)
-                                             for key in ("beside_session_bytes", "beside_ws_bytes")},
+                                             for key in ("beside_session_bytes", "beside_ws_bytes",
+                                                         "call_bytes")},
                                           **{key: ladder.get(layer, {}).get(key, {})
                                              for key in ("by_phases", "region", "alone",
                                                          "band_session_bytes", "band_ws_bytes",

@@ -130,7 +130,11 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
     partition. 0 when nothing was measured. With a profile that measured the by-parts steps
     of its ladder (`explore profile --steps regions`, deploy/profile/bands.py), a layer by
     parts counts what its models held there instead: beside a layer by parts, its share of
-    the band models of region steps (deploy/build/regions.py); alone, its own models."""
+    the band models of region steps (deploy/build/regions.py); alone, its own models.
+    And every call a frame makes holds its binding to the arena for the run: a layer's Φ
+    calls (its `call_bytes` each, measured by the profile's ladder; region steps make at
+    most one call per firing, so this bounds them from above: YOLOv2-16's least-memory
+    plan counts 962 calls, 2.7 MiB, and runs 655 as region steps)."""
     if not tables:
         return 0
     from csdf.model import INPUT
@@ -141,9 +145,12 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
         contexts = _contexts(cnn, part.layers, ph)
         for layer in part.layers:
             t = table.get(layer)
-            if t is None or cnn.layer(layer).op == INPUT:     # the frame copy: no model
+            if t is None:
+                continue
+            if cnn.layer(layer).op == INPUT:     # the frame copy: no model, no binding
                 continue
             n = ph.get(layer, 1)
+            total += max(1, n) * int(getattr(t, "call_bytes", None) or 0)
             band = _band(cnn, layer, ph, contexts, t)
             if band is not None:
                 total += band[0]

@@ -78,11 +78,13 @@ class GeneSpace:
         genes row by row and the rest whole (the large early tensors go by parts first);
         and ones spread along the front: every layer in 2^r parts (rung r, or row by row
         when its ladder is shorter), r = 1, 2, ..., one per rung of the longest ladder; then
-        the same prefixes at each rung r. Why the last: where a layer by parts costs session
-        state of its own (measured, explorer/memory/buffers.py), parts save memory only as a
-        chain of early layers in parts of several rows (MobileNetV2 on ONNX Runtime: its
-        first 10 layers in parts of 4 rows, 19.6 MiB planned against 21.3 whole), which
-        neither a row-by-row prefix nor a uniform rung holds, nor one-gene mutations reach."""
+        the same prefixes in parts of k = 1, 2, 4, ... rows (`at_rows`, the profile's ladder
+        runs). Why the last: where a layer by parts costs session state of its own
+        (measured, explorer/memory/buffers.py), parts save memory only as a chain of early
+        layers in parts of several rows (MobileNetV2 on ONNX Runtime: its first 10 layers in
+        parts of 4 rows, 19.6 MiB planned against 21.3 whole; ResNet-50's first 20, 110.2
+        against 111.7), which neither a row-by-row prefix nor a uniform rung holds, nor
+        one-gene mutations reach."""
         if self.granularity == "binary" or not self.layers:
             return []
         by_cnn: dict[str, list[int]] = {}
@@ -94,13 +96,21 @@ class GeneSpace:
             out.append(self.binary([i in first for i in range(len(self.layers))]))
         for rung in range(1, max(self.upper)):
             out.append(tuple(min(rung, top) for top in self.upper))
+        tallest = max(r[0] for r in self.ladders)
         for share in PREFIX_SHARES:     # the memory end where parts pay only in a chain
             first = {i for idx in by_cnn.values() for i in idx[:max(1, int(len(idx) * share))]}
-            for rung in range(1, max(self.upper)):
-                out.append(tuple(min(rung, top) if i in first else 0
-                                 for i, top in enumerate(self.upper)))
+            k = 1
+            while k < tallest:
+                out.append(tuple(self.at_rows(i, k) if i in first else 0
+                                 for i in range(len(self.layers))))
+                k *= 2
         known = {self.whole(), self.row_by_row()}
         return [g for g in dict.fromkeys(out) if g not in known]
+
+    def at_rows(self, i: int, k: int) -> int:
+        """Gene `i`'s value for parts of at most `k` rows: its first rung of k rows or
+        fewer (its last, row by row, when none)."""
+        return next((g for g, rows in enumerate(self.ladders[i]) if g and rows <= k), self.upper[i])
 
     def decode(self, genes, base: Phases) -> Phases:
         """{cnn: {layer: Φ}} for every layer: `base` (every layer 1) with the genes' Φ."""

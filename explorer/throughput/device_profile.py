@@ -97,6 +97,9 @@ class LayerTimes:
     # largest over the ladder's deployments where it was so
     beside_session_bytes: int | None = None
     beside_ws_bytes: int | None = None
+    # what each call of the layer's steps holds in a deployment (its ONNX Runtime binding
+    # and the executor's views; deploy/profile/ladder.py `step_times`)
+    call_bytes: int | None = None
 
     def band_bytes(self, phases: int, alone: bool = False, region: float | None = None,
                    own: float = 0.0) -> tuple[int, int] | None:
@@ -281,7 +284,8 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
                                           "region", "alone", "beside_ms",
                                           "band_session_bytes", "band_ws_bytes",
                                           "alone_session_bytes", "alone_ws_bytes",
-                                          "beside_session_bytes", "beside_ws_bytes"})
+                                          "beside_session_bytes", "beside_ws_bytes",
+                                          "call_bytes"})
     if "whole_ms" not in data:
         raise InputError(f"{where}: {key} needs key 'whole_ms'")
     part = data.get("part_ms")
@@ -294,7 +298,7 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     optional: dict[str, Any] = {k: int(_num(where, f"{key}.{k}", data[k]))
                                 for k in ("whole_ws_bytes", "part_ws_bytes",
                                           "whole_session_bytes", "part_session_bytes",
-                                          "beside_session_bytes", "beside_ws_bytes")
+                                          "beside_session_bytes", "beside_ws_bytes", "call_bytes")
                                 if data.get(k) is not None}
     if data.get("beside_ms") is not None:
         optional["beside_ms"] = _num(where, f"{key}.beside_ms", data["beside_ms"])
