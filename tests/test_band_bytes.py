@@ -66,7 +66,8 @@ def _run_kept(job: dict, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def test_kept_forms_compute_what_the_deployment_computes(cnn, tmp_path):
     phases = all_parts(cnn) | {_whole_conv(cnn): 1}
-    manifest = deploy(make_plan([cnn], {"rb": phases}), {"rb": cnn}, tmp_path / "dep", regions=True)
+    manifest = deploy(make_plan([cnn], {"rb": phases}), {"rb": cnn}, tmp_path / "dep", regions=True,
+                      every_band=True)
     backend, keeper, ex = _loaded(manifest, tmp_path / "dep", tmp_path / "forms")
     assert backend.blocked_edges, "the 16-channel net stores some tensors blocked"
     jobs = deployed_jobs(backend, keeper, manifest, tmp_path / "dep", whole=False)
@@ -104,7 +105,7 @@ def test_model_state_is_shared_by_firings_and_counted_once_per_model(cnn, tmp_pa
     whole = _whole_conv(cnn)
     phases = all_parts(cnn) | {whole: 1}
     manifest = deploy(make_plan([cnn], {"rb": phases}), {"rb": cnn}, tmp_path / "dep",
-                      regions=regions)
+                      regions=regions, every_band=True)
     steps = _probed_steps(manifest)
     assert any(s["layer"] == whole and not s.get("region") for s in steps)
     assert any(bool(s.get("region")) for s in steps) == regions
@@ -137,7 +138,7 @@ def test_model_state_is_shared_by_firings_and_counted_once_per_model(cnn, tmp_pa
 
 def test_a_whole_deployment_probes_every_step(cnn, tmp_path):
     manifest = deploy(make_plan([cnn], {"rb": {n: 1 for n in cnn.order()}}), {"rb": cnn},
-                      tmp_path / "dep", regions=True)
+                      tmp_path / "dep", regions=True, every_band=True)
     backend, keeper, _ = _loaded(manifest, tmp_path / "dep", tmp_path / "forms")
     jobs = deployed_jobs(backend, keeper, manifest, tmp_path / "dep", whole=True)
     with_model = {s["model"] for p in manifest["partitions"] for s in p["steps"] if s["model"]}

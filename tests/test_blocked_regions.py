@@ -51,7 +51,7 @@ def _reorders(model) -> int:
 
 def test_every_band_model_blocked_computes_its_plain_form(cnn, tmp_path):
     plan = make_plan([cnn], {NAME: all_parts(cnn)})
-    manifest = deploy(plan, {NAME: cnn}, tmp_path / "dep", regions=True)
+    manifest = deploy(plan, {NAME: cnn}, tmp_path / "dep", regions=True, every_band=True)
     block = ob.block_size(ort.SessionOptions())
     rels = sorted({s["model"] for p in manifest["partitions"] for s in p["steps"] if s.get("region")})
     assert rels
@@ -85,7 +85,7 @@ def test_every_band_model_blocked_computes_its_plain_form(cnn, tmp_path):
 @pytest.mark.parametrize("data_bytes", [4, 2], ids=["fp32", "fp16"])
 def test_a_blocked_region_deployment_computes_what_onnx_runtime_computes(cnn, tmp_path, data_bytes):
     plan = make_plan([cnn], {NAME: all_parts(cnn)}, data_bytes=data_bytes)
-    manifest = deploy(plan, {NAME: cnn}, tmp_path / "dep", regions=True)
+    manifest = deploy(plan, {NAME: cnn}, tmp_path / "dep", regions=True, every_band=True)
     result = measure(tmp_path / "dep", frames=2, layout="blocked")
     tol = 1e-4 if data_bytes == 4 else RTOL["float16"] * result["max_abs_output"][NAME]
     assert result["max_abs_diff"][NAME] <= tol

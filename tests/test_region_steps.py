@@ -55,9 +55,11 @@ def band_bytes(manifest, step, parity: int) -> tuple[set[int], set[int]]:
     return read, written
 
 
-def deployed(cnn, tmp_path, k: int, **kw):
+def deployed(cnn, tmp_path, k: int, every_band: bool = True, **kw):
+    """Every band a region step (here the test net's bands are few and mostly unique: the
+    default runs a band no other shares as its firings, test_every_band_model_serves...)."""
     plan = make_plan([cnn], {NAME: parts_of(cnn, k)}, **kw)
-    manifest = deploy(plan, {NAME: cnn}, tmp_path / "dep", regions=True)
+    manifest = deploy(plan, {NAME: cnn}, tmp_path / "dep", regions=True, every_band=every_band)
     return plan, manifest
 
 
@@ -93,6 +95,26 @@ def test_one_band_holds_the_stride_2_conv_and_the_residual_join(cnn, tmp_path):
     # the bands of the steady state share one model: fewer models than region steps
     regions = [s["model"] for p in manifest["partitions"] for s in p["steps"] if s.get("region")]
     assert len(set(regions)) < len(regions)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3], ids=["rows", "parts-of-2", "parts-of-3"])
+def test_every_band_model_serves_two_bands_or_more(cnn, tmp_path, k):
+    """A band whose model no other band would share runs as its firings' own steps
+    (deploy/build/regions.shared): every region model is bound by two steps or more, and the
+    plan's firings are all there, each once (the outputs: checked against ONNX Runtime above)."""
+    from collections import Counter
+    plan, manifest = deployed(cnn, tmp_path, k, every_band=False)
+    steps = [s for p in manifest["partitions"] for s in p["steps"]]
+    uses = Counter(s["model"] for s in steps if s.get("region"))
+    assert not uses or min(uses.values()) >= 2
+    computed = Counter(tuple(f) for s in steps for f in (s.get("region") or [[s["layer"], s.get("phase", 0)]]))
+    want = Counter((n, p) for n, count in plan["phases"][NAME].items() for p in range(max(1, count)))
+    assert computed == want
+    # with every band a region step some band has a model of its own (start-up, drain)
+    alone = deploy(plan, {NAME: cnn}, tmp_path / "alone", regions=True, every_band=True)
+    once = Counter(s["model"] for p in alone["partitions"] for s in p["steps"] if s.get("region"))
+    assert min(once.values()) == 1 and len(once) > len(uses)
+    assert len(steps) > sum(len(p["steps"]) for p in alone["partitions"])
 
 
 def test_adjacent_firings_of_one_layer_run_as_one_conv(cnn, tmp_path):

@@ -22,7 +22,7 @@ from onnx.external_data_helper import uses_external_data
 
 from csdf.model import CNN, INPUT, edge_name
 from csdf.parts import part_rows, rows_per_phase
-from deploy.build.regions import band_step, bands, prune
+from deploy.build.regions import band_step, bands, prune, shared
 from deploy.runtime import arena, manifest as mf
 from deploy.checks import plan_check
 from deploy.steps.parts import InPort, OutPort, counted_rows, step_model, window_rows
@@ -71,12 +71,13 @@ def _stored_by_rows(plan_edges: dict, phases: dict, rep: dict[str, str]) -> set[
 
 def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
            backend: str = "onnxruntime", with_profile: bool = False,
-           where: str = "plan", regions: bool = False) -> dict[str, Any]:
+           where: str = "plan", regions: bool = False, every_band: bool = False) -> dict[str, Any]:
     """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest.
     The plan is checked first (deploy/checks/plan_check.py; `where` names it in the one-line
     refusal), so nothing is written for a plan the explorer could not have made.
     `regions`: consecutive firings by parts run as region steps, one call per band
-    (deploy/build/regions.py); else one step per firing."""
+    (deploy/build/regions.py), a band whose model no other band shares as its firings' own
+    steps (regions.shared) unless `every_band`; else one step per firing."""
     dtype = DTYPES.get(plan.get("data_bytes", 4)) if isinstance(plan.get("data_bytes", 4), int) else None
     if dtype is None:
         raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
@@ -144,8 +145,11 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
             if layer_name not in cnn.graph:
                 raise InputError(f"plan: firings of {part['name']} name unknown layer {layer_name!r}")
         copies = lambda a, b_, c=cnn.name: _edge_copies(plan_edges, c, a, b_)  # noqa: E731
-        items = (prune(cnn, bands(cnn, firings, ph, copies, edges, stored, set(member)), ph,
-                       set(part["layers"])) if regions else [(name, None) for name in firings])
+        items = [(name, None) for name in firings]
+        if regions:
+            items = prune(cnn, bands(cnn, firings, ph, copies, edges, stored, set(member)), ph,
+                          set(part["layers"]))
+            items = items if every_band else shared(cnn, items, edges)
         for item in items:
             if isinstance(item, list):            # a band: one region step
                 steps.append(band_step(cnn, item, edges, dtype, out, models, region_keys, _safe))

@@ -53,10 +53,9 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
     frame}, "frame_ms": ms per frame, "calls": calls per frame, "call_bytes": the heap one
     call's ONNX Runtime binding keeps, averaged (where glibc reports the heap): 2.0-2.4 KiB
     measured on MobileNetV2 and YOLOv2-16 (1.5 MiB for YOLOv2-16's 655 region steps), 4-6
-    KiB for a band model's dozen ports}.
-    With `keep` (a folder),
-    also "probes": the workspace probe's jobs of its step models in the forms it runs
-    (every step model with `whole`, else the by-parts ones: deploy/profile/deployed_forms.py).
+    KiB for a band model's dozen ports}. With `keep` (a folder), also "probes": the
+    workspace probe's jobs of its step models in the forms it runs (every step model with
+    `whole`, else the by-parts ones: deploy/profile/deployed_forms.py).
 
     A layer's ms is the median over frames of the sum of its calls' times in that frame.
     `frame_ms` is the median of frames run exactly as Executor.run_stream runs them (no
