@@ -29,15 +29,14 @@ Files are read with InputError (file, key, expected) on anything malformed.
 from __future__ import annotations
 
 import json
-from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
-from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from explorer.app.yamlload import StrictLoader
+from explorer.throughput.layer_times import LayerTimes
 from sdf3.errors import InputError
 
 FORMAT = "memtrade-profile"
@@ -61,136 +60,6 @@ class Roofline:
 
     def peak_for(self, precision: str) -> float:
         return self.peak_gflops * self.speedup.get(precision, 1.0)
-
-
-@dataclass
-class LayerTimes:
-    """Measured times of one layer (milliseconds)."""
-    whole_ms: float
-    part_ms: float | None = None     # one phase, when run in `phases` phases
-    phases: int | None = None
-    whole_ws_bytes: int | None = None   # backend workspace of the layer run whole
-    part_ws_bytes: int | None = None    # ... of one phase (explorer/memory/buffers.py counts them)
-    whole_session_bytes: int | None = None  # session state of the layer's whole step model
-    part_session_bytes: int | None = None   # ... of its part model (explorer/memory/buffers.py)
-    # measured time of the whole layer per frame (all its phases) at phase counts Φ of the
-    # granularity ladder {Φ: ms} (explore profile; docs/throughput.md); wins when present
-    by_phases: dict[int, float] = field(default_factory=dict)
-    # the context of `by_phases` and a second one (explore profile; csdf/regions.py):
-    # `region` {Φ: parameters of the layer's by-parts region in the deployment that measured
-    # by_phases}, `alone` {Φ: ms per frame measured with every neighbour whole}
-    region: dict[int, float] = field(default_factory=dict)
-    alone: dict[int, float] = field(default_factory=dict)
-    # the layer whole with a neighbour in parts (it reads or writes rows rings, not ONNX
-    # Runtime's blocked layout): median over the profile's deployments where it was so
-    beside_ms: float | None = None
-    # region steps (`explore profile --steps regions`): in the ladder's deployment at Φ,
-    # the session state of the by-parts models the layer is computed in (band models shared
-    # by the layer's firings in them), and the largest workspace of those models
-    # (deploy/profile/bands.py; explorer/memory/buffers.py counts them)
-    band_session_bytes: dict[int, float] = field(default_factory=dict)
-    band_ws_bytes: dict[int, float] = field(default_factory=dict)
-    # the same with every neighbour whole (the ladder's alone deployments)
-    alone_session_bytes: dict[int, float] = field(default_factory=dict)
-    alone_ws_bytes: dict[int, float] = field(default_factory=dict)
-    # the layer whole beside a layer by parts (its model reads or writes a rows ring): the
-    # largest over the ladder's deployments where it was so
-    beside_session_bytes: int | None = None
-    beside_ws_bytes: int | None = None
-    # what each call of the layer's steps holds in a deployment (its ONNX Runtime binding
-    # and the executor's views; deploy/profile/ladder.py `step_times`)
-    call_bytes: int | None = None
-
-    def band_bytes(self, phases: int, alone: bool = False, region: float | None = None,
-                   own: float = 0.0) -> tuple[int, int] | None:
-        """(session state, workspace) of the models computing this layer in `phases`
-        phases beside layers by parts (or `alone`), at the ladder's nearest Φ; whole
-        (`phases` 1) beside a layer by parts; None where the profile measured none.
-        `region` (the parameters of its by-parts region; `own`: the layer's): between the
-        figures alone and the ladder's by `share`, as its time (`ms_in`). Why: a band model
-        holds a base state besides its nodes' (~20 KiB against ~2.6 KiB a node), shared in
-        the ladder by every layer of a region that spans the CNN; MobileNetV2's first nine
-        layers by parts held 1.5 MiB of by-parts session state where the ladder's shares
-        gave 0.76 and the layers alone 1.81."""
-        if phases <= 1:
-            if self.beside_session_bytes is None:
-                return None
-            return int(self.beside_session_bytes), int(self.beside_ws_bytes or 0)
-        state = self.alone_session_bytes if alone else self.band_session_bytes
-        ws = self.alone_ws_bytes if alone else self.band_ws_bytes
-        if not state:
-            return None
-        near = min(state, key=lambda f: (abs(f - phases), -f))
-        got = int(state[near]), int(ws.get(near, 0))
-        if alone or region is None or not self.alone_session_bytes:
-            return got
-        lone = self.band_bytes(phases, alone=True)
-        w = self.share(phases, region, own)
-        return (int(round(lone[0] + w * (got[0] - lone[0]))),
-                int(round(lone[1] + w * (got[1] - lone[1]))))
-
-    def share(self, phases: int, region: float, own: float) -> float:
-        """Where a by-parts region of `region` parameters lies between the layer alone (0:
-        region = own) and the ladder's region at Φ (1), clamped; 1 where the profile
-        measured no regions (csdf/regions.py says why regions matter)."""
-        if not self.region:
-            return 1.0
-        span = _interpolate(self.region, phases) - own
-        return 1.0 if span <= 0 else min(1.0, max(0.0, (region - own) / span))
-
-    def ms(self, phases: int, default_phase_ms: float = 0.0, monotone: bool = True) -> float:
-        """Time in `phases` phases: with `by_phases`, linear between the nearest measured
-        phase counts (whole = Φ 1; beyond the last, extended by its last slope), each
-        measured time raised to the largest at fewer phases; else linear between whole (Φ=1)
-        and the measured parts (Φ=phases), never below whole. Either way more phases never
-        run faster: a measured dip (1-8% on 11 of ResNet-50's 70 layers, session 4) is the
-        shared machine's noise, and it would let a finer plan dominate a coarser one.
-        `monotone` False (a profile that timed region steps): the measured points as they
-        are. A band's one call is shared among its layers by work (deploy/profile/ladder.py),
-        so a layer's share moves with the band's other layers from rung to rung, not with
-        its own phases: MobileNetV2's features_2_dw measured 0.54, 0.59, 0.46, 0.14 ms at
-        Φ 2, 4, 7, 14, and the running maximum priced a plan with it at Φ 14 (measured
-        0.16 ms) at 0.59, the plan's whole frame 23% slow."""
-        if self.by_phases and phases > 1:
-            return _interpolate({1: self.whole_ms, **self.by_phases}, phases, monotone)
-        if phases <= 1:
-            return self.whole_ms
-        if self.part_ms is None or not self.phases or self.phases <= 1:
-            return self.whole_ms + (phases - 1) * default_phase_ms
-        slope = (self.part_ms * self.phases - self.whole_ms) / (self.phases - 1)
-        return self.whole_ms + (phases - 1) * max(0.0, slope)
-
-    def ms_in(self, phases: int, region: float, own: float,
-              default_phase_ms: float = 0.0, beside: bool = False, monotone: bool = True) -> float:
-        """Time in `phases` phases inside a by-parts region of `region` parameters (`own`:
-        the layer's): between the time alone (region = own) and the ladder's (region = the
-        ladder's region at Φ), linear in the region's parameters and clamped to the two
-        measured contexts (csdf/regions.py says why). Without `alone`: ms().
-        Whole (Φ 1): `beside_ms` when `beside` (a neighbour in parts) and measured."""
-        if phases <= 1:
-            return self.beside_ms if beside and self.beside_ms is not None else self.whole_ms
-        ladder = self.ms(phases, default_phase_ms, monotone)
-        if not self.alone or not self.region:
-            return ladder
-        alone = _interpolate({1: self.whole_ms, **self.alone}, phases, monotone)
-        return alone + self.share(phases, region, own) * (ladder - alone)
-
-
-def _interpolate(points: dict[int, float], x: int, monotone: bool = True) -> float:
-    """Piecewise-linear through the measured (Φ, ms) points, each raised to the largest ms
-    at a smaller Φ when `monotone` (a running maximum: never faster with more phases);
-    outside them, the nearest segment extended (a single point: that value)."""
-    xs = sorted(points)
-    ys = list(accumulate((points[v] for v in xs), max)) if monotone else [points[v] for v in xs]
-    if len(xs) == 1:
-        return ys[0]
-    at = bisect_left(xs, x)
-    if at < len(xs) and xs[at] == x:
-        return ys[at]
-    hi = min(max(at, 1), len(xs) - 1)         # the segment around x, or the nearest one
-    lo = hi - 1
-    slope = (ys[hi] - ys[lo]) / (xs[hi] - xs[lo])
-    return max(0.0, ys[lo] + slope * (x - xs[lo]))
 
 
 @dataclass
