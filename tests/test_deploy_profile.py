@@ -199,6 +199,29 @@ def test_band_bytes_lie_between_alone_and_the_ladder_by_region():
     assert t.band_bytes(4, region=5000.0, own=10.0) == (100, 10)       # clamped to the ladder's
 
 
+def test_a_whole_layer_beside_parts_counts_its_side(tmp_path):
+    """A whole layer beside parts counts what it held reading a rows ring ("in"), writing
+    one ("out") or both, as the profile filed it per side (the largest measured for a side
+    it never had; a plain number, as older profiles filed it, for every side); the file
+    keeps the sides and refuses others with one line."""
+    from explorer.throughput.device_profile import DeviceProfile, load_profile, save_profile
+    from explorer.throughput.layer_times import LayerTimes
+    from sdf3.errors import InputError
+
+    t = LayerTimes(1.0, beside_session_bytes={"in": 100, "both": 300},
+                   beside_ws_bytes={"in": 10, "both": 90})
+    assert t.band_bytes(1, side="in") == (100, 10)
+    assert t.band_bytes(1, side="both") == (300, 90)
+    assert t.band_bytes(1, side="out") == (300, 90)
+    assert LayerTimes(1.0, beside_session_bytes=7, beside_ws_bytes=3).band_bytes(1, side="in") == (7, 3)
+    path = save_profile(DeviceProfile(name="p", models={"m": {"a": t}}), tmp_path / "p.yaml")
+    back = load_profile(path).models["m"]["a"]
+    assert back.beside_ws_bytes == {"in": 10, "both": 90}
+    path.write_text(path.read_text().replace("both:", "up:"))
+    with pytest.raises(InputError, match="sides must be in, out or both"):
+        load_profile(path)
+
+
 def test_region_step_profiles_keep_the_measured_points():
     """A profile that timed region steps (meta steps: regions) prices a layer at its
     measured points as they are: its share of a band's call moves with the band, not with

@@ -111,6 +111,13 @@ def test_layers_by_parts_count_their_measured_models(tmp_path):
                     if n not in ("x", "dw2", "pw3"))
                 + (6000 + 10 * i["dw2"]) + pw3_models * (5000 + 10 * i["pw3"]))
     assert session_bytes(two, phases, tables) == expected
+    # filed per side: conv1 whole writes dw2's rows ring ("out"), add3 reads pw3's ("in")
+    for n in ("conv1", "add3"):
+        tables["tiny"][n].beside_session_bytes = {"in": 100 + i[n], "out": 200 + i[n],
+                                                  "both": 300 + i[n]}
+    expected += (200 + i["conv1"]) - (8000 + 10 * i["conv1"])
+    expected += (100 + i["add3"]) - (8000 + 10 * i["add3"])
+    assert session_bytes(two, phases, tables) == expected
 
 
 def test_the_cnn_outputs_are_counted_with_the_runtime_bytes(tmp_path):

@@ -275,9 +275,11 @@ class Ladder:
                     kind = "band" if group is None else "alone"
                     entry.setdefault(f"{kind}_session_bytes", {})[phases[name]] = bands[name][0]
                     entry.setdefault(f"{kind}_ws_bytes", {})[phases[name]] = bands[name][1]
-                elif name in bands:                        # whole beside parts: the most
+                elif name in bands:       # whole beside parts: the most, per side
+                    side = _side(cnn, name, phases)
                     for key, value in zip(("beside_session_bytes", "beside_ws_bytes"), bands[name]):
-                        entry[key] = max(entry.get(key) or 0, value)
+                        got = entry.setdefault(key, {})
+                        got[side] = max(got.get(side, 0), value)
             if progress:
                 progress(label, sum(times.values()))
         per_call = [t["call_bytes"] for t in self.best if t and "call_bytes" in t]
@@ -286,6 +288,13 @@ class Ladder:
             if per_call:      # what each call's binding holds (step_times)
                 entry["call_bytes"] = int(round(float(np.median(per_call))))
         return table
+
+
+def _side(cnn: CNN, name: str, phases: dict[str, int]) -> str:
+    """Whether whole layer `name` reads a rows ring ("in"), writes one ("out") or both."""
+    reads = any(phases.get(m, 1) > 1 for m in cnn.graph.predecessors(name))
+    writes = any(phases.get(m, 1) > 1 for m in cnn.graph.successors(name))
+    return "both" if reads and writes else "in" if reads else "out"
 
 
 if __name__ == "__main__":

@@ -98,11 +98,12 @@ def workspace_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None)
 
 def _contexts(cnn, layers: list[str], ph: dict[str, int]):
     """Per partition (`layers`): {layer: parameters of its by-parts region}, {layer: layers
-    of that region}, and the whole layers beside a layer by parts (csdf/regions.py)."""
+    of that region}, the whole layers beside a layer by parts (csdf/regions.py), and the
+    partition's layers."""
     params = {n: cnn.layer(n).param_count for n in layers}
     edges = list(cnn.graph.edges())
     return (region_params(layers, edges, ph, params), region_sizes(layers, edges, ph),
-            beside_parts(layers, edges, ph))
+            beside_parts(layers, edges, ph), set(layers))
 
 
 def _band(cnn, layer: str, ph: dict[str, int], contexts, t) -> tuple[int, int] | None:
@@ -113,10 +114,14 @@ def _band(cnn, layer: str, ph: dict[str, int], contexts, t) -> tuple[int, int] |
     whole layer among whole ones, or unmeasured."""
     if not hasattr(t, "band_bytes"):
         return None
-    regions, sizes, beside = contexts
+    regions, sizes, beside, inside = contexts
     n = ph.get(layer, 1)
     if n <= 1:
-        return t.band_bytes(1) if layer in beside else None
+        if layer not in beside:
+            return None
+        reads = any(ph.get(m, 1) > 1 for m in cnn.graph.predecessors(layer) if m in inside)
+        writes = any(ph.get(m, 1) > 1 for m in cnn.graph.successors(layer) if m in inside)
+        return t.band_bytes(1, side="both" if reads and writes else "in" if reads else "out")
     if sizes.get(layer, 1) > 1:
         return t.band_bytes(n, region=regions[layer], own=cnn.layer(layer).param_count)
     return t.band_bytes(n, alone=True)

@@ -167,8 +167,17 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     optional: dict[str, Any] = {k: int(_num(where, f"{key}.{k}", data[k]))
                                 for k in ("whole_ws_bytes", "part_ws_bytes",
                                           "whole_session_bytes", "part_session_bytes",
-                                          "beside_session_bytes", "beside_ws_bytes", "call_bytes")
+                                          "call_bytes")
                                 if data.get(k) is not None}
+    for k in ("beside_session_bytes", "beside_ws_bytes"):      # a number, or {side: number}
+        if isinstance(data.get(k), dict):
+            optional[k] = {str(side): int(_num(where, f"{key}.{k}.{side}", v))
+                           for side, v in data[k].items()}
+            if not set(optional[k]) <= {"in", "out", "both"}:
+                raise InputError(f"{where}: {key}.{k}: sides must be in, out or both, got "
+                                 f"{sorted(optional[k])}")
+        elif data.get(k) is not None:
+            optional[k] = int(_num(where, f"{key}.{k}", data[k]))
     if data.get("beside_ms") is not None:
         optional["beside_ms"] = _num(where, f"{key}.beside_ms", data["beside_ms"])
     by = {name: _by_phases(where, f"{key}.{name}", data.get(name, {}))

@@ -43,14 +43,16 @@ class LayerTimes:
     alone_ws_bytes: dict[int, float] = field(default_factory=dict)
     # the layer whole beside a layer by parts (its model reads or writes a rows ring): the
     # largest over the ladder's deployments where it was so
-    beside_session_bytes: int | None = None
-    beside_ws_bytes: int | None = None
+    # ({side: bytes}, side "in" reading a ring, "out" writing one, "both"; a plain number:
+    # any side, as profiles before session 11 filed it)
+    beside_session_bytes: int | dict[str, int] | None = None
+    beside_ws_bytes: int | dict[str, int] | None = None
     # what each call of the layer's steps holds in a deployment (its ONNX Runtime binding
     # and the executor's views; deploy/profile/ladder.py `step_times`)
     call_bytes: int | None = None
 
     def band_bytes(self, phases: int, alone: bool = False, region: float | None = None,
-                   own: float = 0.0) -> tuple[int, int] | None:
+                   own: float = 0.0, side: str | None = None) -> tuple[int, int] | None:
         """(session state, workspace) of the models computing this layer in `phases`
         phases beside layers by parts (or `alone`), at the ladder's nearest Φ; whole
         (`phases` 1) beside a layer by parts; None where the profile measured none.
@@ -59,11 +61,14 @@ class LayerTimes:
         holds a base state besides its nodes' (~20 KiB against ~2.6 KiB a node), shared in
         the ladder by every layer of a region that spans the CNN; MobileNetV2's first nine
         layers by parts held 1.5 MiB of by-parts session state where the ladder's shares
-        gave 0.76 and the layers alone 1.81."""
+        gave 0.76 and the layers alone 1.81. Whole beside parts: the figures of its `side`
+        ("in": it reads a rows ring, "out": writes one, "both"), the largest measured where
+        that side was not: YOLOv2-16's conv8 needs 8.4 MiB of workspace writing a ring and
+        reading one, and its front plan with conv8 reading one held 5 MiB less than planned."""
         if phases <= 1:
             if self.beside_session_bytes is None:
                 return None
-            return int(self.beside_session_bytes), int(self.beside_ws_bytes or 0)
+            return _side(self.beside_session_bytes, side), _side(self.beside_ws_bytes, side)
         state = self.alone_session_bytes if alone else self.band_session_bytes
         ws = self.alone_ws_bytes if alone else self.band_ws_bytes
         if not state:
@@ -139,3 +144,10 @@ def _interpolate(points: dict[int, float], x: int, monotone: bool = True) -> flo
     lo = hi - 1
     slope = (ys[hi] - ys[lo]) / (xs[hi] - xs[lo])
     return max(0.0, ys[lo] + slope * (x - xs[lo]))
+
+
+def _side(value: int | dict[str, int] | None, side: str | None) -> int:
+    """A beside figure for `side`: the side's own, else the largest measured."""
+    if isinstance(value, dict):
+        return int(value[side]) if side in value else int(max(value.values(), default=0))
+    return int(value or 0)
