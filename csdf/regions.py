@@ -68,3 +68,13 @@ def beside_parts(layers: Iterable[str], edges: Iterable[tuple[str, str]],
             if pa != pb:
                 out.add(b if pa else a)
     return out
+
+
+def ring_side(graph, layer: str, phases: dict[str, int], inside: set[str] | None = None) -> str:
+    """Whether whole layer `layer`, beside a layer by parts, reads a rows ring ("in": a
+    producer in parts), writes one ("out": a consumer in parts) or both; only neighbours in
+    `inside` (its partition) count, all of them without it."""
+    def split(ns) -> bool:
+        return any(phases.get(m, 1) > 1 for m in ns if inside is None or m in inside)
+    reads, writes = split(graph.predecessors(layer)), split(graph.successors(layer))
+    return "both" if reads and writes else "in" if reads else "out"

@@ -77,7 +77,9 @@ class OrtBackend:
         # called with (session key, the graph it runs, its weights) as each session is built:
         # the profile keeps the forms as deployed to measure them (deploy/profile/deployed_forms.py)
         self.on_session: Callable[[str, onnx.ModelProto, dict[str, np.ndarray]], None] | None = None
-        self.bind_heap = [0, 0]     # heap the bindings kept, and how many (a call's share)
+        # [heap the bindings kept, how many]: counted only when a caller sets it (the
+        # profile's ladder, deploy/profile/ladder.py), off every other load
+        self.bind_heap: list[int] | None = None
 
     # -- storage formats ----------------------------------------------------------------
     def prepare(self, manifest: dict, root: str | Path) -> None:
@@ -309,7 +311,7 @@ class OrtBackend:
 
     def _bind(self, session: ort.InferenceSession, inputs: dict[str, np.ndarray],
               outputs: dict[str, np.ndarray]) -> Callable[[], None]:
-        before = heap_in_use()
+        before = heap_in_use() if self.bind_heap is not None else None
         binding = session.io_binding()
         declared = {v.name: v.shape for v in session.get_inputs() + session.get_outputs()}
         for name, arr in inputs.items():

@@ -71,6 +71,7 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
     manifest = mf.load(deploy_dir)
     backend_ort.init_runtime(threads, True)
     be = OrtBackend(manifest["dtype"], threads, True, layout)
+    be.bind_heap = [0, 0]
     keeper = None
     if keep is not None:
         from deploy.profile.deployed_forms import FormKeeper
@@ -240,7 +241,7 @@ class Ladder:
         timed so far (see profile_ladder; "region": the parameters of the layer's by-parts
         region where by_phases was measured; "beside_ms": the median of its times whole
         beside a layer in parts, None if never; csdf/regions.py)."""
-        from csdf.regions import beside_parts, region_params
+        from csdf.regions import beside_parts, region_params, ring_side
         cnn = self.cnn
         beside: dict[str, list[float]] = {}
         params = {n: cnn.layer(n).param_count for n in cnn.order()}
@@ -276,7 +277,7 @@ class Ladder:
                     entry.setdefault(f"{kind}_session_bytes", {})[phases[name]] = bands[name][0]
                     entry.setdefault(f"{kind}_ws_bytes", {})[phases[name]] = bands[name][1]
                 elif name in bands:       # whole beside parts: the most, per side
-                    side = _side(cnn, name, phases)
+                    side = ring_side(cnn.graph, name, phases)
                     for key, value in zip(("beside_session_bytes", "beside_ws_bytes"), bands[name]):
                         got = entry.setdefault(key, {})
                         got[side] = max(got.get(side, 0), value)
@@ -288,13 +289,6 @@ class Ladder:
             if per_call:      # what each call's binding holds (step_times)
                 entry["call_bytes"] = int(round(float(np.median(per_call))))
         return table
-
-
-def _side(cnn: CNN, name: str, phases: dict[str, int]) -> str:
-    """Whether whole layer `name` reads a rows ring ("in"), writes one ("out") or both."""
-    reads = any(phases.get(m, 1) > 1 for m in cnn.graph.predecessors(name))
-    writes = any(phases.get(m, 1) > 1 for m in cnn.graph.successors(name))
-    return "both" if reads and writes else "in" if reads else "out"
 
 
 if __name__ == "__main__":

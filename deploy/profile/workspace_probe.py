@@ -77,17 +77,16 @@ def _probe(job: dict) -> tuple[int, int]:
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
     disabled = None
-    if job["mode"] == "deployed":      # as OrtBackend loads its sessions' final forms
+    source, values = job["model"], {}
+    if job["mode"] == "deployed":      # as OrtBackend loads its sessions' final forms,
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        source, values = handed_in(job["model"], opts)     # weights handed in: not the session's
+        weights = 0
     elif job["mode"] == "stripped":
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     else:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         disabled = ["NchwcTransformer"] if job["mode"] == "nchw" else None
-    source, values = job["model"], {}
-    if job["mode"] == "deployed":     # weights handed in: not the session's
-        source, values = handed_in(job["model"], opts)
-        weights = 0
     loaded = _in_use()
     sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"],
                                 disabled_optimizers=disabled)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from csdf.model import CNN
-from csdf.regions import beside_parts, region_params, region_sizes
+from csdf.regions import beside_parts, region_params, region_sizes, ring_side
 
 
 @dataclass
@@ -119,9 +119,7 @@ def _band(cnn, layer: str, ph: dict[str, int], contexts, t) -> tuple[int, int] |
     if n <= 1:
         if layer not in beside:
             return None
-        reads = any(ph.get(m, 1) > 1 for m in cnn.graph.predecessors(layer) if m in inside)
-        writes = any(ph.get(m, 1) > 1 for m in cnn.graph.successors(layer) if m in inside)
-        return t.band_bytes(1, side="both" if reads and writes else "in" if reads else "out")
+        return t.band_bytes(1, side=ring_side(cnn.graph, layer, ph, inside))
     if sizes.get(layer, 1) > 1:
         return t.band_bytes(n, region=regions[layer], own=cnn.layer(layer).param_count)
     return t.band_bytes(n, alone=True)

@@ -91,14 +91,14 @@ class GeneSpace:
         for i, (cnn, _) in enumerate(self.layers):
             by_cnn.setdefault(cnn, []).append(i)
         out: list[tuple[int, ...]] = []
-        for share in PREFIX_SHARES:
-            first = {i for idx in by_cnn.values() for i in idx[:max(1, int(len(idx) * share))]}
+        prefixes = [{i for idx in by_cnn.values() for i in idx[:max(1, int(len(idx) * share))]}
+                    for share in PREFIX_SHARES]
+        for first in prefixes:
             out.append(self.binary([i in first for i in range(len(self.layers))]))
         for rung in range(1, max(self.upper)):
             out.append(tuple(min(rung, top) for top in self.upper))
         tallest = max(r[0] for r in self.ladders)
-        for share in PREFIX_SHARES:     # the memory end where parts pay only in a chain
-            first = {i for idx in by_cnn.values() for i in idx[:max(1, int(len(idx) * share))]}
+        for first in prefixes:          # the memory end where parts pay only in a chain
             k = 1
             while k < tallest:
                 out.append(tuple(self.at_rows(i, k) if i in first else 0
