@@ -5,11 +5,15 @@ parameters, buffers and workspace. Figures here are computed from the table in t
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from explorer.memory.buffers import session_bytes
+from deploy.build.derive import derive as deploy
+from deploy.ort.backend import OrtBackend
+from deploy.runtime.executor import Executor
+from explorer.memory.buffers import parity_bound, session_bytes
 from explorer.plan.derive import derive
 from explorer.throughput.device_profile import LayerTimes
-from test_deploy_fixtures import make_app, tiny_cnn
+from test_deploy_fixtures import make_app, plan_of, tiny_cnn
 
 
 def table(cnn) -> dict:
@@ -138,3 +142,37 @@ def test_the_cnn_outputs_are_counted_with_the_runtime_bytes(tmp_path):
     assert d.output_bytes == one_copy
     assert d.memory_bytes == (d.param_bytes + d.buffer_bytes + d.workspace_bytes
                               + d.session_bytes + one_copy)
+
+
+@pytest.mark.parametrize("pipelined,placement", [(True, "offsets"), (True, "shared-objects"),
+                                                 (False, "offsets")])
+def test_the_layers_bound_per_parity_are_the_deployments(tmp_path, pipelined, placement):
+    """parity_bound names exactly the layers whose steps the executor binds twice (a view
+    per frame parity): the ends of a tensor stored twice across a pipeline (with one buffer
+    per tensor, every reader of it) and a pipelined CNN's output layer; none in one
+    partition or without a pipeline. The cut puts one reader of add3 (se_gap) beside it and
+    one (se_mul) across: se_gap binds per parity with one buffer per tensor only."""
+    cnn = tiny_cnn(tmp_path)
+    app = make_app([cnn], split={"tiny": 7}, pipelined=pipelined, placement=placement)
+    order = cnn.order()
+    phases = {"tiny": {n: 1 for n in order} | {"conv1": 4, "dw2": 3}}
+    manifest = deploy(plan_of(app, phases), {"tiny": cnn}, tmp_path / "dep")
+    ex = Executor(manifest, tmp_path / "dep", OrtBackend(manifest["dtype"], 1))
+    bound: dict[str, set[bool]] = {}
+    for part in manifest["partitions"]:
+        for i, step in enumerate(part["steps"]):
+            if step["model"]:
+                apart = ex.views[(part["name"], i, 0)] is not ex.views[(part["name"], i, 1)]
+                bound.setdefault(step["layer"], set()).add(apart)
+    assert all(len(v) == 1 for v in bound.values())      # every phase of a layer alike
+    twice = {name for name, v in bound.items() if True in v}
+    want = set().union(*(parity_bound(app, p, cnn) for p in app.partitions))
+    assert twice == want, (twice, want)
+    assert bool(twice) == pipelined
+    tables = {"tiny": table(cnn)}
+    for k, name in enumerate(order):
+        tables["tiny"][name].call_bytes = 300 + k
+    calls = sum((300 + k) * phases["tiny"][n] * (2 if n in twice else 1)
+                for k, n in enumerate(order) if n != "x")
+    without = {"tiny": table(cnn)}
+    assert session_bytes(app, phases, tables) == session_bytes(app, phases, without) + calls

@@ -93,11 +93,11 @@ class Executor:
                     raise
                 except Exception as err:
                     raise _failed(part["cnn"], part["name"], labels[-1], err) from None
-                # a step that binds the same edges on both parities and writes no CNN output
-                # (any step outside a pipeline) has one binding for both: ONNX Runtime keeps
-                # ~2.3 KB per binding, and a by-parts frame has a step per layer and phase
-                same = all(b["kind"] == "const" or (b["kind"] in ("edge", "frame")
-                                                    and b["edges"][0] == b["edges"][1])
+                # a step that binds the same edges on both parities (any step outside a
+                # pipeline) has one binding for both: ONNX Runtime keeps ~2.3 KB per
+                # binding, and a by-parts frame has a step per layer and phase
+                same = all(b["kind"] == "const" or (b["kind"] == "output" and not run.pipelined)
+                           or (b["kind"] in ("edge", "frame") and b["edges"][0] == b["edges"][1])
                            for b in step["bind"])
                 for parity in (0, 1):
                     if parity == 1 and same:

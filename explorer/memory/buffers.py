@@ -137,7 +137,8 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
     And every call a frame makes holds its binding to the arena for the run: a layer's Φ
     calls (its `call_bytes` each, measured by the profile's ladder; region steps make at
     most one call per firing, so this bounds them from above: YOLOv2-16's least-memory
-    plan counts 962 calls, 2.7 MiB, and runs 655 as region steps)."""
+    plan counts 962 calls, 2.7 MiB, and runs 655 as region steps); twice for a step bound
+    apart on each frame parity (`parity_bound`)."""
     if not tables:
         return 0
     from csdf.model import INPUT
@@ -146,6 +147,7 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
     for part in app.partitions:
         table, ph, cnn = tables.get(part.cnn, {}), phases.get(part.cnn, {}), app.cnns[part.cnn]
         contexts = _contexts(cnn, part.layers, ph)
+        twice = parity_bound(app, part, cnn)
         for layer in part.layers:
             t = table.get(layer)
             if t is None:
@@ -153,7 +155,7 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
             if cnn.layer(layer).op == INPUT:     # the frame copy: no model, no binding
                 continue
             n = ph.get(layer, 1)
-            total += max(1, n) * int(getattr(t, "call_bytes", None) or 0)
+            total += max(1, n) * int(getattr(t, "call_bytes", None) or 0) * (2 if layer in twice else 1)
             band = _band(cnn, layer, ph, contexts, t)
             if band is not None:
                 total += band[0]
@@ -164,6 +166,27 @@ def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -
             else:
                 total += int(t.whole_session_bytes or 0)
     return total
+
+
+def parity_bound(app, part, cnn: CNN) -> set[str]:
+    """Layers of partition `part` whose steps bind each frame parity apart, two ONNX Runtime
+    bindings each (deploy/runtime/executor.py binds a step once when both parities bind the
+    same views): in a CNN whose partitions pipeline frames, its output layers (an output
+    array per parity); and every layer that reads or writes a tensor stored twice
+    (explorer.memory.lifetimes: an edge between two partitions of one pipeline set; with one
+    buffer per tensor, explorer.memory.tensors, every edge of its tensor). The executor's
+    rule, kept in step by tests/test_session_bytes.py."""
+    mine = app.partitions_of(cnn.name)
+    home = {name: p.name for p in mine for name in p.layers}
+    pipelined = len(mine) > 1 and all(p.name in app.pipeline_of(mine[0].name) for p in mine)
+    out = {name for name in part.layers if pipelined and cnn.graph.out_degree(name) == 0}
+    per_tensor = app.placement != "shared-objects"
+    for src, dst in cnn.graph.edges:
+        a, b = home.get(src), home.get(dst)
+        if a is None or b is None or a == b or b not in app.pipeline_of(a):
+            continue
+        out |= {src, dst} | (set(cnn.graph.successors(src)) if per_tensor else set())
+    return out & set(part.layers)
 
 
 def output_bytes(app, tables: dict | None) -> int:
