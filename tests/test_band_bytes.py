@@ -26,6 +26,7 @@ from deploy.ort.backend import OrtBackend
 from deploy.profile import bands, workspace_probe
 from deploy.profile.deployed_forms import FormKeeper, deployed_jobs
 from deploy.runtime.executor import Executor
+from deploy.runtime.footprint import heap_in_use
 from onnx_cases import region_block
 from test_deploy_fixtures import make_plan
 
@@ -146,3 +147,38 @@ def test_a_whole_deployment_probes_every_step(cnn, tmp_path):
     assert {layer for shares, _ in jobs for layer in shares} == {
         s["layer"] for p in manifest["partitions"] for s in p["steps"] if s["model"]}
     assert deployed_jobs(backend, keeper, manifest, tmp_path / "dep", whole=False) == []
+
+
+def test_the_state_counted_is_what_the_deployment_held(cnn, tmp_path, monkeypatch):
+    """With the ladder's count on (OrtBackend.session_heap), each job carries the heap its
+    session kept while the deployment loaded, and band_bytes takes it over the probe's.
+    What loading kept is then all counted: the sessions' state, the weights, the arena and
+    the bindings sum to the heap the load grew by, within 32 KiB (the executor's own views
+    and slot vectors, ~11 KiB here); the sessions hold ~2.5 MB of it."""
+    if heap_in_use() is None:
+        pytest.skip("glibc's mallinfo2 is needed to count heap bytes")
+    manifest = deploy(make_plan([cnn], {"rb": all_parts(cnn)}), {"rb": cnn}, tmp_path / "dep",
+                      regions=True, every_band=True)
+    backend = OrtBackend("float32", 1, layout="blocked", optimize_in_child=True)
+    backend.on_session = keeper = FormKeeper(tmp_path / "forms")
+    backend.session_heap, backend.bind_heap = {}, [0, 0]
+    backend.prepare(manifest, tmp_path / "dep")   # ONNX Runtime's one-time set-up (~10 MB):
+    before = heap_in_use()                        # before the count, as in the ladder's child
+    executor = Executor(manifest, tmp_path / "dep", backend)
+    grown = heap_in_use() - before
+    counted = (sum(backend.session_heap.values()) + backend.param_bytes()
+               + executor.arena.nbytes + backend.bind_heap[0])
+    assert abs(grown - counted) <= 32 << 10, (grown, counted)
+    assert sum(backend.session_heap.values()) > grown // 2
+    jobs = deployed_jobs(backend, keeper, manifest, tmp_path / "dep", whole=False)
+    assert jobs and all(job["held"] == backend.session_heap[backend.session_key(
+        tmp_path / "dep" / next(s["model"] for s in _probed_steps(manifest)
+                                if str(keeper.paths[backend.session_key(tmp_path / "dep" / s["model"])])
+                                == job["model"]))] for _, job in jobs)
+    monkeypatch.setattr(workspace_probe, "measure", lambda js, sessions=False: [(7, 0) for _ in js])
+    monkeypatch.setattr(workspace_probe, "available", lambda: True)
+    want: dict[str, float] = {}
+    for shares, job in jobs:
+        for layer, share in shares.items():
+            want[layer] = want.get(layer, 0.0) + share * job["held"]
+    assert bands.band_bytes(jobs) == {layer: (round(v), 7) for layer, v in want.items()}

@@ -80,6 +80,8 @@ class OrtBackend:
         # [heap the bindings kept, how many]: counted only when a caller sets it (the
         # profile's ladder, deploy/profile/ladder.py), off every other load
         self.bind_heap: list[int] | None = None
+        # {session key: heap its building kept beyond new weights}: likewise for the ladder
+        self.session_heap: dict[str, int] | None = None
 
     # -- storage formats ----------------------------------------------------------------
     def prepare(self, manifest: dict, root: str | Path) -> None:
@@ -197,6 +199,8 @@ class OrtBackend:
         weights before, 2.25 after."""
         skey = f"{layout}:{key}"
         if skey not in self._sessions:
+            before = heap_in_use() if self.session_heap is not None else None
+            known = len(self._by_content)
             okey = "nchw" if layout == "nchw" else "nchwc"
             path = self._optimize(key, layout)
             model = onnx.load(str(path), load_external_data=False)
@@ -223,6 +227,9 @@ class OrtBackend:
             run_path.unlink()
             self._drop_optimized(key, okey)     # ONNX Runtime read only the graph
             trim_heap()
+            if before is not None and self.session_heap is not None:
+                added = list(self._by_content.values())[known:]     # this session's new weights
+                self.session_heap[skey] = heap_in_use() - before - sum(a.nbytes for a, _ in added)
         return self._sessions[skey]
 
     def _shared_weights(self, arrays: dict[str, np.ndarray]

@@ -1,7 +1,13 @@
 """What the step models of a deployment hold (issue 27, item 1): each distinct step model,
 in the form the deployment runs it (deploy/profile/deployed_forms.py), measured by the
-workspace probe (deploy/profile/workspace_probe.py: its session state beyond its weights,
-and the workspace one call needs), then given to the layers it computes.
+workspace probe (deploy/profile/workspace_probe.py: the workspace one call needs, and its
+session state beyond its weights) and, where the ladder's deployment counted it
+(OrtBackend.session_heap), its state as the heap its session kept there, then given to the
+layers it computes. Why the deployment's own count: the probe builds each session alone,
+without the deployment's shared arena and thread pool, and MobileNetV2's reuse-only
+deployment held 36 KiB per whole-layer session where the probe measured 29 (2.34 against
+1.86 MiB over its 66 models; tests/test_band_bytes.py checks that the sessions' counts,
+weights, arena and bindings add up to what loading kept).
 
 Why: a layer by parts beside another by parts runs inside band models, not its own part
 model, and a band model's session holds ONNX Runtime's state for every node of every firing
@@ -33,13 +39,15 @@ def band_bytes(jobs: list[tuple[dict[str, float], dict]]) -> dict[str, tuple[int
     """{layer: (its shares of the step models' session state, the largest workspace of
     those models)} from probe jobs ({layer: share}, job) of a deployment's step models as
     it runs them (deploy/profile/deployed_forms.py); {} where the probe cannot run (not
-    Linux) or nothing was probed."""
+    Linux) or nothing was probed. A job's state is what its session held in the
+    deployment ("held") where the ladder counted it, else the probe's."""
     if not jobs or not workspace_probe.available():
         return {}
     measured = workspace_probe.measure([job for _, job in jobs], sessions=True)
     state: dict[str, float] = {}
     ws: dict[str, int] = {}
-    for (shares, _), (workspace, session) in zip(jobs, measured):
+    for (shares, job), (workspace, session) in zip(jobs, measured):
+        session = job.get("held", session)
         for layer, share in shares.items():
             state[layer] = state.get(layer, 0.0) + share * session
             ws[layer] = max(ws.get(layer, 0), int(workspace))

@@ -80,7 +80,8 @@ def deployed_jobs(backend, keeper: FormKeeper, manifest: dict, root: Path, whole
                   threads: int = 1) -> list[tuple[dict[str, float], dict]]:
     """Per distinct step model probed (`probed`), once the deployment is loaded: ({layer:
     share}, probe job of its kept form bound as its first step binds it: blocked ports in
-    their declared 5-D shapes, row slots and masks by value)."""
+    their declared 5-D shapes, row slots and masks by value; with "held", the heap its
+    session kept in the deployment, where the backend counted it: `session_heap`)."""
     seen, out = set(), []
     dtype = str(np.dtype(manifest["dtype"]))
     for part in manifest["partitions"]:
@@ -102,6 +103,9 @@ def deployed_jobs(backend, keeper: FormKeeper, manifest: dict, root: Path, whole
                 if dims and int(np.prod(dims)) == int(np.prod(shape)):
                     shape = dims
                 ports[side][b["name"]] = {"shape": shape, "dtype": dtype}
-            out.append((shares(step), {"model": str(keeper.paths[skey]), "mode": "deployed",
-                                       "threads": threads, **ports}))
+            job = {"model": str(keeper.paths[skey]), "mode": "deployed", "threads": threads, **ports}
+            held = (backend.session_heap or {}).get(skey)
+            if held is not None:           # what building it kept in the deployment itself
+                job["held"] = max(0, int(held))
+            out.append((shares(step), job))
     return out

@@ -55,7 +55,8 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
     measured on MobileNetV2 and YOLOv2-16 (1.5 MiB for YOLOv2-16's 655 region steps), 4-6
     KiB for a band model's dozen ports}. With `keep` (a folder), also "probes": the
     workspace probe's jobs of its step models in the forms it runs (every step model with
-    `whole`, else the by-parts ones: deploy/profile/deployed_forms.py).
+    `whole`, else the by-parts ones: deploy/profile/deployed_forms.py), each with the heap
+    its session kept here ("held").
 
     A layer's ms is the median over frames of the sum of its calls' times in that frame.
     `frame_ms` is the median of frames run exactly as Executor.run_stream runs them (no
@@ -76,6 +77,7 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
     if keep is not None:
         from deploy.profile.deployed_forms import FormKeeper
         be.on_session = keeper = FormKeeper(keep)
+        be.session_heap = {}
     ex = executor.Executor(manifest, deploy_dir, be)
     be.on_session = None
     run = ex.cnns[cnn]
