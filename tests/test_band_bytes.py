@@ -12,6 +12,7 @@
   deployment of whole layers every step is."""
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from pathlib import Path
 
@@ -163,9 +164,14 @@ def test_the_state_counted_is_what_the_deployment_held(cnn, tmp_path, monkeypatc
     backend.on_session = keeper = FormKeeper(tmp_path / "forms")
     backend.session_heap, backend.bind_heap = {}, [0, 0]
     backend.prepare(manifest, tmp_path / "dep")   # ONNX Runtime's one-time set-up (~10 MB):
-    before = heap_in_use()                        # before the count, as in the ladder's child
-    executor = Executor(manifest, tmp_path / "dep", backend)
-    grown = heap_in_use() - before
+    gc.collect()                                  # before the count, as in the ladder's child;
+    gc.disable()                                  # no earlier test's garbage freed during it
+    try:
+        before = heap_in_use()
+        executor = Executor(manifest, tmp_path / "dep", backend)
+        grown = heap_in_use() - before
+    finally:
+        gc.enable()
     counted = (sum(backend.session_heap.values()) + backend.param_bytes()
                + executor.arena.nbytes + backend.bind_heap[0])
     assert abs(grown - counted) <= 32 << 10, (grown, counted)
