@@ -94,3 +94,10 @@ class Application:
             if partition in group:
                 return group
         return [partition]
+
+    def pipelines_frames(self, cnn: str) -> bool:
+        """Whether `cnn`'s partitions run as pipeline stages, two frames in flight: more than
+        one, all in one pipeline set (deploy/runtime/executor.py's rule; its outputs and the
+        bindings of its crossing tensors then come per frame parity)."""
+        names = {p.name for p in self.partitions_of(cnn)}
+        return len(names) > 1 and sum(1 for g in self.pipelines if set(g) & names) == 1

@@ -176,9 +176,8 @@ def parity_bound(app, part, cnn: CNN) -> set[str]:
     (explorer.memory.lifetimes: an edge between two partitions of one pipeline set; with one
     buffer per tensor, explorer.memory.tensors, every edge of its tensor). The executor's
     rule, kept in step by tests/test_session_bytes.py."""
-    mine = app.partitions_of(cnn.name)
-    home = {name: p.name for p in mine for name in p.layers}
-    pipelined = len(mine) > 1 and all(p.name in app.pipeline_of(mine[0].name) for p in mine)
+    home = {name: p.name for p in app.partitions_of(cnn.name) for name in p.layers}
+    pipelined = app.pipelines_frames(cnn.name)
     out = {name for name in part.layers if pipelined and cnn.graph.out_degree(name) == 0}
     per_tensor = app.placement != "shared-objects"
     for src, dst in cnn.graph.edges:
@@ -200,8 +199,7 @@ def output_bytes(app, tables: dict | None) -> int:
         return 0
     total = 0
     for name, cnn in app.cnns.items():
-        parts = [p.name for p in app.partitions if p.cnn == name]
-        copies = 2 if len(parts) > 1 and sum(1 for g in app.pipelines if set(g) & set(parts)) == 1 else 1
+        copies = 2 if app.pipelines_frames(name) else 1
         for layer in cnn.order():
             if cnn.graph.out_degree(layer) == 0:
                 n, c, h, w = (int(v) for v in cnn.layer(layer).output_shape)
