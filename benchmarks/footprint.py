@@ -121,12 +121,13 @@ def child(args) -> None:
     import numpy as np  # noqa: F401  (imported before the baseline)
 
     from deploy.ort import backend as backend_ort, blocked as ort_blocked  # noqa: F401  (imports first)
+    from deploy.ort.process import init_runtime
     from deploy.checks import reference
     from deploy.runtime.footprint import Footprint
     if args.child == "plain":
         data = reference.plain_frames(args.path, args.frames)    # before the baseline, as measure's
         fp = Footprint()
-        fp.start(lambda: backend_ort.init_runtime(args.threads))
+        fp.start(lambda: init_runtime(args.threads))
         sess = reference.session(args.path, args.threads)
         fp.loaded()
         fps = reference.plain_timings(sess, args.frames, data=data)["fps"]

@@ -82,7 +82,7 @@ def child(args) -> None:
     """One measurement in this process: prints a JSON line."""
     if args.child == "plain":
         from deploy.checks import reference
-        from deploy.ort.backend import init_runtime
+        from deploy.ort.process import init_runtime
         init_runtime(args.threads, False)
         sess = reference.session(args.path, args.threads)
         print(json.dumps(reference.plain_timings(sess, args.frames)))

@@ -6,7 +6,7 @@ that uses it; weights shared across a layer's variants through `add_initializer`
 per layer); graph optimisations on (ORT_ENABLE_ALL); the CPU memory arena and memory
 patterns on, so the few intermediates a step has inside ORT (a gathered window, a
 transpose, NCHWc reorders) are reused across runs, in one CPU arena shared by every step
-session (`_shared_arena`). ONNX Runtime reports no arena statistics, so that arena is not in
+session (deploy/ort/process.py). ONNX Runtime reports no arena statistics, so that arena is not in
 `scratch_bytes`; the peak RSS that `explore run` reports includes it.
 
 Layout (`layout="auto"`): ORT_ENABLE_ALL rewrites a Conv or pool into ONNX Runtime's blocked
@@ -30,10 +30,9 @@ from typing import Callable
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper
 
 from deploy.ort import optimize as ort_optimize
-from deploy.ort.process import _shared_arena, _shared_pool, plan_arena
+from deploy.ort.process import session_options
 from deploy.ort.weights import external_arrays
 from deploy.runtime.footprint import heap_in_use, trim_heap
 from sdf3.errors import InputError
@@ -156,19 +155,7 @@ class OrtBackend:
 
     # -- compile ------------------------------------------------------------------------
     def _options(self) -> ort.SessionOptions:
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        if not self.arena:
-            opts.enable_cpu_mem_arena = False
-        elif _shared_arena():
-            opts.add_session_config_entry("session.use_env_allocators", "1")
-        if self.shared_pool and _shared_pool(self.threads):
-            opts.use_per_session_threads = False
-        else:
-            opts.intra_op_num_threads = self.threads
-            opts.inter_op_num_threads = 1
-        return opts
+        return session_options(self.threads, self.shared_pool, self.arena)
 
     def load(self, path: str | Path):
         """A compiled step model. With layout "auto" the choice is made at the first bind,
@@ -358,25 +345,6 @@ class OrtBackend:
 
 
 LAYOUTS = ("nchwc", "nchw", "auto", "blocked")
-
-
-def init_runtime(threads: int = 0, shared_pool: bool = False, workspace_bytes: int = 0) -> None:
-    """ONNX Runtime's one-time initialisation in this process (environment, CPU kernel
-    registry, the shared arena and thread pool when asked): a one-node session built, run
-    and dropped. Measured here at 8.0 MiB of RSS whatever the model, so footprints are read
-    after it (deploy/runtime/footprint.py reports it apart as runtime_init_bytes).
-    `workspace_bytes`: the plan's measured workspace, which sizes the shared arena's first
-    chunk (arena_chunk) when this registers it."""
-    plan_arena(workspace_bytes)
-    be = OrtBackend("float32", threads, shared_pool)
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
-    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "init",
-                                                [x], [y]), opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 7
-    sess = ort.InferenceSession(model.SerializeToString(), be._options(),
-                                providers=["CPUExecutionProvider"])
-    sess.run(None, {"x": np.zeros([1], np.float32)})
 
 
 class _Pending:

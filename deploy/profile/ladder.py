@@ -65,12 +65,12 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
     give a quiet machine's times on a shared one. Measured (issue 15, MobileNetV2 whole,
     load 3-10 from other processes): per-layer medians summed to 8.3-8.8 ms in every run
     while the frames' means ranged 9.5-27 ms; the frames of a quiet run take 8.3-8.7 ms."""
-    from deploy.ort import backend as backend_ort
-    from deploy.runtime import executor, manifest as mf
     from deploy.ort.backend import OrtBackend
+    from deploy.ort.process import init_runtime
+    from deploy.runtime import executor, manifest as mf
 
     manifest = mf.load(deploy_dir)
-    backend_ort.init_runtime(threads, True)
+    init_runtime(threads, True)
     be = OrtBackend(manifest["dtype"], threads, True, layout)
     be.bind_heap = [0, 0]
     keeper = None

@@ -92,13 +92,13 @@ def time_jobs(deploy_dir: Path, jobs: list[dict], threads: int, repeats: int) ->
     repeat, max_abs_diff with check: see _check}, every call
     timed in the frame of the deployment in `deploy_dir`. Variants are timed in turn within
     each repeat, so a slow spell of the machine shifts both sides of a difference alike."""
-    from deploy.ort import backend as backend_ort
+    from deploy.ort.backend import OrtBackend
+    from deploy.ort.process import init_runtime
     from deploy.runtime import executor
     from deploy.runtime import manifest as mf
-    from deploy.ort.backend import OrtBackend
 
     manifest = mf.load(deploy_dir)
-    backend_ort.init_runtime(threads, True)
+    init_runtime(threads, True)
     backend = OrtBackend(manifest["dtype"], threads, True, "blocked")
     ex = executor.Executor(manifest, deploy_dir, backend)
     (cnn, info), = manifest["cnns"].items()

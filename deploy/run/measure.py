@@ -76,7 +76,7 @@ def frames_for(manifest: dict[str, Any], count: int, seed: int) -> dict[str, Fra
 def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: str | None = None,
             threads: int = 0, check: bool = True, warmup: int = 3,
             shared_pool: bool = False, layout: str = "nchwc") -> dict[str, Any]:
-    """shared_pool: one ORT thread pool for the whole process (see backend_ort); only for
+    """shared_pool: one ORT thread pool for the whole process (deploy/ort/process.py); only for
     processes that do nothing else, like `explore run`. layout: ORT kernels per step
     ("auto" times NCHWc against plain per step model and keeps the faster)."""
     manifest = mf.load(deploy_dir)
@@ -88,6 +88,7 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
     routed = frames_for(manifest, max(frames, len(manifest["cnns"])), seed)
     if backend_name == "onnxruntime":   # imports belong before the baseline
         from deploy.ort import backend as backend_ort, blocked as ort_blocked  # noqa: F401
+        from deploy.ort import process as ort_process
     kept: dict[str, list] = {}    # the check's copies of outputs: resident before the
     for name, stream in routed.items() if check else ():   # baseline, not in the footprint
         kept[name] = [[np.ones(o["shape"], np.float32) for o in manifest["cnns"][name]["outputs"]]
@@ -95,7 +96,7 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
     fp = Footprint()
     init = None
     if backend_name == "onnxruntime":
-        init = lambda: backend_ort.init_runtime(  # noqa: E731
+        init = lambda: ort_process.init_runtime(  # noqa: E731
             threads, shared_pool, manifest.get("plan_workspace_bytes") or 0)
     fp.start(init)
     be = make_backend(backend_name, manifest["dtype"], threads, shared_pool, layout)
