@@ -1,23 +1,25 @@
 """How much of a by-parts deployment's time is moving rows between the rings' layout and the
-kernels' (issue 27): an upper bound on what any ring layout could give back.
+kernels' (issue 27): a bound on what any ring layout could give back.
 
     python benchmarks/layout_bound.py DEPLOY_DIR [--threads 1] [--reps 200] [--frames 200]
 
-A ring stores a tensor's rows outermost ([slots, N, C, W]: a row is one contiguous slot, so
-a step can write it as a bound view), while ONNX Runtime's Conv reads and writes NCHW. So
-every by-parts step model gathers its window's rows (Gather), moves them to NCHW
-(Transpose) and moves its output rows back (Transpose). Four figures, each from its own
-process:
+A ring stores a tensor's rows outermost ([slots, N, C, W], or row-blocked [slots, N, C/b,
+W, b]: a row is one contiguous slot, so a step writes it as a bound view), while ONNX
+Runtime's kernels read and write NCHW(c). So a by-parts step gathers its window's rows
+(Gather), moves them to the kernel's layout (Transpose) and moves its output rows back
+(Transpose). Figures, each part from its own process:
   - plain ONNX Runtime on the deployment's reference model (median frame);
-  - the deployment as `explore run` runs it (the executor, shared pool, median frame);
-  - every step model alone (ORT_ENABLE_ALL, `--reps` runs each, median), summed over the
-    frame's steps, as built;
-  - the same with the ring Gathers and the layout Transposes removed: each such input
-    declared in the layout its first compute node reads, each output in the layout its
-    last compute node writes. Nothing can be cheaper on these kernels however the rings
-    lie, so `x plain` of this line bounds what a new ring layout can reach.
-The step sums leave out what a frame adds between calls (the executor, caches the next
-step finds cold), which the deployment's line includes.
+  - the deployment as `explore run` runs it (executor, shared pool, layout "blocked",
+    median frame);
+  - its step forms alone: the deployment loaded as `explore run` loads it, every session's
+    final graph kept (deploy/profile/deployed_forms.FormKeeper) and timed alone (`--reps`
+    runs, median), summed over a frame's steps; then the same forms with the ring Gathers
+    and the layout Transposes at their ports removed (the new ports in the layout the
+    kernels compute in), each checked to compute what the form computes;
+  - the deployment less the difference of those two sums: what it would run at if no row
+    were moved between layouts at all. No ring layout can do better on these kernels.
+Forms alone run hot in cache, so their sums are below the deployment's frame; only their
+difference is used.
 """
 from __future__ import annotations
 
@@ -33,13 +35,12 @@ from pathlib import Path
 import numpy as np
 
 
-def without_layout_ops(model):
-    """`model` with its ring Gathers and the row <-> NCHW Transposes at its ports removed."""
-    import onnx
-    from onnx import helper, shape_inference
-    model = shape_inference.infer_shapes(model)
+def without_layout_ops(model, run_with):
+    """`model` with its ring Gathers and the row <-> kernel-layout Transposes at its ports
+    removed; the new ports take the shapes `run_with(names)` (the model run with those
+    tensors exposed) gives them. Returns (the model, its new ports' names)."""
+    from onnx import helper
     g = model.graph
-    info = {v.name: v for v in [*g.value_info, *g.input, *g.output]}
     readers = collections.defaultdict(list)
     for n in g.node:
         for i in n.input:
@@ -47,25 +48,19 @@ def without_layout_ops(model):
     producer = {o: n for n in g.node for o in n.output}
     graph_inputs = {i.name for i in g.input}
     dropped: set[int] = set()
-    new_inputs = []
-
-    def port(name: str):
-        t = info[name].type.tensor_type
-        return helper.make_tensor_value_info(name, t.elem_type, [d.dim_value for d in t.shape.dim])
-
+    new_inputs, outputs = [], []
     for n in g.node:
         if n.op_type == "Gather" and n.input[0] in graph_inputs:
             after = readers[n.output[0]]
             if len(after) == 1 and after[0].op_type == "Transpose":
                 dropped |= {id(n), id(after[0])}
-                new_inputs.append(port(after[0].output[0]))
+                new_inputs.append(after[0].output[0])
             else:
                 dropped.add(id(n))
-                new_inputs.append(port(n.output[0]))
+                new_inputs.append(n.output[0])
         elif n.op_type == "Transpose" and n.input[0] in graph_inputs:
             dropped.add(id(n))
-            new_inputs.append(port(n.output[0]))
-    outputs = []
+            new_inputs.append(n.output[0])
     for o in g.output:
         last = producer[o.name]
         moved = producer.get(last.input[0]) if last.op_type == "Identity" else None
@@ -73,33 +68,85 @@ def without_layout_ops(model):
             dropped.add(id(last))
             if len(readers[moved.output[0]]) == 1:
                 dropped.add(id(moved))
-            outputs.append(port(moved.input[0]))
+            outputs.append(moved.input[0])
         else:
-            outputs.append(o)
+            outputs.append(o.name)
+    values = run_with(new_inputs + outputs)
+    port = lambda name: helper.make_tensor_value_info(name, 1, list(values[name].shape))  # noqa: E731
     nodes = [n for n in g.node if id(n) not in dropped]
-    used = {i for n in nodes for i in n.input} | {o.name for o in outputs}
-    inputs = [i for i in g.input if i.name in used] + new_inputs
-    out = helper.make_model(helper.make_graph(nodes, g.name, inputs, outputs, g.initializer),
+    used = {i for n in nodes for i in n.input} | set(outputs)
+    inputs = [i for i in g.input if i.name in used] + [port(name) for name in new_inputs]
+    out = helper.make_model(helper.make_graph(nodes, g.name, inputs, [port(n) for n in outputs],
+                                              g.initializer),
                             opset_imports=model.opset_import)
     out.ir_version = model.ir_version
-    onnx.checker.check_model(out)
+    return out, new_inputs
+
+
+def _session(model, threads: int):
+    """A session as OrtBackend makes a deployed form's: no further optimisation, no
+    pre-packing, the process's shared pool."""
+    import onnxruntime as ort
+    from deploy.ort.process import session_options
+    opts = session_options(threads, True)
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.add_session_config_entry("session.disable_prepacking", "1")
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def _feed(model) -> dict[str, np.ndarray]:
+    """Seeded inputs at the declared shapes; int32 ones (slot indices, row masks) in range."""
+    rng, feed = np.random.default_rng(1), {}
+    dims = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+    for i in model.graph.input:
+        if i.type.tensor_type.elem_type == 6:
+            rows = dims.get(i.name[:-len("_idx")], [2])[0] if i.name.endswith("_idx") else 2
+            feed[i.name] = (np.arange(int(np.prod(dims[i.name]))) % rows).astype(np.int32).reshape(dims[i.name])
+        else:
+            feed[i.name] = rng.standard_normal(dims[i.name]).astype(np.float32)
+    return feed
+
+
+def bound_form(model, threads: int, label: str):
+    """`model` without its layout moves, checked to compute what `model` computes: the
+    tensors at the new ports, taken from `model`'s own run, go in, and what comes out must
+    be the tensors `model` had there."""
+    from onnx import helper
+    feed = _feed(model)
+    seen: dict[str, np.ndarray] = {}
+
+    def run_with(names):
+        exposed = onnx_copy(model)
+        have = {o.name for o in exposed.graph.output}
+        exposed.graph.output.extend(helper.make_tensor_value_info(n, 1, None)
+                                    for n in names if n not in have)
+        sess = _session(exposed, threads)
+        seen.update(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
+        return seen
+    bound, new = without_layout_ops(model, run_with)
+    sess = _session(bound, threads)
+    ins = {i.name: (seen[i.name] if i.name in new else feed[i.name]) for i in bound.graph.input}
+    for o, y in zip(sess.get_outputs(), sess.run(None, ins)):
+        if not np.allclose(y, seen[o.name], rtol=1e-5, atol=1e-5):
+            raise SystemExit(f"{label}: without layout moves, {o.name} differs "
+                             f"(max |diff| {np.abs(y - seen[o.name]).max():.3g})")
+    return bound
+
+
+def onnx_copy(model):
+    import onnx
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
     return out
 
 
 def time_alone(model, threads: int, reps: int) -> float:
-    """Median ms of one run of `model` with I/O bound to arrays of its declared shapes."""
-    import onnxruntime as ort
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    """Median ms of one run of `model` (a deployed form) with I/O bound to arrays."""
+    sess = _session(model, threads)
     binding, held = sess.io_binding(), []
-    rng = np.random.default_rng(0)
-    for i in sess.get_inputs():
-        x = (np.zeros(i.shape, np.int32) if i.type == "tensor(int32)"      # slot indices
-             else rng.standard_normal(i.shape).astype(np.float32))
+    for name, x in _feed(model).items():
         held.append(x)
-        binding.bind_cpu_input(i.name, x)
+        binding.bind_cpu_input(name, x)
     for o in sess.get_outputs():
         y = np.zeros(o.shape, np.float32)
         held.append(y)
@@ -116,25 +163,65 @@ def time_alone(model, threads: int, reps: int) -> float:
 
 
 def steps_alone(folder: Path, threads: int, reps: int) -> dict:
+    """Load the deployment as `explore run` does, keep every session's final form
+    (deploy/profile/deployed_forms.FormKeeper), and time each alone, as built and bound."""
+    import tempfile
     import onnx
-    manifest = json.loads((folder / "manifest.json").read_text())
+    from deploy.ort.backend import OrtBackend
+    from deploy.ort.process import init_runtime
+    from deploy.profile.deployed_forms import FormKeeper
+    from deploy.runtime import executor, manifest as mf
+    manifest = mf.load(folder)
     if manifest["dtype"] != "float32":
         raise SystemExit(f"{folder}: the bound is measured on fp32 deployments")
-    uses = collections.Counter(s["model"] for p in manifest["partitions"] for s in p["steps"]
-                               if s.get("model"))
-    built = moved = 0.0
-    nodes = [0, 0]
-    for path, count in sorted(uses.items()):
-        model = onnx.load(str(folder / path))
-        t = time_alone(model, threads, reps)
-        built += t * count
-        nodes[0] += len(model.graph.node) * count
-        if ".whole." not in path:
-            model = without_layout_ops(model)
+    init_runtime(threads, True, manifest.get("plan_workspace_bytes") or 0)
+    backend = OrtBackend(manifest["dtype"], threads, True, "blocked")
+    with tempfile.TemporaryDirectory() as tmp:
+        keeper = backend.on_session = FormKeeper(Path(tmp))
+        ex = executor.Executor(manifest, folder, backend)
+        uses = collections.Counter(backend.session_key(Path(folder) / s["model"])
+                                   for p in manifest["partitions"] for s in p["steps"] if s.get("model"))
+        in_frame = calls_in_frame(ex, manifest, folder, backend)
+        built = moved = 0.0
+        nodes = [0, 0]
+        per_step = []
+        for skey, count in sorted(uses.items()):
+            model = onnx.load(str(keeper.paths[skey]))
             t = time_alone(model, threads, reps)
-        moved += t * count
-        nodes[1] += len(model.graph.node) * count
-    return {"built_ms": built, "bound_ms": moved, "built_nodes": nodes[0], "bound_nodes": nodes[1]}
+            built += t * count
+            per_step.append((in_frame.get(skey, 0.0), t * count, count, Path(skey).name))
+            nodes[0] += len(model.graph.node) * count
+            if ".whole." not in skey:
+                model = bound_form(model, threads, skey)
+                t = time_alone(model, threads, reps)
+            moved += t * count
+            nodes[1] += len(model.graph.node) * count
+    per_step.sort(key=lambda r: r[1] - r[0])
+    return {"built_ms": built, "bound_ms": moved, "built_nodes": nodes[0], "bound_nodes": nodes[1],
+            "per_step": per_step[:10]}
+
+
+def calls_in_frame(ex, manifest: dict, folder: Path, backend, frames: int = 60) -> dict[str, float]:
+    """Per session, the medians of its calls' times inside the deployment's frames, summed
+    over a frame (each call timed alone; the first 10 frames left out)."""
+    cnn = next(iter(ex.cnns))
+    run = ex.cnns[cnn]
+    steps = [(p, i, s) for p, mp in zip(run.partitions, manifest["partitions"])
+             for i, s in enumerate(mp["steps"])]
+    from deploy.runtime import executor
+    executor._FRAME.frame = np.random.default_rng(0).standard_normal(
+        manifest["cnns"][cnn]["inputs"][0]["shape"]).astype(np.float32)
+    times = [[] for _ in steps]
+    for _ in range(frames):
+        for k, (p, i, _s) in enumerate(steps):
+            start = time.perf_counter()
+            p.calls[0][i]()
+            times[k].append(time.perf_counter() - start)
+    out: dict[str, float] = collections.defaultdict(float)
+    for k, (_p, _i, s) in enumerate(steps):
+        if s.get("model"):
+            out[backend.session_key(Path(folder) / s["model"])] += float(np.median(times[k][10:])) * 1e3
+    return out
 
 
 def plain(folder: Path, threads: int, frames: int) -> dict:
@@ -188,14 +275,19 @@ def main() -> None:
         if done.returncode:
             raise SystemExit(f"{part}: {done.stderr.strip().splitlines()[-1]}")
         got[part] = json.loads(done.stdout.strip().splitlines()[-1])
-    base = got["plain"]["ms"]
-    alone = got["alone"]
+    base, dep, alone = got["plain"]["ms"], got["deployed"]["ms"], got["alone"]
+    moves = alone["built_ms"] - alone["bound_ms"]
     rows = [("plain ONNX Runtime", base, ""),
-            ("deployment (explore run)", got["deployed"]["ms"], f"{got['deployed']['calls']} calls"),
-            ("step models alone, as built", alone["built_ms"], f"{alone['built_nodes']} nodes"),
-            ("... without layout moves", alone["bound_ms"], f"{alone['bound_nodes']} nodes")]
+            ("deployment (explore run)", dep, f"{got['deployed']['calls']} calls"),
+            ("its step forms alone", alone["built_ms"], f"{alone['built_nodes']} nodes"),
+            ("... without layout moves", alone["bound_ms"], f"{alone['bound_nodes']} nodes"),
+            ("deployment less the moves", dep - moves, f"moves {moves:.3f} ms")]
     for label, ms, extra in rows:
-        print(f"  {label:30s} {ms:8.3f} ms/frame  {base / ms:5.2f}x plain  {extra}")
+        print(f"  {label:28s} {ms:8.3f} ms/frame  {base / ms:5.2f}x plain  {extra}")
+    print("  sessions whose calls take longest in the frame beyond their form alone "
+          "(ms per frame: in the frame, alone, calls):")
+    for in_frame, alone_ms, count, name in alone["per_step"]:
+        print(f"    {in_frame - alone_ms:6.3f}  {in_frame:6.3f} {alone_ms:6.3f} {count:4d}  {name}")
     print(f"load {os.getloadavg()[0]:.2f} at the end")
 
 
