@@ -260,6 +260,10 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=200)
     ap.add_argument("--part", choices=["plain", "deployed", "alone"], help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not (args.deployment / "manifest.json").is_file():
+        print(f"{args.deployment}: expected a deployment folder (explore deploy's, with "
+              "manifest.json)", file=sys.stderr)
+        sys.exit(2)
     if args.part:
         run = {"plain": lambda: plain(args.deployment, args.threads, args.frames),
                "deployed": lambda: deployed(args.deployment, args.threads, args.frames),
