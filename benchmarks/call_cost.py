@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 import onnxruntime as ort
@@ -62,17 +61,12 @@ def bound_call(model: bytes, threads: int, shape: list[int], held: list):
 
 def per_call_us(calls: list, repeats: int = 300) -> float:
     """Median µs per call of running `calls` once each, in order."""
+    from deploy.profile.layers import median_ms
+
     def frame() -> None:
         for run, handle in calls:
             run(handle, None)
-    for _ in range(repeats // 6):
-        frame()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        frame()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) / len(calls) * 1e6
+    return median_ms(frame, repeats, repeats // 6) / len(calls) * 1e3
 
 
 def main() -> None:

@@ -152,14 +152,8 @@ def time_alone(model, threads: int, reps: int) -> float:
         held.append(y)
         binding.bind_output(o.name, "cpu", 0, np.float32, list(y.shape), y.ctypes.data)
     run, handle = sess._sess.run_with_iobinding, binding._iobinding
-    for _ in range(max(3, reps // 10)):
-        run(handle, None)
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        run(handle, None)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
+    from deploy.profile.layers import median_ms
+    return median_ms(lambda: run(handle, None), reps, max(3, reps // 10))
 
 
 def steps_alone(folder: Path, threads: int, reps: int) -> dict:

@@ -23,7 +23,8 @@ from deploy.ort.backend import OrtBackend
 from deploy.steps.layer_models import layer_model
 
 
-def _time(call, repeats: int, warmup: int = 3) -> float:
+def median_ms(call, repeats: int, warmup: int = 3) -> float:
+    """Median milliseconds of `call` over `repeats` runs after `warmup` ones."""
     for _ in range(warmup):
         call()
     times = []
@@ -51,7 +52,7 @@ def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: 
         feeds.update(const)
     for port in outs:
         fetches[port.name] = np.zeros(port.stored_shape, backend.dtype)
-    ms = _time(backend.bind(session, feeds, fetches), repeats)
+    ms = median_ms(backend.bind(session, feeds, fetches), repeats)
     if workspace is not None:
         layout = backend.chosen.get(str(path), backend.layout)
         workspace["job"] = workspace_probe.job(path, "nchw" if layout == "nchw" else "nchwc",
@@ -90,7 +91,7 @@ def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: in
             if layer.op == INPUT:
                 frame = np.zeros(layer.output_shape, np.float32)
                 arena = np.zeros(layer.output_shape, backend.dtype)
-                table[name] = {"whole_ms": _time(lambda: np.copyto(arena, frame, casting="same_kind"), repeats)}
+                table[name] = {"whole_ms": median_ms(lambda: np.copyto(arena, frame, casting="same_kind"), repeats)}
                 continue
             ws: dict = {}
             entry = {"whole_ms": time_layer(cnn, name, backend, folder, repeats, False, ws)}
