@@ -84,14 +84,11 @@ def without_layout_ops(model, run_with):
 
 
 def _session(model, threads: int):
-    """A session as OrtBackend makes a deployed form's: no further optimisation, no
-    pre-packing, the process's shared pool."""
+    """A session as OrtBackend makes a deployed form's (the process's shared pool)."""
     import onnxruntime as ort
-    from deploy.ort.process import session_options
-    opts = session_options(threads, True)
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.add_session_config_entry("session.disable_prepacking", "1")
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    from deploy.ort.process import form_options
+    return ort.InferenceSession(model.SerializeToString(), form_options(threads, True),
+                                providers=["CPUExecutionProvider"])
 
 
 def _feed(model) -> dict[str, np.ndarray]:

@@ -32,7 +32,7 @@ import onnx
 import onnxruntime as ort
 
 from deploy.ort import optimize as ort_optimize
-from deploy.ort.process import session_options
+from deploy.ort.process import form_options, session_options
 from deploy.ort.weights import external_arrays
 from deploy.runtime.footprint import heap_in_use, trim_heap
 from sdf3.errors import InputError
@@ -196,9 +196,7 @@ class OrtBackend:
                 from deploy.ort import blocked as ob
                 model = (self._transforms[key](model) if key in self._transforms
                          else ob.strip(model, self._blocked[key], self._block))
-            opts = self._options()
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            opts.add_session_config_entry("session.disable_prepacking", "1")
+            opts = form_options(self.threads, self.shared_pool, self.arena)
             arrays, values = self._shared_weights(arrays)
             if self.on_session is not None:
                 self.on_session(skey, model, arrays)

@@ -104,6 +104,16 @@ def session_options(threads: int, shared_pool: bool, arena: bool = True) -> ort.
     return opts
 
 
+def form_options(threads: int, shared_pool: bool, arena: bool = True) -> ort.SessionOptions:
+    """The options of a session running a step's final form (ONNX Runtime's graph already
+    optimised on this machine): no further optimisation and no pre-packing, since a
+    pre-packed copy is a second copy of the weights."""
+    opts = session_options(threads, shared_pool, arena)
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.add_session_config_entry("session.disable_prepacking", "1")
+    return opts
+
+
 def init_runtime(threads: int = 0, shared_pool: bool = False, workspace_bytes: int = 0) -> None:
     """ONNX Runtime's one-time initialisation in this process (environment, CPU kernel
     registry, the shared arena and thread pool when asked): a one-node session built, run
