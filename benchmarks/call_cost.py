@@ -1,4 +1,4 @@
-"""What one ONNX Runtime call costs a by-parts frame apart from its kernels' work (issue 27):
+"""What one ONNX Runtime call costs a by-parts frame apart from its kernels' work:
 the call itself, each further node, and a session's state gone cold between its calls.
 
     python benchmarks/call_cost.py [--threads 1]

@@ -1,4 +1,4 @@
-"""The search on a Dask cluster against the local process pool (issue 28): app 1
+"""The search on a Dask cluster against the local process pool: app 1
 (MobileNetV2) searched with the same settings and seed by two forked workers
 (explorer/search/parallel.py) and by a scheduler with two workers, each its own process
 (explorer/search/cluster.py local_processes),

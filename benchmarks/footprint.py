@@ -1,5 +1,5 @@
 """Plan memory against the process's real footprint, and fps, for plain ONNX Runtime on the
-original model, the reuse-only plan and the least-memory plan (issue 13).
+original model, the reuse-only plan and the least-memory plan.
 
     python benchmarks/footprint.py [--models mobilenet_v2,resnet50,vgg11] [--frames 20]
                                    [--threads 1] [--rounds 1] [--repeats 2]
@@ -16,7 +16,7 @@ the plain session exactly as for the deployments. vgg11 is a VGG-11 (configurati
 Simonyan and Zisserman, 132.9M parameters, fc6 alone 411 MB) built here with the zoo's
 builder helpers and seeded random weights: the weight-heavy case.
 
-Target (issue 13): footprint <= 1.25 x plan memory + 8 MiB for every deployed case, and for
+Target: footprint <= 1.25 x plan memory + 8 MiB for every deployed case, and for
 MobileNetV2 and ResNet-50 below the plain session's footprint; reuse-only fps >= 0.9x plain.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Granularity genes end to end (issue 15): predicted fps from a measured ladder profile
+"""Granularity genes end to end: predicted fps from a measured ladder profile
 against measured fps of the deployed plans, and the fronts with and without the genes.
 
     flock /tmp/memtrade-heavy.lock python benchmarks/granularity.py [--cnns mobilenet_v2,resnet50]
@@ -29,7 +29,7 @@ elapsed time (frames / seconds, what `explore run` prints; median round), x plai
 profile's runs are printed too: each ladder deployment's median frame beside the sum of its
 layers' medians (the loop's own cost). Medians within a round because the machine is
 shared: a preempted frame is an outlier in a median and a bias in a mean
-(docs/throughput.md, "Measured profiles").
+(docs/profile.md, "Statistics").
 """
 from __future__ import annotations
 

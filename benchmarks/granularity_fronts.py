@@ -1,4 +1,4 @@
-"""The search side of granularity genes (issue 15), without deployments: Algorithm 2 with
+"""The search side of granularity genes, without deployments: Algorithm 2 with
 ladder genes and with the paper's binary genes on each CNN, least memory asked, and the two
 fronts compared.
 
@@ -7,10 +7,10 @@ fronts compared.
         [--seed N] [--relink-rounds N] [--local-rounds N] [--no-seeds]
 
 Per CNN (one partition, fp32, the app defaults: population 100, 60 generations, seed 1):
-the least memory each search found (the issue: ladder no worse than binary), and the
+the least memory each search found (the target: ladder no worse than binary), and the
 front's distinct points between the reuse-only plan's memory and the least memory, counted
 as distinct memory values (benchmarks/granularity.py's count) and as distinct (memory, fps)
-points; the ratio ladder / binary (the issue asks for >= 3). `--evaluator` is as
+points; the ratio ladder / binary (the target is >= 3). `--evaluator` is as
 `explore --evaluator` (default: the app's jetson-tx2 profile; a measured profile file, e.g.
 one `explore profile` wrote, gives the fps benchmarks/granularity.py uses). The ladder
 search is explorer.search.algorithm2.ladder_search (the binary search first, then NSGA-II over ladder

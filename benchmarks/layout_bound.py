@@ -1,5 +1,5 @@
 """How much of a by-parts deployment's time is moving rows between the rings' layout and the
-kernels' (issue 27): a bound on what any ring layout could give back.
+kernels': a bound on what any ring layout could give back.
 
     python benchmarks/layout_bound.py DEPLOY_DIR [--threads 1] [--reps 200] [--frames 200]
 

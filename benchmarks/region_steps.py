@@ -1,4 +1,4 @@
-"""Region steps against one call per layer and phase (issue 27): plan memory, the process's
+"""Region steps against one call per layer and phase: plan memory, the process's
 footprint, fps, x plain ONNX Runtime, calls per frame and the plan's predicted fps, for the
 reuse-only plan, the least-memory plan and two front points between them.
 
@@ -15,7 +15,7 @@ with it, so the predicted fps is this machine's. Every by-parts plan is deployed
 (benchmarks/footprint.py's child: footprint = peak RSS - RSS after ONNX Runtime's one-time
 init, `explore run`'s layout and shared thread pool).
 
-Targets (issue 27): footprint <= 1.10 x plan + 4 MiB and a plan with less memory never a
+Targets: footprint <= 1.10 x plan + 4 MiB and a plan with less memory never a
 larger footprint; least-memory MobileNetV2 <= 200 calls per frame, >= 0.8x plain at 1
 thread, >= 0.6x at 2; YOLOv2-16 least memory >= 0.9x plain at 1 thread; predicted fps
 within 10% of measured. `pred/meas` divides by the fps of the whole run (frames over

@@ -1,5 +1,5 @@
 """Every layer by parts, deployed as region steps, one frame against ONNX Runtime on the
-original model (issue 27): the least-memory end of every network, where bands, merged
+original model: the least-memory end of every network, where bands, merged
 firings and row-blocked bands (deploy/build/regions.py, deploy/ort/blocked_regions.py) meet
 the most layer kinds. Prints steps / firings, the largest difference against the reference,
 whether the arena is the plan's buffers, and PASS / FAIL (explore run's fp32 tolerance).

@@ -5,8 +5,8 @@ point's buffer bytes beside the all-by-parts plan's (every layer by parts is not
 minimum: by-parts residual joins hold skewed rows). Target: under 60 s on the dev box (the
 authors' GA needs about 3 minutes).
 
-With `--granularity ladder` the genes are rows per phase (explorer.plan.genes); the issue-15
-target for that search is under 30 s.
+With `--granularity ladder` the genes are rows per phase (explorer.plan.genes); the target
+for that search is under 30 s.
 
     .venv/bin/python benchmarks/search_app1.py [--app apps/...yaml] [--seed N]
         [--granularity binary|ladder] [--workers N] [--relink-rounds N] [--local-rounds N] [--quiet]

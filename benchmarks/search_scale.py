@@ -1,4 +1,4 @@
-"""How the default search scales with the network (issue 28): for each network, `explore
+"""How the default search scales with the network: for each network, `explore
 APP --mem 0` with the app's default search settings in a child process, stopped from
 outside after `--cap` seconds if it has not finished; prints genes, evaluations per
 second, search seconds, front points and least memory, or that it did not finish.

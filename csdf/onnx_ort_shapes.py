@@ -4,10 +4,10 @@ ONNX's shape inference (with data propagation, csdf/onnx_consts.py) stops at som
 whose graph inputs are static: torchvision's Swin-T through the TorchScript exporter at
 opset 17 leaves 1,331 tensors of its shifted-window blocks without a shape, although ONNX
 Runtime runs the file. Then the model is run once, on zeros of its static input shapes,
-with those tensors added as graph outputs, and each tensor's shape is what the run gives
-(issue 29). ONNX Runtime's symbolic shape inference (onnxruntime.tools.symbolic_shape_infer)
-was tried first and left 1,053 of them symbolic. Only shapes are taken from the run; the
-values are not kept.
+with those tensors added as graph outputs, and each tensor's shape is what the run gives.
+ONNX Runtime's symbolic shape inference (onnxruntime.tools.symbolic_shape_infer) is not
+used: on torchvision's Swin-T it leaves 1,053 of them symbolic. Only shapes are taken from
+the run; the values are not kept.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ before it, up to the nearest whole layer, which runs once and so ends the cycle.
 two phases of a layer the CPU therefore touches the weights of every layer of its region,
 and once they outgrow the caches each phase re-reads its own weights from memory.
 
-Measured (issue 15, ResNet-50, one thread, blocked layout): a layer1/layer2 convolution
+Measured (ResNet-50, one thread, blocked layout): a layer1/layer2 convolution
 row by row took 0.76-0.93x its time in the profile's ladder deployment (every layer in
 parts, so its region held 23.5 M of ResNet-50's 25.5 M parameters) when its plan's region
 held conv1-layer2 only (1.13 M), and 0.97-1.02x its time with every neighbour whole. The

@@ -1,5 +1,5 @@
 """One ring per tensor: the rows a tensor produced by parts keeps when several layers read it
-(issue 26, "one buffer per tensor").
+(docs/memory.md, "One buffer per tensor").
 
 csdf.partition_analysis sizes every edge's ring for its one reader (`edge_occupancy`).
 When the readers share one ring, row r (slot r % S) is freed only once every reader is done

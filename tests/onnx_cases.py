@@ -1,6 +1,6 @@
 """ONNX models written with onnx.helper in the node order real exporters use, for the import
-and deployment tests of real-CNN patterns (issue 12) and valid models once mis-handled
-(issue 18). Weights are scaled so outputs are of order 1 (checked by `deploy_diff`)."""
+and deployment tests of real-CNN patterns and valid models once mis-handled. Weights are
+scaled so outputs are of order 1 (checked by `deploy_diff`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -243,7 +243,7 @@ def shared_weights(path: Path) -> Path:
 
 
 def fan_out_block(path: Path) -> Path:
-    """One tensor read by three layers with different windows and strides (issue 26): a
+    """One tensor read by three layers with different windows and strides: a
     stem conv + Relu, then a 3x3 conv (stride 1, then a 3x3 stride 2), a 5x5 conv of
     stride 2 and a 3x3 max pool of stride 2 all read it; their outputs are concatenated
     and mixed by a 1x1 conv. 19 rows: parts of 3 rows leave a last part of 1 row."""
@@ -258,7 +258,7 @@ def fan_out_block(path: Path) -> Path:
 
 
 def region_block(path: Path, c: int = 8) -> Path:
-    """A by-parts region as issue 27 asks region steps to be tested on: a 3x3 stem conv +
+    """A by-parts region that region steps are tested on: a 3x3 stem conv +
     Relu on 25 rows (padding rows at both borders; 25 rows divide by no band of 2 or 3),
     a stride-2 3x3 depthwise conv + Clip (13 rows), a pointwise conv, a 3x3 conv and a
     residual Add joining the pointwise conv's output, then a 3x3 max pool of stride 1 and a

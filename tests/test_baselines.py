@@ -91,7 +91,7 @@ def test_mobilenet_v2_pisarchyk_reproduces_the_paper(mobilenet):
 
 
 def test_mobilenet_v2_offsets_reach_the_bound_of_their_schedule():
-    """Issue 14: shared objects (Algorithm 1) cost 6.70 MiB of buffers where 5.74 MiB are
+    """Shared objects (Algorithm 1) cost 6.70 MiB of buffers where 5.74 MiB are
     alive at once; offsets come within 2% of that bound (here: on it), and never below."""
     app = load_app(APPS / "table12_app1_mobilenet_v2.yaml")
     paper = baselines(replace(app, placement="shared-objects"), with_all_parts=False)

@@ -1,4 +1,4 @@
-"""Evaluation on a Dask cluster (`--cluster`, explorer/search/cluster.py; issue 28): a
+"""Evaluation on a Dask cluster (`--cluster`, explorer/search/cluster.py): a
 scheduler and two worker processes give the front of the in-process search for the same
 seed; an unreachable scheduler and a bad `search.cluster` are one line and exit 2."""
 from __future__ import annotations

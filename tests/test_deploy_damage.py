@@ -1,5 +1,5 @@
-"""Damaged deployments and refused step models get one line and exit 2, never a traceback
-(issue 29): step models damaged on disk after `explore deploy` (a truncated file, an op
+"""Damaged deployments and refused step models get one line and exit 2, never a traceback:
+step models damaged on disk after `explore deploy` (a truncated file, an op
 swapped for one with another output shape, a part that computes more rows than the manifest
 declares, weights of the wrong shape), and a step model ONNX Runtime refuses when `explore
 deploy` writes it."""

@@ -1,4 +1,4 @@
-"""More damaged deployments (issue 29), run as a user runs them: `explore run` in its own
+"""More damaged deployments, run as a user runs them: `explore run` in its own
 process, with ONNX Runtime optimising the step models in a child process (the default), in
 the `blocked` and `nchw` layouts. Each ends in exactly one line on stderr naming the step
 or file, exit 2, and no traceback: an op swapped for one of another output shape, a part

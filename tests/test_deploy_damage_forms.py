@@ -1,5 +1,5 @@
-"""`explore deploy` checks every step model it writes (deploy/checks/step_models.py, issue
-29), whatever its form: a fused-tiled group's tile models and, with --with-profile, the
+"""`explore deploy` checks every step model it writes (deploy/checks/step_models.py),
+whatever its form: a fused-tiled group's tile models and, with --with-profile, the
 models the board times. One the ONNX checker or ONNX Runtime refuses is one line naming
 the group or layer, its ONNX nodes and the file, exit 2, and no output directory."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A source model stored in fp16 and deployed by an fp32 plan (issue 29): the deployment
+"""A source model stored in fp16 and deployed by an fp32 plan: the deployment
 computes in fp32, the unmodified model in fp16, so the verdict's tolerance is the fp16 one
 (the lower of the plan's precision and the model's own), and `explore run` says so. Models
 built with onnx.helper: a Conv/Relu chain with fp16 weights and fp16 input and output (as

@@ -327,7 +327,7 @@ def _replay_overwrites(manifest) -> tuple[list, int]:
 
 @pytest.mark.parametrize("mode", ["whole", "all_parts", "alternate"])
 def test_offsets_arena_is_the_plan(cnn, tmp_path, mode):
-    """Issue 14: the deployment's arena uses the plan's offsets: every edge at its buffer's
+    """The deployment's arena uses the plan's offsets: every edge at its buffer's
     offset, the arena exactly the plan's buffer bytes, no larger than shared objects', and,
     replayed step by step from the manifest's bindings, no write ever lands on a row (or a
     whole edge) another edge still has to read; outputs equal the ONNX model's. By parts,

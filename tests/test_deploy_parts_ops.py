@@ -57,7 +57,7 @@ CASES = {
     "AveragePool": _case("AveragePool", dict(kernel_shape=[3, 2], strides=[2, 2])),
     "AveragePool pads": _case("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1],
                                                   strides=[2, 2], count_include_pad=0)),
-    # the case: border divisors of a window running past the padding (ceil_mode)
+    # border divisors of a window running past the padding (ceil_mode)
     "AveragePool ceil count_include_pad": _case(
         "AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2], ceil_mode=1,
                             count_include_pad=1), shape=[1, 4, 8, 8]),
@@ -79,7 +79,7 @@ CASES = {
                                        _t("v", np.abs(RNG.standard_normal(4)) + 0.5)]),
     "Concat channels": _case("Concat", dict(axis=1), second=True),
     "Concat width": _case("Concat", dict(axis=3), second=True),
-    # the case: vertical pads, whose phases in the padding rows read no row
+    # vertical pads, whose phases in the padding rows read no row
     "Pad": _case("Pad", dict(mode="constant"), ["pads", "val"],
                  [numpy_helper.from_array(np.array([0, 0, 2, 1, 0, 0, 1, 0], np.int64), "pads"),
                   _t("val", 0.25)]),

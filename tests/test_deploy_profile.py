@@ -53,7 +53,7 @@ def test_profile_file_feeds_the_evaluator(app_file, tmp_path):
     # partition, so it is the largest whole-layer workspace, on top of params + buffers
     ws = max(t.whole_ws_bytes or 0 for t in table.values())
     assert plan["workspace_bytes"] == ws
-    # and the state of every step model's session (issue 27): one whole model per layer,
+    # and the state of every step model's session: one whole model per layer,
     # with each layer's one call's binding (the frame copy has neither)
     sessions = sum((t.whole_session_bytes or 0) + (t.call_bytes or 0) for n, t in table.items()
                    if cnn.layer(n).op != INPUT)

@@ -1,4 +1,4 @@
-"""ShuffleNetV2's channel shuffle by parts of every size, at opsets 13, 17 and 18 (issue 29).
+"""ShuffleNetV2's channel shuffle by parts of every size, at opsets 13, 17 and 18.
 
 The TorchScript exporter (opsets 13 and 17 alike in torchvision's real files) writes the
 shuffle's view shapes as int64 Constant nodes baked for the whole height; the dynamo

@@ -1,4 +1,4 @@
-"""torch.onnx's default (dynamo) exporter as a first-class source (issue 29): its node and
+"""torch.onnx's default (dynamo) exporter as a first-class source: its node and
 tensor naming, opset 18 LayerNormalization, Linear as MatMul + Add with `val_<n>`
 initializers, `select` as a Gather with a 0-d index, built with onnx.helper as it writes
 them (tests/onnx_cases.dynamo_block), imported as one per-pixel layer and deployed whole and

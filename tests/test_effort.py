@@ -1,4 +1,4 @@
-"""Effort that fits the network (issue 28, explorer/search/effort.py): the level from the
+"""Effort that fits the network (explorer/search/effort.py): the level from the
 predicted seconds, the scaled settings, what the user fixed left alone."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A step bound to the same edges on both frame parities is bound once (issue 27: ONNX Runtime
+"""A step bound to the same edges on both frame parities is bound once (ONNX Runtime
 keeps ~2.3 KB per IO binding, and a by-parts frame makes a call per layer and phase); steps
 of a pipeline keep one binding per parity where they bind a crossing edge's copies or the
 CNN's output (an output array per parity); outside a pipeline every step is bound once."""

@@ -64,7 +64,7 @@ def test_worked_example_int8_meets_table9_constraint(tmp_path, capsys):
 
 
 def test_memory_budget_alone_picks_the_fastest_point_within_it(tmp_path, capsys):
-    """Issue 29: with only M^c the plan is the highest-throughput front point within it (the
+    """With only M^c the plan is the highest-throughput front point within it (the
     geometric mean of the CNNs' fps), checked on the front the run wrote; --prefer memory
     and an added T^c give back the paper's least-memory pick."""
     out = tmp_path / "run"

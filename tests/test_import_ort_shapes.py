@@ -1,6 +1,6 @@
 """Shapes ONNX shape inference leaves unknown come from one ONNX Runtime run of the model on
-its static input (csdf/onnx_ort_shapes.py, issue 29: torchvision's Swin-T at opset 17 was
-refused at `explore info`); a model ORT cannot run either is refused with one line."""
+its static input (csdf/onnx_ort_shapes.py: torchvision's Swin-T at opset 17 needs
+it at `explore info`); a model ORT cannot run either is refused with one line."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""Output paths (issue 18): an --out that cannot be written is refused before any work, the
+"""Output paths: an --out that cannot be written is refused before any work, the
 default directory is a safe name under runs/, directories are claimed atomically, and a
 failed or interrupted command leaves no partial output behind."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Picking a point of a hand-made front: Algorithm 2 lines 9-16 (least memory) and the
-fastest point within a memory budget (issue 29)."""
+fastest point within a memory budget."""
 import math
 
 import pytest

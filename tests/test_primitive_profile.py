@@ -130,7 +130,7 @@ def test_deployed_primitives_match_the_model(tmp_path, assign):
     be = OrtBackend("float32")
     Executor(mf.load(tmp_path / "dep"), tmp_path / "dep", be)
     block = ob.block_size(ort.SessionOptions())
-    # one stored tensor per producer (issue 26), one layout: blocked when every reader is
+    # one stored tensor per producer, one layout: blocked when every reader is
     want = {f"blocky.{s}->{d}" for s, d in cnn.graph.edges
             if assign.get(s) == "ort_nchwc" and cnn.edge_shape(s, d)[1] % block == 0
             and all(assign.get(r) == "ort_nchwc" for r in cnn.graph.successors(s))}

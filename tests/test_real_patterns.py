@@ -1,4 +1,4 @@
-"""Real exporters' patterns (issue 12), each built with onnx.helper in the node order
+"""Real exporters' patterns, each built with onnx.helper in the node order
 torch.onnx writes: the layer count, the parameter count (computed here from the model's
 own initializers), the fused activation, and deployed outputs equal to ONNX Runtime on the
 original file, whole and with every layer that can by parts."""
@@ -96,9 +96,9 @@ def test_channel_shuffle_is_one_per_pixel_layer(tmp_path):
 
 @pytest.mark.parametrize("opset", [13, 17, 18])
 def test_folded_channel_shuffle_by_parts_of_every_size(tmp_path, opset):
-    """Issue 29: ShuffleNetV2 at opset 17 (TorchScript) failed at `explore run` with "Got
-    invalid dimensions for output" on parts of several rows: its shapes are constants for
-    the whole height. Parts of 4, 3 (3, 3, 2), 2 and 1 rows all match ORT on the file."""
+    """ShuffleNetV2 at opset 17 (TorchScript) by parts of several rows: its shapes are
+    constants for the whole height (ORT's "Got invalid dimensions for output" where a part
+    keeps them). Parts of 4, 3 (3, 3, 2), 2 and 1 rows all match ORT on the file."""
     cnn = load_onnx(shuffle_block_folded(tmp_path / "s.onnx", opset), "s")
     assert [cnn.layer(n).op for n in cnn.order()] == ["Input", "Conv", "Opaque", "Conv"]
     assert cnn.layer(cnn.order()[2]).hyper["per_pixel"]

@@ -1,4 +1,4 @@
-"""Region steps (issue 27, item 2): consecutive firings by parts run as one ONNX Runtime call
+"""Region steps: consecutive firings by parts run as one ONNX Runtime call
 per band (deploy/build/regions.py, deploy/steps/regions.py), compared with ONNX Runtime on
 the original model: a region with a residual join, a stride-2 depthwise conv, padding rows
 at both borders, a ceil-mode pool, and parts (bands) that do not divide the height (25

@@ -1,4 +1,4 @@
-"""SDF3 interoperability (issue 18): capacities written as SDF3 reads them (a reverse channel
+"""SDF3 interoperability: capacities written as SDF3 reads them (a reverse channel
 per edge holding the capacity), bufferSize only in SDF3's schema form, the evaluator's times
 in the files `explore --out` writes, and SDF3's rule for the (0, 0) trade-off point."""
 from __future__ import annotations

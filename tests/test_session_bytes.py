@@ -1,4 +1,4 @@
-"""Session state in the plan's memory (issue 27, item 1; explorer/memory/buffers.session_bytes):
+"""Session state in the plan's memory (explorer/memory/buffers.session_bytes):
 every loaded step model keeps its session, so with a measured profile the plan counts each
 layer's model once (a layer by parts whose last part is shorter: two part models), on top of
 parameters, buffers and workspace. Figures here are computed from the table in the test."""

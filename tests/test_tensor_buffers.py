@@ -1,4 +1,4 @@
-"""One buffer per tensor (issue 26): a tensor read by several layers is stored once, its
+"""One buffer per tensor: a tensor read by several layers is stored once, its
 ring sized for all readers, written once per frame, and the reuse-only plan of every zoo
 CNN needs no more than the most elements alive at once in the plain topological order."""
 from __future__ import annotations

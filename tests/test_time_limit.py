@@ -1,4 +1,4 @@
-"""`--time-limit` / `search.time_limit` (issue 28): the search stops with the front found so
+"""`--time-limit` / `search.time_limit`: the search stops with the front found so
 far once the budget is spent, writes every output, says where it stopped, and the plan is
 one the explorer would deploy; without a limit nothing changes."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Valid ONNX models the importer or the deployment once mis-handled (issue 18): each class
+"""Valid ONNX models the importer or the deployment once mis-handled: each class
 either deploys with outputs equal to ONNX Runtime on the original file, or is refused with
 one line before any work."""
 from __future__ import annotations

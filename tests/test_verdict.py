@@ -102,7 +102,7 @@ def test_deploy_warns_when_constraints_unmet(tmp_path, capsys):
 
 
 def test_a_model_stored_in_fp16_is_judged_at_fp16(tmp_path, capsys):
-    """Issue 29: a model stored in fp16 (weights, input, output) deployed by an fp32 plan
+    """A model stored in fp16 (weights, input, output) deployed by an fp32 plan
     computes in fp32 while its reference computes in fp16; the tolerance follows the fp16
     reference, and a real error (two layers' models swapped) still fails."""
     import onnx

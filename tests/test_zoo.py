@@ -58,7 +58,7 @@ def test_names_are_the_issue_list():
 
 
 def test_densenet_in_torchvision_form_is_the_same_function_with_every_input_concatenated(models):
-    """Issue 26: the same initializers byte for byte and the same output as densenet121, while
+    """The same initializers byte for byte and the same output as densenet121, while
     each dense layer j >= 2 of a block reads a Concat of the block input and its j - 1
     predecessors, and the block's end one of all L + 1 (block 3's: 25 inputs)."""
     a, b = models["densenet121"], models["densenet121_tv"]

@@ -1,4 +1,4 @@
-"""The zoo cache heals itself (issue 18): entries carry a SHA-256 digest beside them, and a
+"""The zoo cache heals itself: entries carry a SHA-256 digest beside them, and a
 truncated, damaged, digest-less or swapped entry is rebuilt instead of used."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A partition's schedule cut into region steps (issue 27, item 2): consecutive firings of
+"""A partition's schedule cut into region steps: consecutive firings of
 layers by parts become one band, computed by one ONNX Runtime call (deploy/steps/regions.py).
 
 The band height is not a gene of its own: it follows from the layers' genes (their phases),

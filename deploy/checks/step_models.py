@@ -2,7 +2,7 @@
 ONNX spec's structure) and an ONNX Runtime load (its shape inference and kernel lookup; not
 ONNX's own shape inference, which gives up inside exports ORT runs, Swin-T's attention). A step ONNX Runtime would refuse is then found at deploy, as one line naming
 the layer, its ONNX nodes and the reason, not at `explore run` in the optimising child
-(issue 29: Swin-T's `node_MatMul_63.whole.onnx`).
+(Swin-T's `node_MatMul_63.whole.onnx`).
 
 The loads run in one child process (`python -m deploy.checks.step_models`, paths as JSON on
 stdin, the first refusal as JSON on stdout): a session made in the deploying process would
@@ -41,7 +41,8 @@ def check_model(path: Path) -> str | None:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     # the level `explore run` optimises at (deploy/ort/optimize.py): a refusal of one of
-    # ORT's rewrites is found here too; it costs what ORT_ENABLE_BASIC does (docs/deploy.md)
+    # ORT's rewrites is found here too; it costs what ORT_ENABLE_BASIC does
+    # (benchmarks/results/cli_runs.md)
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3
     try:

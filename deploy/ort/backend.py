@@ -1,7 +1,7 @@
 """ONNX Runtime (CPU) backend: compile step models to sessions and bind them, once, to numpy
 views of the arena with I/O binding, so a step is one `run_with_iobinding` and no copy.
 
-Session choices (docs/deploy.md): one session per step model file, shared by every phase
+Session choices (docs/run.md): one session per step model file, shared by every phase
 that uses it; weights shared across a layer's variants through `add_initializer` (one copy
 per layer); graph optimisations on (ORT_ENABLE_ALL); the CPU memory arena and memory
 patterns on, so the few intermediates a step has inside ORT (a gathered window, a

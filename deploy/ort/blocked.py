@@ -4,9 +4,9 @@ step reads and writes the arena without reordering.
 Why: at ORT_ENABLE_ALL, ONNX Runtime runs a Conv or pool as its blocked NCHWc kernel between
 a `ReorderInput` and a `ReorderOutput`. A whole-model session reorders once per frame; a step
 session reorders at every step, which on MobileNetV2's early depthwise convs costs 2-5x the
-kernel (docs/deploy.md). When both ends of an edge are such steps, the edge can hold the
-blocked tensor instead: the producer's model loses its `ReorderOutput`, the consumers' lose
-their `ReorderInput`, and the bytes, offsets and calls stay those of the plan.
+kernel (docs/run.md, "Kernel layout"). When both ends of an edge are such steps, the
+edge can hold the blocked tensor instead: the producer's model loses its `ReorderOutput`,
+the consumers' lose their `ReorderInput`, and the bytes, offsets and calls stay those of the plan.
 
 How: ONNX Runtime writes the step model it optimised (`optimized_model_filepath`), with its
 `com.microsoft.nchwc` nodes and reordered weights; that file is valid only on the machine

@@ -6,7 +6,7 @@ Why: a ring (an edge whose producer or consumer runs by parts) holds rows height
 them to NCHW, and ONNX Runtime wraps its NCHWc Conv in a ReorderInput and a ReorderOutput.
 Measured on MobileNetV2's features_2_dw part of 2 rows (one thread): the two reorders took
 20% of the part's kernel time, beside the transposes and the conv itself; the by-parts
-layers of the issue-15 plans cost 2-5x their whole-layer time.
+layers of MobileNetV2 plans near the least memory cost 2-5x their whole-layer time.
 
 How: with C a multiple of the block b, a ring row is stored as [N, C/b, W, b], the NCHWc
 layout of that one row (the same bytes as [N, C, W]). Then

@@ -1,4 +1,4 @@
-"""What the step models of a deployment hold (issue 27, item 1): each distinct step model,
+"""What the step models of a deployment hold: each distinct step model,
 in the form the deployment runs it (deploy/profile/deployed_forms.py), measured by the
 workspace probe (deploy/profile/workspace_probe.py: the workspace one call needs, and its
 session state beyond its weights) and, where the ladder's deployment counted it

@@ -1,5 +1,5 @@
-"""Step models in the form a deployment runs them, kept for the workspace probe (issue 27,
-item 1: "measured per step as the deployment runs it").
+"""Step models in the form a deployment runs them, kept for the workspace probe, so
+that each step is measured as the deployment runs it (docs/region_steps.md).
 
 Why: the per-layer probe (deploy/profile/layers.py) runs a whole layer's model as ONNX
 Runtime optimises it alone, between a ReorderInput and a ReorderOutput; in a deployment

@@ -2,7 +2,7 @@
 
 A layer's time depends on how its neighbours store their tensors (ORT's blocked NCHWc
 layout between whole layers, rows rings around parts) and on the thread pool, so timing a
-layer alone in another layout mispredicts a deployment (issue 15: a profile summing to
+layer alone in another layout mispredicts a deployment (a profile summing to
 131 fps for a plan measured at 239-250). Here every layer is timed where it runs: for the
 whole CNN (reuse only) and for every k of the ladder (explorer.plan.genes) the CNN is deployed
 with every layer in parts of k rows (`csdf.parts.phases_for_rows`), run with the layout and
@@ -62,7 +62,7 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
     `frame_ms` is the median of frames run exactly as Executor.run_stream runs them (no
     timer between calls), interleaved with the timed frames, so the loop's own cost per
     call shows as frame_ms minus the layers' sum. Medians, not means: the profile must
-    give a quiet machine's times on a shared one. Measured (issue 15, MobileNetV2 whole,
+    give a quiet machine's times on a shared one. Measured (MobileNetV2 whole,
     load 3-10 from other processes): per-layer medians summed to 8.3-8.8 ms in every run
     while the frames' means ranged 9.5-27 ms; the frames of a quiet run take 8.3-8.7 ms."""
     from deploy.ort.backend import OrtBackend

@@ -14,7 +14,7 @@ Runtime's arena and memory patterns, so every intermediate and kernel buffer is 
 allocation; page granularity (4 KiB) and blocks under 16 KiB from the heap make it a lower
 bound for tiny steps.
 
-The same child also measures each step's session state (issue 27, item 1): the heap bytes
+The same child also measures each step's session state: the heap bytes
 (glibc's mallinfo2) that building its session and running it once keep, less its weights (the deployment
 hands those in once, deploy/ort/backend.py) — the graph, kernels and plans every loaded
 step model holds for the whole run, which no buffer or workspace figure counts (with

@@ -11,14 +11,16 @@ where `rounding` is how far the fp16 reference itself lies from the fp32 one on 
 frames (0 for fp32 plans): two correct fp16 computations of one network differ by about that
 much, since they round at different places (the deployment rounds at layer boundaries only,
 with BatchNorm folded). RTOL for fp32 is 2e-4: the deployments of the zoo's networks give at
-most 3.2e-5 (ResNet-50), while the wrong outputs of issue 18 were 2.5e-4 to 1 relative.
+most 3.2e-5 (ResNet-50), while the wrong outputs of
+mis-handled models (tests/test_valid_models.py, before each was fixed) were 2.5e-4 to 1
+relative.
 
 The tolerance follows the precision the reference computes in: the lower of the plan's and
 the source model's own, fp16 when the model is stored in fp16 (fp16 outputs, or mostly fp16
 weights behind fp32 input/output Casts: reference.stored_dtype). ONNX Runtime then runs the
-reference in fp16, while an fp32 plan computes the same network in fp32 (issue 29).
+reference in fp16, while an fp32 plan computes the same network in fp32.
 
-Exit status EXIT_MISMATCH (4) when any CNN fails (docs/deploy.md).
+Exit status EXIT_MISMATCH (4) when any CNN fails (docs/run.md).
 """
 from __future__ import annotations
 

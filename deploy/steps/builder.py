@@ -34,7 +34,7 @@ class Builder:
 
     def const(self, name: str, value: np.ndarray) -> str:
         """An initializer; a 0-d value stays 0-d (np.ascontiguousarray would make it [1]: a
-        Gather index that turns a scalar into a 1-D result, issue 29's Swin-T)."""
+        Gather index that turns a scalar into a 1-D result, as in torchvision's Swin-T)."""
         if name not in self.names:
             self.names.add(name)
             value = np.asarray(value)

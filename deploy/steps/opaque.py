@@ -9,7 +9,7 @@ per-pixel group, `rows` output rows per phase, the last phase maybe fewer), ever
 those rows [N, C, rows, W] and each Reshape in the group gets its static output shape with
 the H axis set to `rows`: a shape the exporter baked for the whole height (TorchScript at
 opset 17 folds ShuffleNetV2's channel shuffle to constant shapes) would otherwise compute
-one row, or the wrong channels, for a part of several rows (issue 29). The model runs
+one row, or the wrong channels, for a part of several rows. The model runs
 at the source model's opsets (docs/deploy.md), so every node keeps its meaning.
 """
 from __future__ import annotations

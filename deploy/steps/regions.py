@@ -1,5 +1,5 @@
 """The ONNX model of a region step: a run of consecutive by-parts firings of one partition
-computed by ONE ONNX Runtime call (issue 27, item 2).
+computed by ONE ONNX Runtime call.
 
 A band of a by-parts region is the firings the plan's schedule makes between two points
 where a ring would wrap onto rows still to be read (deploy/build/regions.py cuts them). Its

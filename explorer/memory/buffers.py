@@ -126,7 +126,7 @@ def _band(cnn, layer: str, ph: dict[str, int], contexts, t) -> tuple[int, int] |
 
 
 def session_bytes(app, phases: dict[str, dict[str, int]], tables: dict | None) -> int:
-    """Session state of `app` under `phases` (issue 27, item 1): every step model a
+    """Session state of `app` under `phases`: every step model a
     deployment loads keeps its session for the whole run, so the measured state of each
     layer's model (whole_session_bytes, or part_session_bytes for a layer by parts, twice
     when its last part is shorter: a second part model) is summed over every layer of every

@@ -1,5 +1,5 @@
-"""Row-by-row lifetimes of whole tensors stored by rows (issue 14, "lifetimes finer than
-rectangles").
+"""Row-by-row lifetimes of whole tensors stored by rows (docs/memory.md,
+"Row-by-row lifetimes").
 
 A plan holds an edge whole when its ring would need every row (its producer is whole and
 its consumer runs by parts, as for the graph input read by the first convolution; or its

@@ -1,4 +1,4 @@
-"""One buffer per tensor: the edge uses of one produced tensor merged into one use (issue 26).
+"""One buffer per tensor: the edge uses of one produced tensor merged into one use.
 
 The paper's memory model (Section 2.4) stores every (producer, consumer) edge in its own
 buffer, so a tensor read by k layers (a residual input, a DenseNet feature map, an

@@ -11,7 +11,7 @@ Memory as memtrade counts it: the memory plan's buffers (Eq. 1-4 with every laye
 Algorithm 1's reuse) + the weights each chosen primitive holds + workspace: the sum over
 layers (strategy "sum": every step keeps its own scratch, Eq. 13/14's accumulated memory) or
 one workspace sized by the largest step (strategy "workspace", Eq. 15: ONNX Runtime's one
-shared arena, docs/deploy.md).
+shared arena, docs/run.md).
 """
 from __future__ import annotations
 

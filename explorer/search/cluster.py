@@ -1,5 +1,5 @@
 """Chromosomes evaluated on a Dask distributed cluster (`--cluster ADDRESS`,
-`search.cluster`; issue 28): the same batches as the local pool (explorer/search/parallel.py),
+`search.cluster`): the same batches as the local pool (explorer/search/parallel.py),
 sent with `Client.map` and collected with `Client.gather`, which returns the answers in the
 order asked, so the front is the one a single process finds for the same seed.
 

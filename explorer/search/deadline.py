@@ -1,4 +1,4 @@
-"""A wall-clock budget for the search (`--time-limit SECONDS`, `search.time_limit`; issue 28).
+"""A wall-clock budget for the search (`--time-limit SECONDS`, `search.time_limit`).
 
 The search's stages (NSGA-II generations of the binary and the ladder runs, rounds of path
 relinking and of local search) ask `over(stage)` before each step; once the budget is spent
@@ -9,8 +9,8 @@ Without a limit nothing changes: the same seed gives the same front.
 
 A ladder search shares the budget between its stages (`share`): the binary run gets 40% of
 it, the ladder run 75% of what is left, relinking and local search the rest, so a short
-budget still yields a ladder front rather than a binary run cut short (chosen here; the
-issue leaves the split open).
+budget still yields a ladder front rather than a binary run cut short (a choice: no
+split is prescribed).
 """
 from __future__ import annotations
 

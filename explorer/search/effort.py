@@ -1,4 +1,4 @@
-"""Effort that fits the network (issue 28): the default population, generations and
+"""Effort that fits the network: the default population, generations and
 relinking rounds scaled down when the evaluation rate measured on this network says the
 default search would take much longer than a user waits.
 

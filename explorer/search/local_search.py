@@ -12,7 +12,8 @@ the points that entered the front in the round before; the chromosomes never see
 evaluated in one batch per round (explorer.search.parallel spreads it over the workers) and the
 non-dominated union is kept. Stops when a round adds no point or after `rounds` rounds.
 
-Why this neighbourhood (docs/search.md, "Session 3"): over the moves one rung either way
+Why this neighbourhood (docs/search.md, "Why path relinking, then a local search toward
+whole layers"): over the moves one rung either way
 of every gene some front point parts, on Table 12's app 1, 69 of the 74 moves that entered
 the front went toward whole, 5 of 941 the other way. Deterministic: neighbours are made
 and evaluated in the front's order.

@@ -16,8 +16,8 @@ point or after `rounds` rounds.
 
 Relinking fills gaps between plans that part different layers; explorer/search/local_search.py,
 which runs after it, fills those between plans that part the same layers at neighbouring
-rungs (docs/search.md, "Session 3"). Deterministic: moves are made and evaluated in the
-front's order.
+rungs (docs/search.md, "Why path relinking, then a local search toward whole layers").
+Deterministic: moves are made and evaluated in the front's order.
 """
 from __future__ import annotations
 

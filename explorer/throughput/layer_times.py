@@ -44,7 +44,7 @@ class LayerTimes:
     # the layer whole beside a layer by parts (its model reads or writes a rows ring): the
     # largest over the ladder's deployments where it was so
     # ({side: bytes}, side "in" reading a ring, "out" writing one, "both"; a plain number:
-    # any side, as profiles before session 11 filed it)
+    # any side, as older profile files have it)
     beside_session_bytes: int | dict[str, int] | None = None
     beside_ws_bytes: int | dict[str, int] | None = None
     # what each call of the layer's steps holds in a deployment (its ONNX Runtime binding
@@ -96,7 +96,7 @@ class LayerTimes:
         phase counts (whole = Φ 1; beyond the last, extended by its last slope), each
         measured time raised to the largest at fewer phases; else linear between whole (Φ=1)
         and the measured parts (Φ=phases), never below whole. Either way more phases never
-        run faster: a measured dip (1-8% on 11 of ResNet-50's 70 layers, session 4) is the
+        run faster: a measured dip (1-8% on 11 of ResNet-50's 70 layers in one profile) is the
         shared machine's noise, and it would let a finer plan dominate a coarser one.
         `monotone` False (a profile that timed region steps): the measured points as they
         are. A band's one call is shared among its layers by work (deploy/profile/ladder.py),

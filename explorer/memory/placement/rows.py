@@ -18,7 +18,7 @@ exactly the offsets of gaps.fits. This generalises the greedy-by-size planner of
 & Lee 2020 (as TFLite ships it) from rectangles to staircases; the buffer stays one
 contiguous region at its offset, so the arena is still max(offset + size).
 
-Speed (issue 26): a placer visits each use under ten orders and fits, each time against all
+Speed: a placer visits each use under ten orders and fits, each time against all
 its placed neighbours. `Geometry` therefore computes the forbidden intervals of a pair once
 (the reverse pair is the mirror image: i and j collide at d exactly when j and i collide at
 -d), keeps each use's intervals against all its neighbours as flat numpy arrays, and fits
