@@ -263,7 +263,41 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
                         f"generations {effort.generations}, relinking {effort.relink_rounds}): the "
                         f"default would take about {effort.predicted_s:.0f} s at the {effort.rate:.0f} "
                         f"evaluations/s measured here; set them, or --effort full, to fix the effort")
+    strips, by_parts = gene_cells(app, evaluation, outcome.front)
     write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
                       outcome.genes, app.memory, app.fps, baselines_for(app, evaluator, derived), chosen,
-                      outcome.met, notes)
+                      outcome.met, notes, memory_pictures(app, evaluation, plan, derived),
+                      strips, by_parts)
     return notes, xml, outcome.met
+
+
+def memory_pictures(app, evaluation, plan, derived) -> list[tuple[str, dict[str, str]]]:
+    """report.html's pictures of the arena over the schedule (explorer/report/memory_svg.py):
+    the chosen plan's, and beside it the reuse-only plan's (every layer whole)."""
+    from explorer.plan.derive import derive, plan_for, whole_phases
+    from explorer.report.memory_svg import plan_pictures
+
+    whole = derive(app, whole_phases(app), getattr(evaluation, "cache", None),
+                   getattr(evaluation, "workspace", None))
+    reuse = plan_for(app, whole, {}, False)
+    return [(f"chosen plan ({format_bytes(plan.buffer_bytes)} of buffers)", plan_pictures(plan, derived)),
+            (f"reuse only ({format_bytes(reuse.buffer_bytes)} of buffers)", plan_pictures(reuse, whole))]
+
+
+def gene_cells(app, evaluation, front) -> tuple[list[str] | None, list[list[str]] | None]:
+    """Per front point: its genes as a strip and its layers by parts in the `layer:k`
+    notation (explorer/report/gene_strip.py); (None, None) for genes that are not layer
+    granularities (fused tiles)."""
+    from explorer.report.gene_strip import gene_strip, layer_notation
+
+    space = getattr(evaluation, "space", None)
+    if space is None or not hasattr(space, "ladders"):
+        return None, None
+    labels = [f"{c}.{layer}" for c, layer in space.layers]
+    strips, notes = [], []
+    for p in front:
+        cells = [(label, ladder[g] if g else 0, ladder[0])
+                 for label, ladder, g in zip(labels, space.ladders, p.genes)]
+        strips.append(gene_strip(cells))
+        notes.append([layer_notation(label, rows) for label, rows, _ in cells if rows])
+    return strips, notes
