@@ -31,27 +31,32 @@ class Baseline:
     fps: dict[str, float] = field(default_factory=dict)
 
 
-def front_rows(front: list[Point], cnns: list[str], genes: list[str]) -> list[dict]:
-    """One dict per point: memory, fps per CNN, and the layers by parts (`cnn.layer`)."""
+def front_rows(front: list[Point], cnns: list[str], genes: list[str],
+               by_parts: list[list[str]] | None = None) -> list[dict]:
+    """One dict per point: memory, fps per CNN, and the layers by parts: `by_parts[i]` for
+    point i (the `cnn.layer:k` notation of explorer/report/gene_strip.py), else the labels of
+    the genes that are not 0."""
     return [{"memory_bytes": p.memory_bytes, "memory_mb": p.memory_bytes / MB,
              "fps": {c: p.fps.get(c, 0.0) for c in cnns},
-             "by_parts": [g for g, x in zip(genes, p.genes) if x],
-             "genes": list(p.genes)} for p in front]
+             "by_parts": (by_parts[i] if by_parts is not None else
+                          [g for g, x in zip(genes, p.genes) if x]),
+             "genes": list(p.genes)} for i, p in enumerate(front)]
 
 
 def write_pareto_json(front: list[Point], cnns: list[str], genes: list[str], path: Path,
-                      extra: dict | None = None) -> None:
-    data = {"cnns": cnns, "genes": genes, "points": front_rows(front, cnns, genes)}
+                      extra: dict | None = None, by_parts: list[list[str]] | None = None) -> None:
+    data = {"cnns": cnns, "genes": genes, "points": front_rows(front, cnns, genes, by_parts)}
     data.update(extra or {})
     Path(path).write_text(json.dumps(data, indent=1) + "\n")
 
 
-def write_pareto_csv(front: list[Point], cnns: list[str], genes: list[str], path: Path) -> None:
+def write_pareto_csv(front: list[Point], cnns: list[str], genes: list[str], path: Path,
+                     by_parts: list[list[str]] | None = None) -> None:
     with open(path, "w", newline="") as fh:
         out = csv.writer(fh)
         out.writerow(["memory_bytes", "memory_mb"] + [f"fps_{c}" for c in cnns]
                      + ["layers_by_parts", "genes"])
-        for row in front_rows(front, cnns, genes):
+        for row in front_rows(front, cnns, genes, by_parts):
             out.writerow([row["memory_bytes"], f"{row['memory_mb']:.6f}"]
                          + [f"{row['fps'][c]:.4f}" for c in cnns]
                          + [" ".join(row["by_parts"]), "".join(map(str, row["genes"]))])
@@ -108,10 +113,10 @@ def write_report_html(path: Path, title: str, front: list[Point], cnns: list[str
     esc = html.escape
     head = "".join(f"<th>fps {esc(c)}</th>" for c in cnns)
     rows = []
-    for i, (row, p) in enumerate(zip(front_rows(front, cnns, genes), front)):
+    for i, (row, p) in enumerate(zip(front_rows(front, cnns, genes, by_parts), front)):
         mark = ' class="chosen"' if chosen is not None and p.genes == chosen.genes else ""
         cells = "".join(f"<td>{row['fps'][c]:.2f}</td>" for c in cnns)
-        split = by_parts[i] if by_parts is not None else row["by_parts"]
+        split = row["by_parts"]
         parts = esc(", ".join(split)) or "none"
         strip = f"<td>{strips[i]}</td>" if strips is not None else ""
         rows.append(f"<tr{mark}><td>{i}</td><td>{row['memory_mb']:.3f}</td>{cells}"
