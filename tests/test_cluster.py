@@ -46,7 +46,7 @@ def test_the_cluster_gives_the_in_process_front(scheduler):
 def test_explore_on_the_cluster_writes_the_same_plan(scheduler, tmp_path):
     for where, extra in (("here", ["--workers", "1"]), ("there", ["--cluster", scheduler])):
         assert main([str(WORKED), "--mem", "0", "--population", "8", "--generations", "3",
-                     "--quiet", "--out", str(tmp_path / where), *extra]) == 3
+                     "--quiet", "--out", str(tmp_path / where), *extra]) == 0
     assert (tmp_path / "here" / "plan.json").read_text() == \
         (tmp_path / "there" / "plan.json").read_text()
 

@@ -52,6 +52,7 @@ class FakeEvaluation:
 @dataclass
 class FakeApp:
     memory: int | None = 80
+    fps: dict = field(default_factory=dict)
 
 
 @pytest.mark.parametrize("rate, limit, level", [(40.0, None, 0.25), (40.0, 30.0, 0.125),

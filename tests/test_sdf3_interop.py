@@ -146,7 +146,7 @@ def explored(tmp_path_factory):
     out = tmp_path_factory.mktemp("explored") / "run"
     app = ROOT / "apps" / "worked_example.yaml"
     assert main([str(app), "--mem", "0", "--quiet", "--population", "8", "--generations", "3",
-                 "--out", str(out)]) == 3
+                 "--out", str(out)]) == 0
     return app, out
 
 

@@ -36,7 +36,7 @@ def test_a_search_stopped_on_time_writes_a_deployable_plan(tmp_path, capsys):
     out, limit = tmp_path / "run", 3.0
     start = time.perf_counter()
     assert main([str(APP1), "--mem", "0", "--time-limit", str(limit), "--workers", "1", "--effort", "full",
-                 "--out", str(out), "--quiet"]) == 3          # nothing fits 0 B: least memory
+                 "--out", str(out), "--quiet"]) == 0          # the least-memory goal
     elapsed = time.perf_counter() - start
     front = json.loads((out / "pareto.json").read_text())
     plan = json.loads((out / "plan.json").read_text())
@@ -53,7 +53,7 @@ def test_a_search_stopped_on_time_writes_a_deployable_plan(tmp_path, capsys):
 def test_without_a_limit_the_search_runs_to_its_end(tmp_path):
     out = tmp_path / "run"
     assert main([str(ROOT / "apps" / "worked_example.yaml"), "--mem", "0", "--population", "8",
-                 "--generations", "3", "--out", str(out), "--quiet"]) == 3
+                 "--generations", "3", "--out", str(out), "--quiet"]) == 0
     front = json.loads((out / "pareto.json").read_text())
     assert front["time_limit"] is None and front["stopped_on_time"] is None
     assert front["generations"] == 3
@@ -83,12 +83,12 @@ def test_progress_off_a_terminal_is_one_line_per_stage(tmp_path, capsys):
     """Off a terminal (a log, CI) each NSGA-II stage prints its closing line, named, with
     its time; a stage stopped on time closes with the generation it reached."""
     assert main([str(ROOT / "apps" / "worked_example.yaml"), "--mem", "0", "--population", "8",
-                 "--generations", "3", "--out", str(tmp_path / "run")]) == 3
+                 "--generations", "3", "--out", str(tmp_path / "run")]) == 0
     lines = capsys.readouterr().err.strip().splitlines()
     assert [line.split(":")[0] for line in lines] == ["binary NSGA-II", "ladder NSGA-II"]
     assert all("gen   3/3" in line and "s left in this stage" in line for line in lines)
     assert main([str(APP1), "--mem", "0", "--time-limit", "1", "--workers", "1", "--effort", "full",
-                 "--out", str(tmp_path / "late")]) == 3
+                 "--out", str(tmp_path / "late")]) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "NSGA-II" in line]
     assert [line.split(":")[0] for line in lines] == ["binary NSGA-II", "ladder NSGA-II"]
     assert all("/60" in line and "gen  60/60" not in line for line in lines)   # both cut short

@@ -68,13 +68,18 @@ def _summary(a: PartitionAnalysis) -> dict:
             "schedule": a.schedule}
 
 
-def _print_text(name: str, a: PartitionAnalysis, path: Path) -> None:
+def _print_text(name: str, a: PartitionAnalysis, path: Path, cnn) -> None:
+    from csdf.parts import rows_per_phase
+    from explorer.report.gene_strip import layer_notation
+
     print(f"partition {name}: {len(a.layers)} layers, {len(a.firings)} firings -> {path}")
     for (s, d), elements in a.edge_elements.items():
         rows = a.edge_rows[(s, d)]
         print(f"  {s}->{d}: {rows} row{'s' if rows != 1 else ''}, {elements} elements")
     split = {layer: n for layer, n in a.firing_counts.items() if n > 1}
-    print(f"  by parts: {', '.join(f'{k} x{v}' for k, v in split.items()) or 'none'}")
+    print("  by parts: " + (", ".join(
+        f"{layer_notation(k, rows_per_phase(cnn.layer(k).output_shape[2], v))} ({v} phases)"
+        for k, v in split.items()) or "none"))
     print(f"  schedule: {a.schedule}")
 
 
@@ -99,7 +104,7 @@ def _run(args: argparse.Namespace, out: Path) -> int:
                           self_loops=True), path)
         report[part.name] = _summary(analysis)
         if not args.json:
-            _print_text(part.name, analysis, Path(args.out) / path.name)
+            _print_text(part.name, analysis, Path(args.out) / path.name, cnn)
     if args.json:
         print(json.dumps({"partitions": report}, indent=2))
     return 0

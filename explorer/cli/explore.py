@@ -141,12 +141,15 @@ def baselines_for(app, evaluator, derived=None) -> list:
 
 
 def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
+    from explorer.report.gene_strip import layer_notation
     r = outcome.result
     lines = [f"app {app.name}: {len(app.cnns)} CNN(s), {len(app.partitions)} partition(s), "
              f"precision {app.precision.name}, evaluator {evaluator_name}, "
              f"placement {app.placement}"]
     if r.early_exit:
-        lines.append("search: early exit, buffer reuse alone (every layer one phase) fits M^c")
+        lines.append("search: early exit, buffer reuse alone (every layer one phase) fits M^c"
+                     if app.memory is not None else "search: none needed, no constraint asks "
+                     "for less memory than buffer reuse alone (every layer one phase)")
     else:
         rate = r.evaluations / r.seconds if r.seconds else 0.0
         lines.append(f"search: NSGA-II {r.generations} generations, {r.evaluations} evaluations "
@@ -156,14 +159,14 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
             lines.append(f"search: stopped on time at {r.stopped} (the time limit); the plan "
                          f"is from the front found so far")
     mem_c = app.memory
-    mem_ok = mem_c is None or plan.memory_bytes <= mem_c
+    mem_ok = not mem_c or plan.memory_bytes <= mem_c
     lines.append(f"memory  {format_bytes(plan.memory_bytes)} ({plan.memory_bytes} B: params "
                  f"{format_bytes(plan.param_bytes)} + buffers {format_bytes(plan.buffer_bytes)}"
                  + (f" + workspace {format_bytes(plan.workspace_bytes)}" if plan.workspace_bytes else "")
                  + (f" + sessions {format_bytes(plan.session_bytes)}" if plan.session_bytes else "")
                  + (f" + outputs {format_bytes(plan.output_bytes)}" if plan.output_bytes else "")
                  + ")"
-                 + ("" if mem_c is None else
+                 + ("" if mem_c is None else "  the least memory: the goal" if mem_c == 0 else
                     f"  M^c {format_bytes(mem_c)}: {'met' if mem_ok else 'NOT met'}"))
     for cnn, v in plan.fps.items():
         need = app.fps.get(cnn, 0.0)
@@ -171,14 +174,13 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
         lines.append(f"fps     {cnn}: {v:.2f}{tail}")
     for cnn, ph in plan.phases.items():
         rows = plan.rows.get(cnn, {})
-        split = [layer + (f":{rows[layer]}" if rows.get(layer, 1) > 1 else "")
-                 for layer, n in ph.items() if n > 1]
+        split = [layer_notation(layer, rows.get(layer, 1)) for layer, n in ph.items() if n > 1]
         shown = ", ".join(split[:SHOW]) + (f", ... ({len(split) - SHOW} more)"
                                            if len(split) > SHOW else "")
         lines.append(f"by parts {cnn}: {len(split)} of {len(ph)} layers"
                      + (f": {shown}" if split else ""))
     from explorer.search.pick import describe_rule
-    lines.append("picked  " + (describe_rule(outcome.rule, app.prefer) if outcome.met else
+    lines.append("picked  " + (describe_rule(outcome.rule, app.prefer, app.memory) if outcome.met else
                                "the least-memory point: no point meets the constraints"))
     lines.append("constraints " + ("met" if plan.constraints_met else
                                    "NOT met by any point of the front (least-memory plan written)"))
@@ -243,6 +245,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
 
     cnns = list(app.cnns)
     r = outcome.result
+    strips, by_parts = gene_cells(app, evaluation, outcome.front)
     write_pareto_json(outcome.front, cnns, outcome.genes, out / "pareto.json", extra={
         "app": plan.app, "name": app.name, "early_exit": r.early_exit, "seed": settings.seed,
         "population": settings.population, "generations": settings.generations,
@@ -253,8 +256,8 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
         "rule": outcome.rule, "prefer": app.prefer,
         "time_limit": settings.time_limit, "stopped_on_time": r.stopped,
         "constraints_met": plan.constraints_met,
-        "effort": effort.as_json() if effort is not None else None})
-    write_pareto_csv(outcome.front, cnns, outcome.genes, out / "pareto.csv")
+        "effort": effort.as_json() if effort is not None else None}, by_parts=by_parts)
+    write_pareto_csv(outcome.front, cnns, outcome.genes, out / "pareto.csv", by_parts)
     to_json(plan, out / "plan.json")
     xml = write_partitions(app, plan, out, evaluator)
     notes = [line for line in summary(app, plan, outcome, evaluator.name)]
@@ -265,5 +268,38 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
                         f"evaluations/s measured here; set them, or --effort full, to fix the effort")
     write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
                       outcome.genes, app.memory, app.fps, baselines_for(app, evaluator, derived), chosen,
-                      outcome.met, notes)
+                      outcome.met, notes, memory_pictures(app, evaluation, plan, derived),
+                      strips, by_parts)
     return notes, xml, outcome.met
+
+
+def memory_pictures(app, evaluation, plan, derived) -> list[tuple[str, dict[str, str]]]:
+    """report.html's pictures of the arena over the schedule (explorer/report/memory_svg.py):
+    the chosen plan's, and beside it the reuse-only plan's (every layer whole)."""
+    from explorer.plan.derive import derive, plan_for, whole_phases
+    from explorer.report.memory_svg import plan_pictures
+
+    whole = derive(app, whole_phases(app), getattr(evaluation, "cache", None),
+                   getattr(evaluation, "workspace", None))
+    reuse = plan_for(app, whole, {}, False)
+    return [(f"chosen plan ({format_bytes(plan.buffer_bytes)} of buffers)", plan_pictures(plan, derived)),
+            (f"reuse only ({format_bytes(reuse.buffer_bytes)} of buffers)", plan_pictures(reuse, whole))]
+
+
+def gene_cells(app, evaluation, front) -> tuple[list[str] | None, list[list[str]] | None]:
+    """Per front point: its genes as a strip and its layers by parts in the `layer:k`
+    notation (explorer/report/gene_strip.py); (None, None) for genes that are not layer
+    granularities (fused tiles)."""
+    from explorer.report.gene_strip import gene_strip, layer_notation
+
+    space = getattr(evaluation, "space", None)
+    if space is None or not hasattr(space, "ladders"):
+        return None, None
+    labels = [f"{c}.{layer}" for c, layer in space.layers]
+    strips, notes = [], []
+    for p in front:
+        cells = [(label, ladder[g] if g else 0, ladder[0])
+                 for label, ladder, g in zip(labels, space.ladders, p.genes)]
+        strips.append(gene_strip(cells))
+        notes.append([layer_notation(label, rows) for label, rows, _ in cells if rows])
+    return strips, notes

@@ -19,6 +19,10 @@ SUBCOMMANDS = {
                    "time/memory front and a plan"),
 }
 MAIN = "explorer.cli.explore"   # `explore APP.yaml ...`: the methodology itself
+# the argument that names each command's input file, and the kind of file it takes
+# (explorer/app/file_kind.py): a refused file of another kind is named for what it is
+INPUT = {"deploy": ("plan", "plan"), "run": ("dir", "manifest")}
+APP_INPUT = ("app", "app")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -36,6 +40,15 @@ def _parser(module: str, prog: str, help_: str) -> argparse.ArgumentParser:
     return parser
 
 
+def wrong_input(args: argparse.Namespace, prog: str) -> str | None:
+    """When the command's input file is of another kind than it takes (an ONNX model or a
+    plan given as the app, an app file given to deploy, ...): the line saying what it is."""
+    from explorer.app.file_kind import wrong_file
+    attr, kind = INPUT.get(prog.partition(" ")[2], APP_INPUT)
+    path = getattr(args, attr, None)
+    return wrong_file(path, kind) if isinstance(path, str) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
@@ -49,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(importlib.import_module(module).run(args) or 0)
     except InputError as err:
-        print(f"explore: error: {err}", file=sys.stderr)
+        print(f"explore: error: {wrong_input(args, prog) or err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:   # one line, no traceback; outputs say what they undid
         print(f"explore: interrupted{': ' + str(err) if str(err) else ''}", file=sys.stderr)

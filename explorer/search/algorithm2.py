@@ -348,7 +348,7 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
     its front and the space's seeds in the ladder population, `seeds` after them);
     `seeded=False` runs the plain NSGA-II on them instead."""
     from explorer.plan.derive import gene_labels
-    from explorer.search.pick import pick, pick_rule
+    from explorer.search.pick import pick, pick_rule, search_needed
 
     settings = settings or app.search
     deadline = Deadline(settings.time_limit)
@@ -360,7 +360,7 @@ def algorithm2(app, evaluate: Evaluate, settings: SearchSettings | None = None,
     zeros = (0,) * len(labels)
     mem, fps = evaluate(zeros)
     reuse = Point(zeros, int(mem), {c: float(fps.get(c, 0.0)) for c in cnns})
-    if app.memory is None or reuse.memory_bytes <= app.memory or not labels:
+    if not labels or not search_needed(reuse, app.memory, app.fps, getattr(app, "prefer", None)):
         result = SearchResult([reuse], evaluations=1, unique=1,
                               seconds=time.perf_counter() - start, early_exit=True)
     else:

@@ -106,9 +106,10 @@ def fit_effort(app, evaluate, settings) -> tuple[object, Effort | None]:
     if (getattr(settings, "effort", "auto") != "auto" or settings.cluster or not upper
             or set(SCALED) <= set(getattr(settings, "fixed", ()))):
         return settings, None
-    memory, _ = evaluate(tuple(0 for _ in upper))
-    if app.memory is None or memory <= app.memory:          # Algorithm 2 exits early
-        return settings, None
+    memory, fps = evaluate(tuple(0 for _ in upper))
+    from explorer.search.pick import Point, search_needed
+    if not search_needed(Point((), memory, fps), app.memory, app.fps, getattr(app, "prefer", None)):
+        return settings, None                                  # Algorithm 2 exits early
     rate = measured_rate(evaluate, upper, settings.seed)
     stages = 2 if getattr(space, "granularity", "binary") == "ladder" and any(u > 1 for u in upper) else 1
     workers = settings.workers or os.cpu_count() or 1

@@ -11,6 +11,11 @@ memory budget constrains the application (a user who gives only a budget expects
 plan within it); the paper's rule otherwise (both constraints, only T^c, or none).
 When no point meets them all, either rule returns the least-memory point of the front (the
 paper still returns it, and `explore` exits 3).
+
+A memory budget of 0 (`--mem 0`, `memory: 0`) asks for the least memory as a goal, not as a
+constraint no plan meets: the least-memory point meeting every T^c is picked and counts as
+meeting the constraints. `search_needed` says when Algorithm 2's early exit (reuse alone meets
+M^c) answers the question asked and when the search must run.
 """
 from __future__ import annotations
 
@@ -28,9 +33,28 @@ class Point:
     fps: dict[str, float] = field(default_factory=dict, hash=False, compare=False)
 
 
+def least_memory_goal(mem: int | None) -> bool:
+    """True when the memory budget asks for the least memory (0) rather than bounding it."""
+    return mem == 0
+
+
+def search_needed(reuse: Point, mem: int | None, fps: dict[str, float],
+                  prefer: str | None = None) -> bool:
+    """Whether Algorithm 2 must search beyond the reuse-only point: always for the least-memory
+    goal or `prefer` memory; with a budget, when reuse alone does not fit it (the paper's
+    early exit); without one, when a throughput target asks for the least memory meeting it
+    (reuse alone is the fastest plan, never the smallest)."""
+    if least_memory_goal(mem) or prefer == "memory":
+        return True
+    if mem is not None:
+        return reuse.memory_bytes > mem
+    return any(fps.values())
+
+
 def meets(point: Point, mem: int | None, fps: dict[str, float]) -> bool:
-    """True when the point fits M^c (None = no constraint) and every T^c_n (0 = none)."""
-    if mem is not None and point.memory_bytes > mem:
+    """True when the point fits M^c (None = no constraint, 0 = the least-memory goal, which
+    every point meets) and every T^c_n (0 = none)."""
+    if mem and point.memory_bytes > mem:
         return False
     return all(point.fps.get(cnn, 0.0) >= need for cnn, need in fps.items() if need)
 
@@ -51,11 +75,13 @@ def pick_rule(mem: int | None, fps: dict[str, float], prefer: str | None = None)
         if prefer not in PREFER:
             raise ValueError(f"prefer: expected one of {', '.join(PREFER)}, got {prefer!r}")
         return prefer
-    return "fps" if mem is not None and not any(fps.values()) else "memory"
+    return "fps" if mem and not any(fps.values()) else "memory"
 
 
-def describe_rule(rule: str, prefer: str | None) -> str:
+def describe_rule(rule: str, prefer: str | None, mem: int | None = None) -> str:
     """One line for the summary and the report: which rule chose the plan, and why."""
+    if least_memory_goal(mem) and prefer is None:
+        return "the least memory meeting the throughput targets (the goal: memory 0)"
     what = ("the highest throughput meeting the constraints" if rule == "fps" else
             "the least memory meeting the constraints, the paper's rule")
     why = ("--prefer " + prefer if prefer is not None else
