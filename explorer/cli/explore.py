@@ -140,7 +140,9 @@ def baselines_for(app, evaluator, derived=None) -> list:
             for name, row in rows.items()]
 
 
-def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
+def summary(app, plan, outcome, evaluator_name: str, why: dict[str, str] | None = None) -> list[str]:
+    """The lines `explore` prints; `why`: per CNN, the stage that sets its frame time
+    (explorer/throughput/bottleneck.py), named beside a missed throughput target."""
     from explorer.report.gene_strip import layer_notation
     r = outcome.result
     lines = [f"app {app.name}: {len(app.cnns)} CNN(s), {len(app.partitions)} partition(s), "
@@ -171,6 +173,8 @@ def summary(app, plan, outcome, evaluator_name: str) -> list[str]:
     for cnn, v in plan.fps.items():
         need = app.fps.get(cnn, 0.0)
         tail = f"  T^c {need:g}: {'met' if v >= need else 'NOT met'}" if need else ""
+        if need and v < need and (why or {}).get(cnn):
+            tail += f" (the frame time is {why[cnn]})"
         lines.append(f"fps     {cnn}: {v:.2f}{tail}")
     for cnn, ph in plan.phases.items():
         rows = plan.rows.get(cnn, {})
@@ -260,7 +264,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     write_pareto_csv(outcome.front, cnns, outcome.genes, out / "pareto.csv", by_parts)
     to_json(plan, out / "plan.json")
     xml = write_partitions(app, plan, out, evaluator)
-    notes = [line for line in summary(app, plan, outcome, evaluator.name)]
+    notes = summary(app, plan, outcome, evaluator.name, missed_targets(app, plan, evaluator))
     if effort is not None and effort.level < 1:
         notes.insert(1, f"effort  {effort.level:g} of the default (population {effort.population}, "
                         f"generations {effort.generations}, relinking {effort.relink_rounds}): the "
@@ -303,3 +307,11 @@ def gene_cells(app, evaluation, front) -> tuple[list[str] | None, list[list[str]
         strips.append(gene_strip(cells))
         notes.append([layer_notation(label, rows) for label, rows, _ in cells if rows])
     return strips, notes
+
+
+def missed_targets(app, plan, evaluator) -> dict[str, str]:
+    """Per CNN whose plan misses its fps target: the stage that sets its frame time."""
+    if all(plan.fps.get(c, 0.0) >= need for c, need in app.fps.items() if need):
+        return {}
+    from explorer.throughput.bottleneck import bottlenecks
+    return {c: b.line() for c, b in bottlenecks(evaluator, plan.phases).items()}
