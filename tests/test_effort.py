@@ -37,6 +37,10 @@ class Space:
     upper: list[int]
     granularity: str = "ladder"
 
+    @property
+    def staged(self) -> bool:
+        return self.granularity == "ladder" and any(u > 1 for u in self.upper)
+
 
 @dataclass
 class FakeEvaluation:

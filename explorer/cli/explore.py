@@ -208,38 +208,45 @@ def run(args: argparse.Namespace) -> int:
     return 0 if met else 3
 
 
+def problem_for(app, evaluator, settings, tiling: str | None):
+    """The search problem (explorer/search/problem.py) of a run: layer genes, or with
+    `--tiling` layer and fused-tile genes (explorer/tiling/genes.py), and the search that
+    solves it: Algorithm 2, or for `--tiling both` the search seeded with the parts and
+    tiles searches' fronts (explorer/tiling/search.py)."""
+    from explorer.search.algorithm2 import algorithm2
+    if not tiling:
+        from explorer.plan.derive import Evaluation
+        from explorer.plan.genes import gene_space
+        return Evaluation(app, evaluator, space=gene_space(app, settings.granularity)), algorithm2
+    from explorer.tiling.genes import TiledEvaluation
+    from explorer.tiling.search import combined_search
+    problem = TiledEvaluation(app, evaluator, tiling, settings.granularity)
+    return problem, combined_search if tiling == "both" else algorithm2
+
+
 def _explore(app, settings, args: argparse.Namespace, out: Path):
     """The search and the files of DIR, written into `out`; (summary lines, XML paths, met)."""
-    from explorer.plan.derive import Evaluation, derive, plan_for
-    from explorer.plan.genes import gene_space
+    import time
+
     from explorer.plan.model import to_json
     from explorer.report.pareto import write_pareto_csv, write_pareto_json, write_report_html
-    from explorer.search.algorithm2 import algorithm2, stderr_progress
+    from explorer.search.deadline import Deadline
+    from explorer.search.effort import fit_effort, time_budget
+    from explorer.search.progress import StageTime, stage_line, stderr_progress
     from explorer.throughput.evaluator import make_evaluator
 
+    deadline = Deadline(time_budget(settings))          # the whole run's, from here
     evaluator = make_evaluator(app, args.evaluator)
-    effort = None
-    if getattr(args, "tiling", None):     # fused tiling as a mode (explorer/tiling/genes.py)
-        from explorer.tiling.genes import TiledEvaluation, plan_tiled
-        progress = None if args.quiet else stderr_progress
-        if args.tiling == "both":         # seeded with both modes' fronts (tiling_search.py)
-            from explorer.tiling.search import search_modes
-            combined = search_modes(app, evaluator, settings, settings.granularity, progress)["both"]
-            evaluation, outcome = combined.evaluation, combined.outcome
-        else:
-            evaluation = TiledEvaluation(app, evaluator, args.tiling, settings.granularity)
-            outcome = algorithm2(app, evaluation, settings, progress)
-        chosen = outcome.chosen
-        derived, _ = evaluation.derive(chosen.genes)
-        plan = plan_tiled(app, evaluation, chosen.genes, chosen.fps, outcome.met)
-    else:
-        evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
-        from explorer.search.effort import fit_effort
-        settings, effort = fit_effort(app, evaluation, settings)
-        outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
-        chosen = outcome.chosen
-        derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache, evaluation.workspace)
-        plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
+    problem, search = problem_for(app, evaluator, settings, getattr(args, "tiling", None))
+    started = time.perf_counter()
+    settings, effort = fit_effort(app, problem, settings)
+    fitting = time.perf_counter() - started
+    outcome = search(app, problem, settings, None if args.quiet else stderr_progress,
+                     deadline=deadline)
+    started = time.perf_counter()
+    chosen = outcome.chosen
+    derived = problem.derive(chosen.genes)
+    plan = problem.plan(chosen.genes, chosen.fps, outcome.met)
 
     cnns = list(app.cnns)
     r = outcome.result
@@ -266,4 +273,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
                       outcome.genes, app.memory, app.fps, baselines_for(app, evaluator, derived), chosen,
                       outcome.met, notes)
-    return notes, xml, outcome.met
+    stages = ([StageTime("effort", fitting)] if effort is not None else []) + r.stages \
+        + [StageTime("outputs", time.perf_counter() - started)]
+    budget = "" if deadline.seconds is None else f" (time budget {deadline.seconds:g} s)"
+    return notes + [stage_line(stages) + budget], xml, outcome.met

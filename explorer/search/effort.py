@@ -97,12 +97,17 @@ def measured_rate(evaluate, upper: list[int], seed: int) -> float:
     return CALIBRATION / max(time.perf_counter() - start, 1e-9)
 
 
+def time_budget(settings) -> float | None:
+    """Seconds the whole run may take: the settings' `time_limit`."""
+    return settings.time_limit
+
+
 def fit_effort(app, evaluate, settings) -> tuple[object, Effort | None]:
     """(settings, the effort chosen) for a search of `app` with `evaluate`
     (explorer.plan.derive.Evaluation); settings unchanged and None when the effort is the
     user's (`effort: full`, every scaled key fixed, a cluster) or no search will run."""
-    space = getattr(evaluate, "space", None)
-    upper = list(space.upper) if space is not None else [1] * len(getattr(evaluate, "where", []))
+    space = evaluate.space
+    upper = list(space.upper)
     if (getattr(settings, "effort", "auto") != "auto" or settings.cluster or not upper
             or set(SCALED) <= set(getattr(settings, "fixed", ()))):
         return settings, None
@@ -110,7 +115,7 @@ def fit_effort(app, evaluate, settings) -> tuple[object, Effort | None]:
     if app.memory is None or memory <= app.memory:          # Algorithm 2 exits early
         return settings, None
     rate = measured_rate(evaluate, upper, settings.seed)
-    stages = 2 if getattr(space, "granularity", "binary") == "ladder" and any(u > 1 for u in upper) else 1
+    stages = 2 if space.staged else 1
     workers = settings.workers or os.cpu_count() or 1
     predicted = distinct_evaluations(settings.population, settings.generations, stages) \
         / (rate * speedup(workers))
