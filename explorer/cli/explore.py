@@ -49,8 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "relinking (explorer/search/local_search.py; default: the app's, 1)")
     parser.add_argument("--effort", choices=["auto", "full"],
                         help="auto (default): population, generations and relinking rounds you "
-                             "did not set scaled to the network's measured evaluation rate "
-                             "(explorer/search/effort.py); full: the defaults as they are")
+                             "did not set scaled to the network's measured evaluation rate, all "
+                             "stages fitted to 70%% of the time budget (explorer/search/effort.py); "
+                             "full: the defaults as they are, no time budget unless --time-limit")
     parser.add_argument("--granularity", choices=["ladder", "binary"],
                         help="genes: rows per phase from a ladder, or the paper's binary "
                              "whole/row-by-row (default: the app's search.granularity, ladder)")
@@ -65,8 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--mem when it is the only constraint, else the least memory; "
                              "docs/search.md)")
     parser.add_argument("--time-limit", type=float, dest="time_limit",
-                        help="seconds for the search: it stops with the front found so far "
-                             "and writes every output (default: the app's search.time_limit, none)")
+                        help="seconds for the whole run: every stage of the search stops with "
+                             "the front found so far and every output is written (default: the "
+                             "app's search.time_limit, else 100 with --effort auto, none with "
+                             "--effort full)")
     parser.add_argument("--cluster", metavar="ADDRESS",
                         help="evaluate chromosomes on the Dask cluster whose scheduler is at "
                              "ADDRESS, e.g. tcp://host:8786 (same front as one process; "
