@@ -94,5 +94,7 @@ def test_progress_off_a_terminal_is_one_line_per_stage(tmp_path, capsys):
     assert main([str(APP1), "--mem", "0", "--time-limit", "1", "--workers", "1", "--effort", "full",
                  "--out", str(tmp_path / "late")]) == 3
     lines = [line for line in capsys.readouterr().err.splitlines() if "NSGA-II" in line]
-    assert [line.split(":")[0] for line in lines] == ["binary NSGA-II", "ladder NSGA-II"]
-    assert all("/60" in line and "gen  60/60" not in line for line in lines)   # both cut short
+    # the budget counts from building the evaluator: the ladder stage may not start at all
+    assert [line.split(":")[0] for line in lines] in (["binary NSGA-II"],
+                                                      ["binary NSGA-II", "ladder NSGA-II"])
+    assert all("/60" in line and "gen  60/60" not in line for line in lines)   # cut short

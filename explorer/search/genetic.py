@@ -12,6 +12,7 @@ fps maximised, as the paper's (M, -T_1, ..., -T_N) minimised.
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field, replace
 
 from deap import tools
@@ -112,10 +113,17 @@ def nsga2(genes: int | list[int], cnns: list[str], evaluate: Evaluate | Batch,
     upper = [1] * genes if isinstance(genes, int) else [int(u) for u in genes]
     many = as_batch(evaluate).many
     history: list[GenerationStats] = []
+    start, first = time.perf_counter(), []       # the initial population's values so far
 
     def objectives(keys):
-        return [(float(mem),) + tuple(float(fps.get(c, 0.0)) for c in cnns)
-                for mem, fps in many(keys)]
+        values = [(float(mem),) + tuple(float(fps.get(c, 0.0)) for c in cnns)
+                  for mem, fps in many(keys)]
+        if not history and progress and values:  # the initial population, slice by slice
+            first.extend(values)
+            progress(GenerationStats(0, settings.generations, len(first), len(first),
+                                     time.perf_counter() - start, 0,
+                                     int(min(v[0] for v in first)), stage))
+        return values
 
     def step(run: Run, last: bool) -> None:
         stats = GenerationStats(run.generations, settings.generations, run.requests,
