@@ -16,7 +16,7 @@ Cost: the three searches' evaluations together.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from explorer.app.model import Application, SearchSettings
 from explorer.search.algorithm2 import Outcome, algorithm2
@@ -71,10 +71,14 @@ def search_modes(app: Application, evaluator, settings: SearchSettings,
 
 def combined_search(app: Application, problem: TiledEvaluation, settings: SearchSettings,
                     progress: Progress | None = None, deadline: Deadline = NONE) -> Outcome:
-    """The search of mode "both" for `problem` (its evaluator and granularity): search_modes'
-    combined outcome, the same fronts as algorithm2's call signature gives for one mode."""
+    """The search of mode "both" for `problem` (its evaluator and granularity), called as
+    algorithm2 is: search_modes' combined outcome, its stages after the parts and tiles
+    searches' own (named "parts ...", "tiles ...")."""
     modes = search_modes(app, problem.evaluator, settings, problem.granularity, progress, deadline)
-    return modes["both"].outcome
+    outcome = modes["both"].outcome
+    outcome.result.stages = [replace(s, name=f"{mode} {s.name}") for mode in ("parts", "tiles")
+                             for s in modes[mode].outcome.result.stages] + outcome.result.stages
+    return outcome
 
 
 def weakly_dominated(point: Point, front: list[Point], cnns: list[str]) -> bool:
