@@ -37,6 +37,10 @@ class Space:
     upper: list[int]
     granularity: str = "ladder"
 
+    @property
+    def staged(self) -> bool:
+        return self.granularity == "ladder" and any(u > 1 for u in self.upper)
+
 
 @dataclass
 class FakeEvaluation:
@@ -55,13 +59,17 @@ class FakeApp:
     fps: dict = field(default_factory=dict)
 
 
-@pytest.mark.parametrize("rate, limit, level", [(40.0, None, 0.25), (40.0, 30.0, 0.125),
+@pytest.mark.parametrize("rate, limit, level", [(40.0, None, 0.125), (40.0, 30.0, 0.0625),
                                                 (1000.0, None, 1.0)])
 def test_fit_effort_from_the_measured_rate(monkeypatch, rate, limit, level):
     monkeypatch.setattr(ef, "measured_rate", lambda evaluate, upper, seed: rate)
     settings = SearchSettings(workers=1, time_limit=limit)
     fitted, chosen = ef.fit_effort(FakeApp(), FakeEvaluation(), settings)
-    predicted = 0.5 * 100 * 61 * 2 / rate               # two stages of 100 x 61 requests
+    # two NSGA-II stages of 100 x 61 requests, half distinct, then relinking and local search
+    # up to 100 x 61 evaluations each; fitted to 70% of the budget (100 s, or the limit)
+    predicted = (0.5 * 100 * 61 * 2 + 2 * 100 * 61) / rate
+    assert predicted * level <= 0.7 * (limit or 100.0) or level == ef.LEVELS[-1]
+    assert level == 1 or predicted * 2 * level > 0.7 * (limit or 100.0)
     assert chosen.predicted_s == pytest.approx(predicted)
     assert chosen.level == level
     assert (fitted.population, fitted.generations) == (

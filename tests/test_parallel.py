@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from explorer.search.parallel import Mapped, batch, evaluation_pool, resolve_workers
+from explorer.search.parallel import Mapped, evaluation_pool, resolve_workers
+from explorer.search.problem import as_batch
 from test_search_speed import _search, app1  # noqa: F401  (fixture)
 
 fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -23,7 +24,7 @@ def where(key):
 def test_pool_answers_in_order_from_other_processes():
     keys = [(i, i % 3, 7) for i in range(40)]
     with evaluation_pool(where, 2) as spread:
-        got = batch(spread)(keys)
+        got = as_batch(spread).many(keys)
         one = spread((1, 2))
     assert [m for m, _ in got] == [sum(k) for k in keys]
     pids = {int(f["pid"]) for _, f in got}
@@ -40,7 +41,7 @@ def test_one_worker_is_the_function_itself():
 def test_mapped_translates_single_keys_and_batches():
     twice = Mapped(where, lambda k: tuple(2 * g for g in k))
     assert twice((1, 2))[0] == 6
-    assert [m for m, _ in batch(twice)([(1,), (2, 3)])] == [2, 10]
+    assert [m for m, _ in as_batch(twice).many([(1,), (2, 3)])] == [2, 10]
 
 
 @fork_only

@@ -62,7 +62,7 @@ def test_ladder_search_relinks_its_front(app):  # noqa: F811
 def test_ladder_search_relinks_after_local_search(app, monkeypatch):  # noqa: F811
     """The last stage relinks the local search's front (its new points have neighbours no
     relinking saw), and the search returns what that relinking returns."""
-    from explorer.search import algorithm2 as search
+    from explorer.search import staged as search
 
     calls = []
 

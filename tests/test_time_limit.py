@@ -44,7 +44,7 @@ def test_a_search_stopped_on_time_writes_a_deployable_plan(tmp_path, capsys):
     assert front["seconds"] < limit + 3 and elapsed < limit + 15    # load + one step
     assert plan["genes"] in [p["genes"] for p in front["points"]]
     assert plan["memory_bytes"] == min(p["memory_bytes"] for p in front["points"])
-    assert "search: stopped on time at binary NSGA-II generation" in capsys.readouterr().out
+    assert "search: stopped on time at binary NSGA-II" in capsys.readouterr().out
     app = load_app(APP1)
     manifest = deploy(plan, app.cnns, tmp_path / "dep")      # checks the plan first
     assert manifest["arena_bytes"] == plan["buffer_bytes"]
@@ -80,15 +80,21 @@ def test_bad_time_limits_are_one_line(tmp_path, capsys, flag, value):
 
 
 def test_progress_off_a_terminal_is_one_line_per_stage(tmp_path, capsys):
-    """Off a terminal (a log, CI) each NSGA-II stage prints its closing line, named, with
-    its time; a stage stopped on time closes with the generation it reached."""
+    """Off a terminal (a log, CI) each stage prints its closing line, named, with its time;
+    a stage stopped on time closes with the generation it reached."""
     assert main([str(ROOT / "apps" / "worked_example.yaml"), "--mem", "0", "--population", "8",
                  "--generations", "3", "--out", str(tmp_path / "run")]) == 0
     lines = capsys.readouterr().err.strip().splitlines()
-    assert [line.split(":")[0] for line in lines] == ["binary NSGA-II", "ladder NSGA-II"]
-    assert all("gen   3/3" in line and "s left in this stage" in line for line in lines)
+    assert [line.split(":")[0] for line in lines] == ["binary NSGA-II", "ladder NSGA-II",
+                                                      "path relinking", "local search",
+                                                      "path relinking"]
+    assert all("gen   3/3" in line for line in lines[:2])
+    assert all("round" in line and "/16" in line for line in (lines[2], lines[4]))
+    assert all("s left in this stage" in line for line in lines)
     assert main([str(APP1), "--mem", "0", "--time-limit", "1", "--workers", "1", "--effort", "full",
                  "--out", str(tmp_path / "late")]) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "NSGA-II" in line]
-    assert [line.split(":")[0] for line in lines] == ["binary NSGA-II", "ladder NSGA-II"]
-    assert all("/60" in line and "gen  60/60" not in line for line in lines)   # both cut short
+    # the budget counts from building the evaluator: the ladder stage may not start at all
+    assert [line.split(":")[0] for line in lines] in (["binary NSGA-II"],
+                                                      ["binary NSGA-II", "ladder NSGA-II"])
+    assert all("/60" in line and "gen  60/60" not in line for line in lines)   # cut short

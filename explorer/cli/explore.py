@@ -49,8 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "relinking (explorer/search/local_search.py; default: the app's, 1)")
     parser.add_argument("--effort", choices=["auto", "full"],
                         help="auto (default): population, generations and relinking rounds you "
-                             "did not set scaled to the network's measured evaluation rate "
-                             "(explorer/search/effort.py); full: the defaults as they are")
+                             "did not set scaled to the network's measured evaluation rate, all "
+                             "stages fitted to 70%% of the time budget (explorer/search/effort.py); "
+                             "full: the defaults as they are, no time budget unless --time-limit")
     parser.add_argument("--granularity", choices=["ladder", "binary"],
                         help="genes: rows per phase from a ladder, or the paper's binary "
                              "whole/row-by-row (default: the app's search.granularity, ladder)")
@@ -65,8 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--mem when it is the only constraint, else the least memory; "
                              "docs/search.md)")
     parser.add_argument("--time-limit", type=float, dest="time_limit",
-                        help="seconds for the search: it stops with the front found so far "
-                             "and writes every output (default: the app's search.time_limit, none)")
+                        help="seconds for the whole run: every stage of the search stops with "
+                             "the front found so far and every output is written (default: the "
+                             "app's search.time_limit, else 100 with --effort auto, none with "
+                             "--effort full)")
     parser.add_argument("--cluster", metavar="ADDRESS",
                         help="evaluate chromosomes on the Dask cluster whose scheduler is at "
                              "ADDRESS, e.g. tcp://host:8786 (same front as one process; "
@@ -214,42 +217,49 @@ def run(args: argparse.Namespace) -> int:
     return 0 if met else 3
 
 
+def problem_for(app, evaluator, settings, tiling: str | None):
+    """The search problem (explorer/search/problem.py) of a run: layer genes, or with
+    `--tiling` layer and fused-tile genes (explorer/tiling/genes.py), and the search that
+    solves it: Algorithm 2, or for `--tiling both` the search seeded with the parts and
+    tiles searches' fronts (explorer/tiling/search.py)."""
+    from explorer.search.algorithm2 import algorithm2
+    if not tiling:
+        from explorer.plan.derive import Evaluation
+        from explorer.plan.genes import gene_space
+        return Evaluation(app, evaluator, space=gene_space(app, settings.granularity)), algorithm2
+    from explorer.tiling.genes import TiledEvaluation
+    from explorer.tiling.search import combined_search
+    problem = TiledEvaluation(app, evaluator, tiling, settings.granularity)
+    return problem, combined_search if tiling == "both" else algorithm2
+
+
 def _explore(app, settings, args: argparse.Namespace, out: Path):
     """The search and the files of DIR, written into `out`; (summary lines, XML paths, met)."""
-    from explorer.plan.derive import Evaluation, derive, plan_for
-    from explorer.plan.genes import gene_space
+    import time
+
     from explorer.plan.model import to_json
     from explorer.report.pareto import write_pareto_csv, write_pareto_json, write_report_html
-    from explorer.search.algorithm2 import algorithm2, stderr_progress
+    from explorer.search.deadline import Deadline
+    from explorer.search.effort import fit_effort, time_budget
+    from explorer.search.progress import StageTime, stage_line, stderr_progress
     from explorer.throughput.evaluator import make_evaluator
 
+    deadline = Deadline(time_budget(settings))          # the whole run's, from here
     evaluator = make_evaluator(app, args.evaluator)
-    effort = None
-    if getattr(args, "tiling", None):     # fused tiling as a mode (explorer/tiling/genes.py)
-        from explorer.tiling.genes import TiledEvaluation, plan_tiled
-        progress = None if args.quiet else stderr_progress
-        if args.tiling == "both":         # seeded with both modes' fronts (tiling_search.py)
-            from explorer.tiling.search import search_modes
-            combined = search_modes(app, evaluator, settings, settings.granularity, progress)["both"]
-            evaluation, outcome = combined.evaluation, combined.outcome
-        else:
-            evaluation = TiledEvaluation(app, evaluator, args.tiling, settings.granularity)
-            outcome = algorithm2(app, evaluation, settings, progress)
-        chosen = outcome.chosen
-        derived, _ = evaluation.derive(chosen.genes)
-        plan = plan_tiled(app, evaluation, chosen.genes, chosen.fps, outcome.met)
-    else:
-        evaluation = Evaluation(app, evaluator, space=gene_space(app, settings.granularity))
-        from explorer.search.effort import fit_effort
-        settings, effort = fit_effort(app, evaluation, settings)
-        outcome = algorithm2(app, evaluation, settings, None if args.quiet else stderr_progress)
-        chosen = outcome.chosen
-        derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache, evaluation.workspace)
-        plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
+    problem, search = problem_for(app, evaluator, settings, getattr(args, "tiling", None))
+    started = time.perf_counter()
+    settings, effort = fit_effort(app, problem, settings)
+    fitting = time.perf_counter() - started
+    outcome = search(app, problem, settings, None if args.quiet else stderr_progress,
+                     deadline=deadline)
+    started = time.perf_counter()
+    chosen = outcome.chosen
+    derived = problem.derive(chosen.genes)
+    plan = problem.plan(chosen.genes, chosen.fps, outcome.met)
 
     cnns = list(app.cnns)
     r = outcome.result
-    strips, by_parts = gene_cells(app, evaluation, outcome.front)
+    strips, by_parts = gene_cells(problem, outcome.front)
     write_pareto_json(outcome.front, cnns, outcome.genes, out / "pareto.json", extra={
         "app": plan.app, "name": app.name, "early_exit": r.early_exit, "seed": settings.seed,
         "population": settings.population, "generations": settings.generations,
@@ -272,32 +282,35 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
                         f"evaluations/s measured here; set them, or --effort full, to fix the effort")
     write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
                       outcome.genes, app.memory, app.fps, baselines_for(app, evaluator, derived), chosen,
-                      outcome.met, notes, memory_pictures(app, evaluation, plan, derived),
+                      outcome.met, notes, memory_pictures(problem, plan, derived),
                       strips, by_parts)
-    return notes, xml, outcome.met
+    stages = ([StageTime("effort", fitting)] if effort is not None else []) + r.stages \
+        + [StageTime("outputs", time.perf_counter() - started)]
+    budget = "" if deadline.seconds is None else f" (time budget {deadline.seconds:g} s)"
+    return notes + [stage_line(stages) + budget], xml, outcome.met
 
 
-def memory_pictures(app, evaluation, plan, derived) -> list[tuple[str, dict[str, str]]]:
+def memory_pictures(problem, plan, derived) -> list[tuple[str, dict[str, str]]]:
     """report.html's pictures of the arena over the schedule (explorer/report/memory_svg.py):
-    the chosen plan's, and beside it the reuse-only plan's (every layer whole)."""
-    from explorer.plan.derive import derive, plan_for, whole_phases
+    the chosen plan's, and beside it the reuse-only plan's (all genes 0: every layer whole)."""
     from explorer.report.memory_svg import plan_pictures
 
-    whole = derive(app, whole_phases(app), getattr(evaluation, "cache", None),
-                   getattr(evaluation, "workspace", None))
-    reuse = plan_for(app, whole, {}, False)
+    zeros = (0,) * len(problem.space.upper)
+    whole = problem.derive(zeros)
+    reuse = problem.plan(zeros, {}, False)
     return [(f"chosen plan ({format_bytes(plan.buffer_bytes)} of buffers)", plan_pictures(plan, derived)),
             (f"reuse only ({format_bytes(reuse.buffer_bytes)} of buffers)", plan_pictures(reuse, whole))]
 
 
-def gene_cells(app, evaluation, front) -> tuple[list[str] | None, list[list[str]] | None]:
+def gene_cells(problem, front) -> tuple[list[str] | None, list[list[str]] | None]:
     """Per front point: its genes as a strip and its layers by parts in the `layer:k`
     notation (explorer/report/gene_strip.py); (None, None) for genes that are not layer
-    granularities (fused tiles)."""
+    granularities alone (fused tiles)."""
+    from explorer.plan.genes import GeneSpace
     from explorer.report.gene_strip import gene_strip, layer_notation
 
-    space = getattr(evaluation, "space", None)
-    if space is None or not hasattr(space, "ladders"):
+    space = problem.space
+    if not isinstance(space, GeneSpace):
         return None, None
     labels = [f"{c}.{layer}" for c, layer in space.layers]
     strips, notes = [], []

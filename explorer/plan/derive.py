@@ -29,7 +29,7 @@ from csdf.partition_analysis import PartitionAnalysis, analyse_partition, row_bu
 from csdf.parts import can_split, phases_for, rows_per_phase
 from csdf.to_csdf import edge_windows
 from explorer.app.model import Application
-from explorer.plan.genes import GeneSpace
+from explorer.plan.genes import GeneSpace, gene_space
 from explorer.plan.model import Plan
 from sdf3.analysis import AnalysisError
 from sdf3.errors import InputError
@@ -194,7 +194,8 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
 
 @dataclass
 class Evaluation:
-    """The injected `evaluate(genes) -> (memory_bytes, {cnn: fps})` of explorer.search.algorithm2."""
+    """The search problem over layer genes (explorer.search.problem.Problem):
+    `evaluate(genes) -> (memory_bytes, {cnn: fps})`, the derivation and the plan of a chromosome."""
     app: Application
     evaluator: Any                             # explorer.throughput.evaluator.Evaluator (.fps)
     space: GeneSpace | None = None             # None: binary genes of Equation 6
@@ -202,6 +203,8 @@ class Evaluation:
     cache: ViewCache = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.space is None:                 # Equation 6: the two-rung ladder (H, 1)
+            self.space = gene_space(self.app, "binary")
         self.where = gene_layers(self.app)
         self._whole = whole_phases(self.app)
         # measured per-layer tables: their workspace counts in the memory (explorer/memory/buffers.py)
@@ -216,6 +219,12 @@ class Evaluation:
         phases = self.phases(genes)
         return (derive(self.app, phases, self.cache, self.workspace).memory_bytes,
                 self.evaluator.fps(phases))
+
+    def derive(self, genes) -> Derived:
+        return derive(self.app, self.phases(genes), self.cache, self.workspace)
+
+    def plan(self, genes, fps: dict[str, float], met: bool) -> Plan:
+        return plan_for(self.app, self.derive(genes), fps, met, genes)
 
 
 def _edge_parts(name: str) -> tuple[str, str, str]:

@@ -12,8 +12,8 @@ The paper's Equation 6 is the special case of the two-entry ladder (H, 1), which
 `granularity: binary` selects: there gene 0 is whole and gene 1 by parts, exactly as in the
 paper's chromosome. All-zeros is the reuse-only plan in both spaces.
 
-New kinds of genes (e.g. fused tiling) belong here too: the search takes `upper` (each
-gene's largest value) and the evaluation `decode`.
+A GeneSpace is the `Space` of explorer/search/problem.py: the search takes `upper` (each
+gene's largest value), `labels`, `seeds` and `staged`; the evaluation `decode`.
 """
 from __future__ import annotations
 
@@ -60,6 +60,12 @@ class GeneSpace:
     @property
     def labels(self) -> list[str]:
         return [f"{c}.{l}" for c, l in self.layers]
+
+    @property
+    def staged(self) -> bool:
+        """Ladder genes with a rung between whole and row by row: the search runs the
+        paper's binary search first (explorer.search.staged)."""
+        return self.granularity == "ladder" and any(u > 1 for u in self.upper)
 
     def whole(self) -> tuple[int, ...]:
         return (0,) * len(self.layers)

@@ -1,71 +1,60 @@
 """NSGA-II (DEAP) on TASO's cost model, to measure how close memtrade's kind of search gets
 to the exact front the ILP gives (explorer/primitives/ilp.py): one integer gene per layer (its
-primitive), objectives (time, memory) both minimised, DEAP's NSGA-II loop as in
-explorer/search/algorithm2.py (selTournamentDCD, two-point crossover, uniform-integer mutation,
-selNSGA2). The hypervolume ratio HV(GA) / HV(ILP) (moocore's hypervolume, the one DEAP's
-indicator uses) is the score: 1 means
-the GA found the exact front; the ILP's is the ground truth, so the ratio is at most 1.
+primitive), objectives (time, memory) both minimised, run by the NSGA-II loop of
+explorer/search/nsga2.py with this GA's operators: a uniform random initial population;
+two-point crossover with probability `crossover`, then one gene of each child set to a
+uniform value of its range; the archive sees the population after each selection. The
+hypervolume ratio HV(GA) / HV(ILP) (moocore's hypervolume, the one DEAP's indicator uses) is
+the score: 1 means the GA found the exact front; the ILP's is the ground truth, so the ratio
+is at most 1.
 """
 from __future__ import annotations
 
 import random
 
 import moocore
-from deap import base, creator, tools
+from deap import tools
 
 from explorer.primitives.costs import CostModel
+from explorer.search.nsga2 import Operators, population_size, run_nsga2
 
-if not hasattr(creator, "TasoFitness"):
-    creator.create("TasoFitness", base.Fitness, weights=(-1.0, -1.0))
-    creator.create("TasoChoice", list, fitness=creator.TasoFitness)
+
+def taso_operators(sizes: list[int], crossover: float) -> Operators:
+    """The GA's initial population and variation (module doc)."""
+    def initial(mu: int, make) -> list:
+        return [make([random.randrange(s) for s in sizes]) for _ in range(mu)]
+
+    def mutate(ind) -> None:
+        i = random.randrange(len(ind))
+        ind[i] = random.randrange(sizes[i])
+
+    def vary(offspring: list) -> None:
+        for a, b in zip(offspring[::2], offspring[1::2]):
+            if len(a) > 1 and random.random() <= crossover:
+                tools.cxTwoPoint(a, b)
+            mutate(a)
+            mutate(b)
+            del a.fitness.values, b.fitness.values
+
+    return Operators(initial, vary, archive_survivors=True)
 
 
 def nsga2(costs: CostModel, strategy: str = "sum", population: int = 64, generations: int = 100,
           seed: int = 0, crossover: float = 0.9) -> list[tuple[tuple[int, ...], float, int]]:
     """The GA's non-dominated (choice, time_ms, memory_bytes), sorted by memory."""
     sizes = [len(o) for o in costs.options]
-    cache: dict[tuple[int, ...], tuple[float, float]] = {}
 
-    def fitness(ind):
-        key = tuple(ind)
-        if key not in cache:
+    def objectives(keys):
+        out = []
+        for key in keys:
             ev = costs.evaluate(key)
-            cache[key] = (ev.time_ms, float(ev.memory[strategy]))
-        return cache[key]
+            out.append((ev.time_ms, float(ev.memory[strategy])))
+        return out
 
-    def mutate(ind):
-        i = random.randrange(len(ind))
-        ind[i] = random.randrange(sizes[i])
-        return (ind,)
-
-    toolbox = base.Toolbox()
-    toolbox.register("individual", lambda: creator.TasoChoice(random.randrange(s) for s in sizes))
-    mu = max(4, -(-population // 4) * 4)
-    state = random.getstate()
-    random.seed(seed)
-    hall = tools.ParetoFront()
-    try:
-        pop = [toolbox.individual() for _ in range(mu)]
-        for ind in pop:
-            ind.fitness.values = fitness(ind)
-        pop = tools.selNSGA2(pop, mu)
-        hall.update(pop)
-        for _ in range(generations):
-            off = [toolbox.clone(i) for i in tools.selTournamentDCD(pop, len(pop))]
-            for a, b in zip(off[::2], off[1::2]):
-                if len(a) > 1 and random.random() <= crossover:
-                    tools.cxTwoPoint(a, b)
-                mutate(a)
-                mutate(b)
-                del a.fitness.values, b.fitness.values
-            for ind in off:
-                ind.fitness.values = fitness(ind)
-            pop = tools.selNSGA2(pop + off, mu)
-            hall.update(pop)
-    finally:
-        random.setstate(state)
+    run = run_nsga2((-1.0, -1.0), taso_operators(sizes, crossover), objectives,
+                    population_size(population), generations, seed)
     best = {}
-    for ind in hall:
+    for ind in run.hall:
         t, m = ind.fitness.values
         best.setdefault((t, m), (tuple(ind), t, int(m)))
     return sorted(best.values(), key=lambda r: (r[2], r[1]))

@@ -1,18 +1,26 @@
-"""Effort that fits the network: the default population, generations and
-relinking rounds scaled down when the evaluation rate measured on this network says the
-default search would take much longer than a user waits.
+"""Effort that fits the network: the default population, generations and relinking rounds
+scaled down when the evaluation rate measured on this network says the default search
+would take longer than its time budget allows; and that budget.
+
+The budget (`time_budget`): `explore` with the default effort (`auto`) keeps a whole run,
+from building the evaluator to the last stage of the search, within `TIME_LIMIT_S`
+seconds (explorer/search/deadline.py: every stage stops with the front it has once the
+time is spent); `--time-limit` / `search.time_limit` replaces it; `--effort full` runs
+without one unless a limit is given.
 
 The rule (docs/search.md, "Effort"):
 
-- requests of a search: population x (generations + 1) per NSGA-II stage (two with ladder
-  genes: the binary stage first), of which about half are distinct (the rest hit the
-  search's cache): `distinct_evaluations`;
+- requests of an NSGA-II stage: population x (generations + 1) (R), of which about half are
+  distinct (the rest hit the search's cache); with ladder genes two NSGA-II stages (the
+  binary stage first), then path relinking (its two passes together) and the local search,
+  each up to R distinct evaluations (their cap below): `distinct_evaluations`;
 - the rate: `CALIBRATION` random chromosomes of the app's gene space (seeded by the search
   seed) derived one after another in this process, times the speed-up of `workers`
   processes (1 + 0.5 per extra worker, as measured on a 2-core machine: app 1 took 1.5x
   less time with two workers than with one);
 - the level: the largest of 1, 1/2, 1/4, 1/8, 1/16 whose predicted seconds stay within
-  `TARGET_S` (or 70% of `--time-limit` when that is smaller); population and generations
+  70% of the time budget (the rest is for building the evaluator, the calibration, one
+  step past the deadline and the outputs); population and generations
   each shrink by the square root of the level (so their product, the requests, by the
   level), relinking rounds by the level; never below 16, 8 and 2;
 - path relinking (its two passes together) and the local search may each evaluate at most
@@ -35,7 +43,8 @@ import time
 from dataclasses import dataclass, replace
 from math import sqrt
 
-TARGET_S = 75.0               # seconds of evaluation a default search is fitted to
+TIME_LIMIT_S = 100.0          # seconds a default `explore` run keeps to
+FITTED = 0.7                  # share of the budget the predicted evaluations are fitted to
 CALIBRATION = 6               # chromosomes timed
 LEVELS = (1.0, 0.5, 0.25, 0.125, 0.0625)
 DISTINCT = 0.5                # share of requests that are not cache hits
@@ -59,8 +68,11 @@ class Effort:
                 "stage_evaluations": self.stage_evaluations}
 
 
-def distinct_evaluations(population: int, generations: int, stages: int) -> float:
-    return DISTINCT * population * (generations + 1) * stages
+def distinct_evaluations(population: int, generations: int, stages: int,
+                         last_stages: int = 0) -> float:
+    """Distinct evaluations of `stages` NSGA-II stages and `last_stages` capped ones."""
+    requests = population * (generations + 1)
+    return DISTINCT * requests * stages + requests * last_stages
 
 
 def speedup(workers: int) -> float:
@@ -74,7 +86,7 @@ def choose_level(predicted_s: float, target_s: float) -> float:
 
 def scaled(settings, level: float):
     """`settings` with the effort not fixed by the user scaled to `level`."""
-    fixed = set(getattr(settings, "fixed", ()))
+    fixed = set(settings.fixed)
     out = {}
     if "population" not in fixed:
         out["population"] = max(16, 4 * round(settings.population * sqrt(level) / 4))
@@ -97,28 +109,36 @@ def measured_rate(evaluate, upper: list[int], seed: int) -> float:
     return CALIBRATION / max(time.perf_counter() - start, 1e-9)
 
 
+def time_budget(settings) -> float | None:
+    """Seconds the whole run may take: the settings' `time_limit`, else `TIME_LIMIT_S` with
+    the default effort, else none."""
+    if settings.time_limit is not None:
+        return settings.time_limit
+    return TIME_LIMIT_S if settings.effort == "auto" else None
+
+
 def fit_effort(app, evaluate, settings) -> tuple[object, Effort | None]:
     """(settings, the effort chosen) for a search of `app` with `evaluate`
-    (explorer.plan.derive.Evaluation); settings unchanged and None when the effort is the
+    (a search problem, explorer/search/problem.py); settings unchanged and None when the effort is the
     user's (`effort: full`, every scaled key fixed, a cluster) or no search will run."""
-    space = getattr(evaluate, "space", None)
-    upper = list(space.upper) if space is not None else [1] * len(getattr(evaluate, "where", []))
-    if (getattr(settings, "effort", "auto") != "auto" or settings.cluster or not upper
-            or set(SCALED) <= set(getattr(settings, "fixed", ()))):
+    space = evaluate.space
+    upper = list(space.upper)
+    if (settings.effort != "auto" or settings.cluster or not upper
+            or set(SCALED) <= set(settings.fixed)):
         return settings, None
     memory, fps = evaluate(tuple(0 for _ in upper))
     from explorer.search.pick import Point, search_needed
     if not search_needed(Point((), memory, fps), app.memory, app.fps, getattr(app, "prefer", None)):
         return settings, None                                  # Algorithm 2 exits early
     rate = measured_rate(evaluate, upper, settings.seed)
-    stages = 2 if getattr(space, "granularity", "binary") == "ladder" and any(u > 1 for u in upper) else 1
+    stages, last = (2, 2) if space.staged else (1, 0)     # relinking and local search
     workers = settings.workers or os.cpu_count() or 1
-    predicted = distinct_evaluations(settings.population, settings.generations, stages) \
+    predicted = distinct_evaluations(settings.population, settings.generations, stages, last) \
         / (rate * speedup(workers))
-    target = TARGET_S if settings.time_limit is None else min(TARGET_S, 0.7 * settings.time_limit)
+    target = FITTED * (time_budget(settings) or TIME_LIMIT_S)
     level = choose_level(predicted, target)
     fitted = scaled(settings, level) if level < 1 else settings
-    if "relink_rounds" not in getattr(settings, "fixed", ()):
+    if "relink_rounds" not in settings.fixed:
         fitted = replace(fitted, stage_evaluations=fitted.population * (fitted.generations + 1))
     return fitted, Effort(level, rate, predicted, fitted.population, fitted.generations,
                           fitted.relink_rounds, fitted.stage_evaluations)

@@ -20,37 +20,46 @@ and evaluated in the front's order.
 """
 from __future__ import annotations
 
+import time
 from typing import Callable, Iterable
 
 from explorer.search.deadline import NONE, Deadline
-from explorer.search.parallel import batch
 from explorer.search.pick import Point, merge_fronts
+from explorer.search.problem import Evaluate, Key, as_batch
+from explorer.search.progress import GenerationStats, Progress
 
-Key = tuple[int, ...]
-
-
-Evaluate = Callable[[Key], tuple[int, dict[str, float]]]
 Moves = Callable[[list[Point], set[Key]], Iterable[Key]]
 SLICE = 32        # chromosomes evaluated between time-limit checks in a round
 
 
 def improve(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
             seen: set[Key] | None, moves: Moves, deadline: Deadline = NONE,
-            stage: str = "local search", limit: int | None = None) -> tuple[list[Point], int]:
+            stage: str = "local search", limit: int | None = None,
+            progress: Progress | None = None) -> tuple[list[Point], int]:
     """The loop both last stages share: up to `rounds` rounds, each asking `moves(front,
     fresh)` for the chromosomes next to the points that entered the front last round (every
-    point at first), evaluating the ones never seen in one batch (explorer.search.parallel.batch)
-    and keeping the non-dominated union; stops early when a round asks or adds nothing.
-    Returns (the front, chromosomes evaluated); `seen` is updated. `deadline` ends it
-    before a round once the search's time is spent (explorer/search/deadline.py); `limit`
-    caps the chromosomes evaluated (the first ones asked, in order: explorer/search/effort.py)."""
+    point at first), evaluating the ones never seen (in slices of SLICE, as one batch each:
+    explorer.search.problem.Batch) and keeping the non-dominated union; stops early when a
+    round asks or adds nothing. Returns (the front, chromosomes evaluated); `seen` is
+    updated. `deadline` ends it between slices once the search's time is spent
+    (explorer/search/deadline.py); `limit` caps the chromosomes evaluated (the first ones
+    asked, in order: explorer/search/effort.py); `progress` gets a line after every slice."""
 
     seen = set() if seen is None else seen
     seen |= {p.genes for p in front}
     fresh, evaluated = {p.genes for p in front}, 0
-    many = batch(evaluate)
-    for k in range(rounds):
-        if deadline.over(f"{stage} round {k + 1}"):
+    many = as_batch(evaluate).many
+    start = time.perf_counter()
+
+    def report(k: int, last: bool) -> None:
+        if progress:
+            progress(GenerationStats(k, rounds, evaluated, evaluated, time.perf_counter() - start,
+                                     len(front), min((p.memory_bytes for p in front), default=0),
+                                     stage, last, "round"))
+
+    k = 0
+    for k in range(1, rounds + 1):
+        if deadline.over(f"{stage} round {k}"):
             break
         keys: list[Key] = []
         for n in moves(front, fresh):
@@ -62,18 +71,19 @@ def improve(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int
         if not keys:
             break
         before = {p.genes for p in front}
-        # one batch; with a time limit in slices, checked between (a round can be long)
-        step = len(keys) if deadline.seconds is None else SLICE
-        for i in range(0, len(keys), step):
-            part = keys[i:i + step]
+        # a slice at a time, the deadline asked between them (a round can be long)
+        for i in range(0, len(keys), SLICE):
+            part = keys[i:i + SLICE]
             evaluated += len(part)
-            front = merge_fronts(front, [Point(k, int(m), {c: float(f.get(c, 0.0)) for c in cnns})
-                                         for k, (m, f) in zip(part, many(part))])
-            if i + step < len(keys) and deadline.over(f"{stage} round {k + 1}"):
+            front = merge_fronts(front, [Point(g, int(m), {c: float(f.get(c, 0.0)) for c in cnns})
+                                         for g, (m, f) in zip(part, many(part))])
+            report(k, False)
+            if i + SLICE < len(keys) and deadline.over(f"{stage} round {k}"):
                 break
         fresh = {p.genes for p in front} - before
         if not fresh:
             break
+    report(k, True)
     return front, evaluated
 
 
@@ -84,10 +94,11 @@ def toward_whole(genes: Key) -> list[Key]:
 
 def pareto_local_search(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
                         seen: set[Key] | None = None,
-                        deadline: Deadline = NONE, limit: int | None = None
-                        ) -> tuple[list[Point], int]:
+                        deadline: Deadline = NONE, limit: int | None = None,
+                        progress: Progress | None = None) -> tuple[list[Point], int]:
     """(the front after at most `rounds` rounds, chromosomes evaluated); `seen`:
     chromosomes already evaluated, not asked again (the set is updated)."""
     return improve(front, cnns, evaluate, rounds, seen,
                    lambda front, fresh: (n for p in front if p.genes in fresh
-                                         for n in toward_whole(p.genes)), deadline, limit=limit)
+                                         for n in toward_whole(p.genes)), deadline, limit=limit,
+                   progress=progress)

@@ -3,7 +3,7 @@ evaluations (`toolbox.register("map", pool.map)` over a `multiprocessing.Pool`),
 search's batches so the results stay those of the serial run.
 
 NSGA-II hands over, per generation, the chromosomes it has not met before
-(explorer.search.algorithm2.nsga2); each worker derives some of them (explorer.plan.derive.Evaluation: row
+(explorer.search.nsga2); each worker derives some of them (explorer.plan.derive.Evaluation: row
 replay, schedules, placement) and `Pool.map` returns the answers in the order asked, so the
 front, the cache and every count are the ones a single process gets: an evaluation is a
 pure function of its genes (the caches inside explorer.plan.derive and explorer.memory.placement only
@@ -19,8 +19,8 @@ import signal
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
-Key = tuple[int, ...]
-Result = tuple[int, dict[str, float]]
+from explorer.search.problem import Key, Result, as_batch
+
 MAX_WORKERS = 8            # beyond this a generation's batch (~30 new chromosomes) is too short
 
 _EVALUATE: Callable[[Key], Result] | None = None      # the workers' evaluate, set before fork
@@ -39,12 +39,6 @@ def resolve_workers(workers: int) -> int:
     return min(usable_cpus(), MAX_WORKERS) if workers == 0 else workers
 
 
-def batch(evaluate: Callable[[Key], Result]) -> Callable[[Sequence[Key]], list[Result]]:
-    """`evaluate` over many chromosomes: its own `many` when it has one, else one by one."""
-    many = getattr(evaluate, "many", None)
-    return many if many is not None else (lambda keys: [evaluate(k) for k in keys])
-
-
 class Mapped:
     """`evaluate` after translating each chromosome (the binary stage of a ladder search
     evaluates a binary chromosome as its ladder twin), batches included."""
@@ -56,7 +50,7 @@ class Mapped:
         return self.evaluate(self.translate(key))
 
     def many(self, keys: Sequence[Key]) -> list[Result]:
-        return batch(self.evaluate)([self.translate(k) for k in keys])
+        return as_batch(self.evaluate).many([self.translate(k) for k in keys])
 
 
 def _quiet_worker() -> None:

@@ -26,6 +26,7 @@ from typing import Iterator
 from explorer.search.deadline import NONE, Deadline
 from explorer.search.local_search import Evaluate, Key, improve
 from explorer.search.pick import Point
+from explorer.search.progress import Progress
 
 
 def steps_toward(genes: Key, target: Key) -> list[Key]:
@@ -39,12 +40,13 @@ def steps_toward(genes: Key, target: Key) -> list[Key]:
 
 def relink(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
            seen: set[Key] | None = None, deadline: Deadline = NONE,
-           limit: int | None = None) -> tuple[list[Point], int]:
+           limit: int | None = None, progress: Progress | None = None
+           ) -> tuple[list[Point], int]:
     """(the front after at most `rounds` rounds of path relinking, chromosomes evaluated);
     `seen`: chromosomes already evaluated, not asked again (the set is updated); `limit`:
     at most that many evaluated."""
     return improve(front, cnns, evaluate, rounds, seen, _steps_between, deadline,
-                   "path relinking", limit)
+                   "path relinking", limit, progress)
 
 
 def _steps_between(front: list[Point], fresh: set[Key]) -> Iterator[Key]:

@@ -103,7 +103,7 @@ def pick(front: list[Point], mem: int | None, fps: dict[str, float],
 
 def merge_fronts(*fronts: list[Point]) -> list[Point]:
     """The non-dominated points of several fronts (one per objective vector, the first
-    met kept), sorted as algorithm2._points sorts the search's front."""
+    met kept), sorted as algorithm2.points sorts the search's front."""
     def objectives(p: Point) -> tuple[float, ...]:
         return (-p.memory_bytes,) + tuple(p.fps[c] for c in sorted(p.fps))
 

@@ -9,9 +9,9 @@ is v x v, the following values the non-square grids N != M of 1 .. MAX_SIDE (str
 2 x 1, ...); consecutive blocks of one chain with the same v form one group (MAFAT's
 5x5/8/2x2 on YOLOv2-16 is blocks [0-1] [2-3] [4-7] = 5 and [8-11] [12-15] = 2; two
 neighbouring groups with equal grids are not expressible). A grid that would leave a tile
-empty is lowered, per axis, to the largest that fits. `TiledEvaluation.space` gives
-explorer.search.algorithm2.algorithm2 the labels and ranges of the longer chromosome, so the search
-(NSGA-II with its operators) runs unchanged.
+empty is lowered, per axis, to the largest that fits. `TiledEvaluation` is a search problem
+(explorer/search/problem.py) whose space gives the labels and ranges of the longer
+chromosome, so the search (NSGA-II with its operators) runs unchanged.
 """
 from __future__ import annotations
 
@@ -107,7 +107,8 @@ def decode(app: Application, values, slots: list[Slot]) -> Tilings:
 
 @dataclass(frozen=True)
 class TiledSpace:
-    """What explorer.search.algorithm2.algorithm2 reads of a space: labels and each gene's range."""
+    """Layer genes then tiling genes, as a search space (explorer.search.problem.Space): one
+    plain NSGA-II, never staged, with no seeds of its own."""
 
     layer: GeneSpace | None
     slots: tuple[Slot, ...]
@@ -120,10 +121,22 @@ class TiledSpace:
     def upper(self) -> list[int]:
         return (self.layer.upper if self.layer else []) + [len(GRIDS)] * len(self.slots)
 
+    @property
+    def staged(self) -> bool:
+        return False
+
+    def seeds(self) -> list[tuple[int, ...]]:
+        return []
+
+    def binary(self, bits) -> tuple[int, ...]:
+        """0 stays 0, 1 becomes the gene's largest value."""
+        return tuple(top if b else 0 for b, top in zip(bits, self.upper))
+
 
 @dataclass
 class TiledEvaluation:
-    """evaluate(genes) -> (memory_bytes, {cnn: fps}) over layer genes + tiling genes.
+    """The search problem (explorer.search.problem.Problem) over layer genes + tiling genes:
+    evaluate(genes) -> (memory_bytes, {cnn: fps}), the derivation and the plan of a chromosome.
     `mode` "parts": layer genes only (no tiling); "tiles": tiling genes only (every layer
     outside a group whole); "both": the two together."""
 
@@ -160,21 +173,28 @@ class TiledEvaluation:
     def tilings(self, genes) -> Tilings:
         return decode(self.app, self.split(genes)[1], self.slots)
 
-    def derive(self, genes):
+    def derive_tilings(self, genes):
+        """(the derivation, the tilings) of a chromosome."""
         layer, tiles = self.split(genes)
         phases = self.space.layer.decode(layer, self._whole) if self.space.layer else self._whole
         tilings = decode(self.app, tiles, self.slots)
         return derive_tiled(self.app, phases, tilings, self.cache, self.workspace), tilings
 
+    def derive(self, genes):
+        return self.derive_tilings(genes)[0]
+
+    def plan(self, genes, fps: dict[str, float], met: bool) -> Plan:
+        return plan_tiled(self.app, self, genes, fps, met)
+
     def __call__(self, genes) -> tuple[int, dict[str, float]]:
-        d, tilings = self.derive(genes)
+        d, tilings = self.derive_tilings(genes)
         return d.memory_bytes, tiled_fps(self.evaluator, d.phases, tilings)
 
 
 def plan_tiled(app: Application, evaluate: TiledEvaluation, genes, fps: dict[str, float],
                met: bool) -> Plan:
     """plan.json of a chromosome: explorer.plan.derive.plan_for + the `tilings` key."""
-    d, tilings = evaluate.derive(genes)
+    d, tilings = evaluate.derive_tilings(genes)
     plan = plan_for(app, d, fps, met, list(genes))
     plan.tilings = tilings_json(tilings)
     return plan

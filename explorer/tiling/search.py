@@ -16,11 +16,13 @@ Cost: the three searches' evaluations together.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from explorer.app.model import Application, SearchSettings
+from explorer.search.algorithm2 import Outcome, algorithm2
+from explorer.search.deadline import NONE, Deadline
 from explorer.search.pick import Point
-from explorer.search.algorithm2 import Outcome, Progress, algorithm2
+from explorer.search.progress import Progress
 from explorer.tiling.genes import TiledEvaluation
 
 
@@ -49,18 +51,34 @@ def embed(point_genes, mode: str, both: TiledEvaluation) -> tuple[int, ...]:
 
 
 def search_modes(app: Application, evaluator, settings: SearchSettings,
-                 granularity: str = "binary", progress: Progress | None = None
-                 ) -> dict[str, ModeSearch]:
+                 granularity: str = "binary", progress: Progress | None = None,
+                 deadline: Deadline = NONE) -> dict[str, ModeSearch]:
     """{"parts", "tiles", "both"}: the two single-mode searches, then the combined search
-    seeded with their fronts (module doc). Same settings (seed included) for all three."""
+    seeded with their fronts (module doc). Same settings (seed included) for all three;
+    `deadline` is shared: the parts search gets a third of the time left, the tiles search
+    half of what is left then, the combined search the rest."""
     out: dict[str, ModeSearch] = {}
-    for mode in ("parts", "tiles"):
+    for mode, share in (("parts", 1 / 3), ("tiles", 1 / 2)):
         ev = TiledEvaluation(app, evaluator, mode, granularity)
-        out[mode] = ModeSearch(ev, algorithm2(app, ev, settings, progress))
+        out[mode] = ModeSearch(ev, algorithm2(app, ev, settings, progress,
+                                              deadline=deadline.share(share)))
     both = TiledEvaluation(app, evaluator, "both", granularity)
     seeds = [embed(p.genes, mode, both) for mode in ("parts", "tiles") for p in out[mode].front]
-    out["both"] = ModeSearch(both, algorithm2(app, both, settings, progress, seeds))
+    out["both"] = ModeSearch(both, algorithm2(app, both, settings, progress, seeds,
+                                              deadline=deadline))
     return out
+
+
+def combined_search(app: Application, problem: TiledEvaluation, settings: SearchSettings,
+                    progress: Progress | None = None, deadline: Deadline = NONE) -> Outcome:
+    """The search of mode "both" for `problem` (its evaluator and granularity), called as
+    algorithm2 is: search_modes' combined outcome, its stages after the parts and tiles
+    searches' own (named "parts ...", "tiles ...")."""
+    modes = search_modes(app, problem.evaluator, settings, problem.granularity, progress, deadline)
+    outcome = modes["both"].outcome
+    outcome.result.stages = [replace(s, name=f"{mode} {s.name}") for mode in ("parts", "tiles")
+                             for s in modes[mode].outcome.result.stages] + outcome.result.stages
+    return outcome
 
 
 def weakly_dominated(point: Point, front: list[Point], cnns: list[str]) -> bool:

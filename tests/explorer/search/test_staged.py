@@ -1,0 +1,106 @@
+"""The deadline covers every stage of a ladder search (explorer/search/staged.py): a stage
+past it evaluates at most one slice (or one generation's batch), then the search returns
+the front it has."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from explorer.app.appfile import load_app
+from explorer.app.model import SearchSettings
+from explorer.plan.derive import Evaluation
+from explorer.plan.genes import gene_space
+from explorer.search.algorithm2 import algorithm2
+from explorer.search.deadline import Deadline
+from explorer.search.local_search import SLICE, pareto_local_search
+from explorer.search.path_relinking import relink
+from explorer.search.pick import Point
+from explorer.throughput.evaluator import make_evaluator
+
+GENES = 40
+
+
+def slow(asked: list, pause: float = 0.002):
+    """A toy evaluation that takes `pause` seconds and records when each call started."""
+    def evaluate(genes):
+        asked.append(time.perf_counter())
+        time.sleep(pause)
+        return 10_000 - 7 * sum(genes), {"c": 100.0 - sum(genes)}
+    return evaluate
+
+
+def after(asked: list[float], deadline: Deadline) -> int:
+    return sum(t > deadline.start + deadline.seconds for t in asked)
+
+
+@pytest.mark.parametrize("stage", ["path relinking", "local search"])
+def test_a_last_stage_past_the_deadline_evaluates_at_most_one_slice(stage):
+    front = [Point((0,) * GENES, 10_000, {"c": 100.0}),
+             Point((5,) * GENES, 10_000 - 7 * 5 * GENES, {"c": 100.0 - 5 * GENES})]
+    asked: list[float] = []
+    unbounded, n_all = (relink if stage == "path relinking" else pareto_local_search)(
+        front, ["c"], slow([], 0.0), 16, set())
+    deadline = Deadline(0.03)               # a slice of 32 takes about 64 ms
+    search = relink if stage == "path relinking" else pareto_local_search
+    out, n = search(front, ["c"], slow(asked), 16, set(), deadline)
+    assert n == len(asked) and n < n_all
+    assert after(asked, deadline) <= SLICE
+    assert deadline.stopped.startswith(stage)
+    assert {p.genes for p in front} <= {p.genes for p in out} | {p.genes for p in unbounded}
+
+
+def test_a_spent_deadline_evaluates_nothing_in_the_last_stages():
+    front = [Point((0,) * GENES, 10_000, {"c": 100.0}),
+             Point((2,) * GENES, 10_000 - 14 * GENES, {"c": 100.0 - 2 * GENES})]
+    asked: list[float] = []
+    for search in (relink, pareto_local_search):
+        out, n = search(front, ["c"], slow(asked), 4, set(), Deadline(0.0))
+        assert n == 0 and out == front
+    assert asked == []
+
+
+@pytest.fixture(scope="module")
+def vgg(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vgg_staged") / "app.yaml"
+    path.write_text("name: vgg\ncnns:\n  - {name: n, model: 'zoo:vgg_small'}\n")
+    return load_app(path, mem="0")
+
+
+class Timed(Evaluation):
+    """The layer-genes problem, recording when each evaluation started."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.asked: list[float] = []
+
+    def __call__(self, genes):
+        self.asked.append(time.perf_counter())
+        return super().__call__(genes)
+
+
+@pytest.mark.parametrize("seconds", [0.2, 1.0, 2.5])
+def test_a_ladder_search_keeps_its_deadline_in_every_stage(vgg, seconds):
+    """zoo:vgg_small's default ladder search takes ~20 s here; a deadline of a fraction of
+    that stops some stage of it; past the deadline at most one batch (an initial population's
+    slice of 16, a generation of 16 chromosomes, a relinking or local-search slice of 32)."""
+    problem = Timed(vgg, make_evaluator(vgg), space=gene_space(vgg, "ladder"))
+    settings = SearchSettings(population=16, generations=30, workers=1)
+    deadline = Deadline(seconds)
+    out = algorithm2(vgg, problem, settings, deadline=deadline)
+    assert out.result.stopped is not None and deadline.stopped == out.result.stopped
+    assert after(problem.asked, deadline) <= SLICE
+    assert out.chosen in out.front and out.front
+
+
+def test_without_a_deadline_hit_the_stages_are_those_of_no_deadline(vgg):
+    settings = SearchSettings(population=8, generations=2, workers=1, relink_rounds=2)
+    evaluator = make_evaluator(vgg)
+    plain = algorithm2(vgg, Evaluation(vgg, evaluator, space=gene_space(vgg, "ladder")), settings)
+    timed = algorithm2(vgg, Evaluation(vgg, evaluator, space=gene_space(vgg, "ladder")), settings,
+                       deadline=Deadline(3600.0))
+    assert timed.front == plain.front and timed.result.stopped is None
+    assert [s.name for s in timed.result.stages] == ["binary NSGA-II", "ladder NSGA-II",
+                                                     "path relinking", "local search",
+                                                     "path relinking"]
+    assert sum(s.evaluations for s in timed.result.stages) == timed.result.unique
