@@ -16,6 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", choices=["regions", "layers"], default="regions",
                         help="regions (default): consecutive firings by parts run as one call per "
                              "band (deploy/build/regions.py); layers: one call per layer and phase")
+    parser.add_argument("--point", type=int, default=None,
+                        help="deploy point N of the Pareto front (pareto.json beside PLAN.json, "
+                             "or given instead of it; N as in report.html's point column) "
+                             "instead of the chosen plan")
     parser.add_argument("--with-profile", action="store_true",
                         help="also write every layer's whole and part model, for "
                              "`board_runner.py profile` on the target")
@@ -56,7 +60,11 @@ def _deploy(args: argparse.Namespace, out: Path) -> int:
     from deploy.build.derive import derive
     from explorer.app.appfile import load_app
 
-    plan = load_plan(args.plan)
+    if args.point is not None:
+        from explorer.cli.front_point import plan_of_point
+        plan = plan_of_point(args.plan, args.point)
+    else:
+        plan = load_plan(args.plan)
     unmet = unmet_constraints(plan)
     if unmet:
         print(f"explore deploy: warning: plan {args.plan} does not meet its constraints ({unmet}); "

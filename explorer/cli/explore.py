@@ -14,6 +14,7 @@ through a temporary sibling (explorer.report.outputs), so a failed or interrupte
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -247,6 +248,9 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     deadline = Deadline(time_budget(settings))          # the whole run's, from here
     evaluator = make_evaluator(app, args.evaluator)
     problem, search = problem_for(app, evaluator, settings, getattr(args, "tiling", None))
+    bound = bounds(problem)
+    if not args.quiet:
+        print(bound, file=sys.stderr, flush=True)
     started = time.perf_counter()
     settings, effort = fit_effort(app, problem, settings)
     fitting = time.perf_counter() - started
@@ -264,6 +268,8 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
         "app": plan.app, "name": app.name, "early_exit": r.early_exit, "seed": settings.seed,
         "population": settings.population, "generations": settings.generations,
         "granularity": settings.granularity, "relink_rounds": settings.relink_rounds,
+        "precision": app.precision.name, "placement": app.placement,
+        "evaluator": args.evaluator, "tiling": getattr(args, "tiling", None),
         "local_rounds": settings.local_rounds,
         "evaluations": r.evaluations, "unique": r.unique, "seconds": round(r.seconds, 3),
         "constraints": plan.constraints, "chosen": list(chosen.genes),
@@ -275,6 +281,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     to_json(plan, out / "plan.json")
     xml = write_partitions(app, plan, out, evaluator)
     notes = summary(app, plan, outcome, evaluator.name, missed_targets(app, plan, evaluator))
+    notes.insert(1, bound)
     if effort is not None and effort.level < 1:
         notes.insert(1, f"effort  {effort.level:g} of the default (population {effort.population}, "
                         f"generations {effort.generations}, relinking {effort.relink_rounds}): the "
@@ -320,6 +327,17 @@ def gene_cells(problem, front) -> tuple[list[str] | None, list[list[str]] | None
         strips.append(gene_strip(cells))
         notes.append([layer_notation(label, rows) for label, rows, _ in cells if rows])
     return strips, notes
+
+
+def bounds(problem) -> str:
+    """The ends of the trade, printed before the search: the weights alone (every plan holds
+    them) and the reuse-only plan's memory and fps (every layer whole, buffers reused)."""
+    zeros = (0,) * len(problem.space.upper)
+    memory, fps = problem(zeros)
+    weights = problem.derive(zeros).param_bytes
+    return (f"bounds  the weights alone {format_bytes(weights)} (no plan holds less); reuse only "
+            f"(every layer whole) {format_bytes(memory)} at "
+            + ", ".join(f"{c} {v:.2f} fps" for c, v in fps.items()))
 
 
 def missed_targets(app, plan, evaluator) -> dict[str, str]:

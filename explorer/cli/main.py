@@ -46,6 +46,8 @@ def wrong_input(args: argparse.Namespace, prog: str) -> str | None:
     from explorer.app.file_kind import wrong_file
     attr, kind = INPUT.get(prog.partition(" ")[2], APP_INPUT)
     path = getattr(args, attr, None)
+    if getattr(args, "point", None) is not None:
+        return None             # deploy --point takes a plan.json or the pareto.json beside it
     return wrong_file(path, kind) if isinstance(path, str) else None
 
 

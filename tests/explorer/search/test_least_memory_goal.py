@@ -78,3 +78,15 @@ def test_goal_picks_least_memory_meeting_targets():
     assert pick(front, 0, {"a": 30.0}) == (front[1], True)
     assert pick(front, 0, {}) == (front[0], True)
     assert pick(front, 0, {"a": 99.0}) == (front[0], False)
+
+
+def test_bounds_printed_before_the_search(app_file, tmp_path, capsys):
+    """The weights alone and the reuse-only plan, as their own runs give them."""
+    _, _, reuse, _ = _explore(app_file, tmp_path / "reuse", capsys)
+    main([str(app_file), "--out", str(tmp_path / "b"), "--population", "8", "--generations", "2",
+          "--workers", "1", "--mem", "0"])
+    err = capsys.readouterr().err.splitlines()
+    from explorer.app.units import format_bytes
+    assert err[0] == (f"bounds  the weights alone {format_bytes(reuse['param_bytes'])} (no plan "
+                      f"holds less); reuse only (every layer whole) "
+                      f"{format_bytes(reuse['memory_bytes'])} at net {reuse['fps']['net']:.2f} fps")
