@@ -1,0 +1,44 @@
+"""A deployment of an export with dynamic height and width: the reference model it writes
+has the static input shape the CNN was imported with, so the reference session, the frames
+and the step models agree, and the outputs equal ONNX Runtime's on the original file."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from csdf.onnx_import import load_onnx
+from csdf.parts import all_parts
+from deploy.build.derive import derive
+from deploy.run.measure import measure
+from onnx_cases import Net
+from test_deploy_fixtures import make_plan
+
+
+def _dynamic_net(path):
+    n = Net(5)
+    x = n.op("Relu", [n.conv("input", 3, 8)])
+    n.conv(x, 8, 4)
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", ["N", 3, "H", "W"])], [("output", ["N", 4, "H", "W"])])
+
+
+def test_dynamic_export_deploys_with_the_fixed_shape(tmp_path):
+    source = _dynamic_net(tmp_path / "d.onnx")
+    cnn = load_onnx(source, "d", input_shape=[1, 3, 9, 7])
+    for i, phases in enumerate([None, all_parts(cnn)]):
+        plan = make_plan([cnn], {"d": phases or {n: 1 for n in cnn.order()}})
+        out = tmp_path / f"dep{i}"
+        derive(plan, {"d": cnn}, out)
+        ref = onnx.load(str(out / "reference" / "d.onnx"))
+        dims = [d.dim_value for d in ref.graph.input[0].type.tensor_type.shape.dim]
+        assert dims == [1, 3, 9, 7]
+        result = measure(out, frames=2)
+        assert result["max_abs_output"]["d"] > 0.1
+        assert result["max_abs_diff"]["d"] <= 1e-5 * result["max_abs_output"]["d"]
+    # the reference is the source model with its inputs fixed: same outputs on one frame
+    frame = np.random.default_rng(0).standard_normal((1, 3, 9, 7)).astype(np.float32)
+    a = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, {"input": frame})
+    b = ort.InferenceSession(str(out / "reference" / "d.onnx"),
+                             providers=["CPUExecutionProvider"]).run(None, {"input": frame})
+    assert np.array_equal(a[0], b[0])
