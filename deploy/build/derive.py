@@ -221,6 +221,9 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     if backend == "tensorrt":
         from deploy.tensorrt.backend import copy_runner
         copy_runner(out)
+    from deploy.checks import files
+    result[files.KEY] = files.digests(out, list(checked) + [c["reference"] for c in cnn_info.values()
+                                                           if c["reference"]])
     mf.save(result, out)
     return result
 

@@ -55,3 +55,25 @@ def test_resize_deploys_and_runs_in_every_layout(tmp_path, mode, scales_as, roi)
             result = measure(out, frames=2, layout=layout)
             assert result["max_abs_output"]["r"] > 0.1
             assert result["max_abs_diff"]["r"] <= 1e-5 * result["max_abs_output"]["r"], (i, layout)
+
+
+def test_the_deploy_check_loads_each_step_as_the_run_does(tmp_path, monkeypatch):
+    """With the scales left in the side file (the fault this file guards against), `explore
+    deploy`'s check refuses the Resize step in one line that names it and says whose fault
+    it is; the check runs in this process here so that the patched rule applies."""
+    from pathlib import Path
+
+    from deploy.checks import step_models
+    from deploy.ort import weights
+    cnn = load_onnx(resize_net(tmp_path / "r.onnx", "nearest", "initializer"), "r")
+    monkeypatch.setattr(weights, "SHAPE_INPUTS", {})
+    monkeypatch.setattr(step_models, "first_refused", lambda paths: next(
+        ((i, why) for i, p in enumerate(paths) if (why := step_models.check_model(Path(p)))), None))
+    plan = make_plan([cnn], {"r": {n: 1 for n in cnn.order()}})
+    with pytest.raises(step_models.StepModelRefused) as err:
+        derive(plan, {"r": cnn}, tmp_path / "dep")
+    text = str(err.value)
+    assert "\n" not in text
+    for words in ("Resize", "Cannot parse data from external tensors", "as `explore run` loads it",
+                  "this is a fault of memtrade, please report it"):
+        assert words in text, text
