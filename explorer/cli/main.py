@@ -5,6 +5,7 @@ import argparse
 import importlib
 import sys
 
+from explorer.cli.scratch import scratch_space
 from explorer.cli.signals import exit_status, terminating_as_interrupt, word
 from sdf3.errors import InputError
 
@@ -47,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         help_ = ("Trade memory against throughput for a CNN application. Subcommands: "
                  + ", ".join(SUBCOMMANDS) + ".")
     args = _parser(module, prog, help_).parse_args(argv)
-    with terminating_as_interrupt():     # SIGTERM as Ctrl-C (explorer/cli/signals.py)
+    # SIGTERM as Ctrl-C (explorer/cli/signals.py); temporary files in one folder removed at
+    # the end (explorer/cli/scratch.py)
+    with terminating_as_interrupt(), scratch_space():
         try:
             return int(importlib.import_module(module).run(args) or 0)
         except InputError as err:
