@@ -15,17 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from explorer.report.outputs import process_gone
+
 PATTERN = re.compile(r"^memtrade-(\d+)-[A-Za-z0-9_]+$")
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 def sweep(root: Path) -> list[Path]:
@@ -37,7 +29,7 @@ def sweep(root: Path) -> list[Path]:
         return removed
     for entry in entries:
         found = PATTERN.match(entry.name)
-        if found and entry.is_dir() and not entry.is_symlink() and _gone(int(found.group(1))):
+        if found and entry.is_dir() and not entry.is_symlink() and process_gone(int(found.group(1))):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed

@@ -213,7 +213,7 @@ def _write_claim(path: Path) -> None:
         os.close(fd)
 
 
-def _gone(pid: int) -> bool:
+def process_gone(pid: int) -> bool:
     """Whether no process `pid` runs on this host."""
     try:
         os.kill(pid, 0)
@@ -237,7 +237,7 @@ def _take_over(claim: Path, flag: str, out: Path) -> None:
     """The claim of a process that is gone (killed outright) is taken over, with one line
     saying so; a live one, or one of another host, refuses the command."""
     owner = claim_owner(claim)
-    if owner is None or owner[1] != socket.gethostname() or not _gone(owner[0]):
+    if owner is None or owner[1] != socket.gethostname() or not process_gone(owner[0]):
         raise InputError(f"{flag} {out}: another memtrade command is writing there (remove "
                          f"{claim} if none is)") from None
     claim.unlink(missing_ok=True)
@@ -265,7 +265,7 @@ def sweep_stale(parent: Path, name: str, suffix: str) -> list[Path]:
         return removed
     for entry in entries:
         found = pattern.match(entry.name)
-        if not found or int(found.group(1)) == os.getpid() or not _gone(int(found.group(1))):
+        if not found or int(found.group(1)) == os.getpid() or not process_gone(int(found.group(1))):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)

@@ -7,10 +7,7 @@ equal to ONNX Runtime's on the original file."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto as T
-from onnx import helper as h
 
 from csdf.onnx_import import load_onnx
 from csdf.parts import all_parts
