@@ -70,6 +70,10 @@ class CNN:
     # tensors whose shapes ONNX shape inference left unknown, taken from one ONNX Runtime
     # run (csdf/onnx_ort_shapes.py); 0 for most models
     shapes_from_ort: int = 0
+    # each ONNX graph input's static shape as imported (csdf/onnx_inputs.py), and the inputs
+    # whose dynamic batch dimension became 1
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    batch_fixed: tuple[str, ...] = ()
 
     def add_layer(self, layer: Layer) -> None:
         self.graph.add_node(layer.name, layer=layer)

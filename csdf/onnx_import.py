@@ -21,9 +21,9 @@ Refused, with one line naming the node or tensor: a tensor crossing a layer boun
 shape is unknown or above 4-D, more than one graph input, a Conv whose group does not
 divide its channels.
 
-Shapes come from ONNX shape inference (symbolic batch dimensions are fixed to 1 first) and
-are padded to 4-D [N, C, H, W] with trailing ones. Layer names: see `layer_name` and
-docs/appfile.md.
+Shapes come from ONNX shape inference, once the graph inputs are static (the app file's
+`input_shape`, a dynamic batch 1: csdf/onnx_inputs.py), and are padded to 4-D
+[N, C, H, W] with trailing ones. Layer names: see `layer_name` and docs/appfile.md.
 """
 from __future__ import annotations
 
@@ -41,20 +41,25 @@ from csdf.model import CNN, INPUT, Layer
 from csdf.onnx_consts import fold_constants, live_nodes, opsets, reinfer, static_shapes
 from csdf.onnx_fusion import (ACTIVATIONS, FUSE_ACTIVATION_INTO, absorb, act_hyper,
                               attributes, bn_scale_shift)
+from csdf.onnx_inputs import FixedInputs, fix_inputs
 from csdf.onnx_support import modellable
 from sdf3.errors import InputError
 
 
 
-def load_onnx(path: str | Path, name: str, fused: bool = True) -> CNN:
-    """Load the ONNX file at `path` as CNN `name`. Raises InputError for a missing or
-    non-ONNX file and for a model that cannot run as layers (see the module docstring)."""
+def load_onnx(path: str | Path, name: str, fused: bool = True, input_shape: Any = None) -> CNN:
+    """Load the ONNX file at `path` as CNN `name`; `input_shape` fixes dynamic graph-input
+    dimensions (csdf/onnx_inputs.py). Raises InputError for a missing or non-ONNX file and
+    for a model that cannot run as layers (see the module docstring)."""
     path = Path(path)
-    model = _read(path)
-    return _Importer(model, path, name, fused).run()
+    model, fixed = _read(path, input_shape)
+    cnn = _Importer(model, path, name, fused).run()
+    cnn.input_shapes = dict(fixed.shapes)
+    cnn.batch_fixed = fixed.batch_fixed
+    return cnn
 
 
-def _read(path: Path) -> onnx.ModelProto:
+def _read(path: Path, input_shape: Any = None) -> tuple[onnx.ModelProto, FixedInputs]:
     if not path.is_file():
         raise InputError(f"{path}: model file not found")
     try:
@@ -63,20 +68,11 @@ def _read(path: Path) -> onnx.ModelProto:
         raise InputError(f"{path}: not an ONNX model ({type(err).__name__})") from None
     if not model.graph.node:
         raise InputError(f"{path}: not an ONNX model (no graph nodes)")
-    _fix_batch(model)
+    fixed = fix_inputs(model, str(path), input_shape)
     try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True)
+        return onnx.shape_inference.infer_shapes(model, data_prop=True), fixed
     except Exception as err:
         raise InputError(f"{path}: ONNX shape inference failed: {str(err).splitlines()[0]}") from None
-
-
-def _fix_batch(model: onnx.ModelProto) -> None:
-    """Symbolic or unknown dimensions of graph inputs become 1 (batch 1, as in the paper)."""
-    for value in model.graph.input:
-        for dim in value.type.tensor_type.shape.dim:
-            if not dim.HasField("dim_value") or dim.dim_value <= 0:
-                dim.Clear()
-                dim.dim_value = 1
 
 
 def clean_name(text: str) -> str:

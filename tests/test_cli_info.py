@@ -61,6 +61,6 @@ def test_bad_input_exits_2_with_one_line(capsys, tmp_path):
     app.write_text(yaml.safe_dump({"cnns": [{"name": "x", "model": "zoo:mobilenet_v2", "gpu": 1}]}))
     assert main(["info", str(app)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"explore: error: {app}: cnns[0].gpu: unknown key; expected one of name, model, fps, partitions"
+    assert err == f"explore: error: {app}: cnns[0].gpu: unknown key; expected one of name, model, fps, partitions, input_shape"
     assert main(["info", str(APPS / "worked_example.yaml"), "--mem=-1MB"]) == 2
     assert "negative" in capsys.readouterr().err

@@ -21,6 +21,7 @@ import onnx
 from onnx.external_data_helper import uses_external_data
 
 from csdf.model import CNN, INPUT, edge_name
+from csdf.onnx_inputs import with_shapes
 from csdf.parts import part_rows, rows_per_phase
 from deploy.build.regions import band_step, bands, prune, shared
 from deploy.runtime import arena, manifest as mf
@@ -35,12 +36,17 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
-def _write_reference(source: str, target: Path) -> None:
+def _write_reference(source: str, target: Path, shapes: dict[str, tuple[int, ...]]) -> None:
     """The unmodified model, self-contained: weights kept in an external data file (read
-    beside the source) are embedded, so the deployment runs from any working directory."""
+    beside the source) are embedded, so the deployment runs from any working directory; its
+    graph inputs have the static `shapes` the CNN was imported with (an export with dynamic
+    dimensions: the app file's input_shape, csdf/onnx_inputs.py), so the reference session
+    and the frames made from it see the shapes the step models were built for."""
     head = onnx.load(source, load_external_data=False)
-    if any(uses_external_data(t) for t in head.graph.initializer):
-        onnx.save(onnx.load(source), str(target))
+    external = any(uses_external_data(t) for t in head.graph.initializer)
+    model = onnx.load(source) if external else head
+    if with_shapes(model, shapes) or external:
+        onnx.save(model, str(target))
     else:
         shutil.copyfile(source, target)
 
@@ -183,7 +189,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         if cnn.source and Path(cnn.source).is_file():
             ref = str(Path("reference") / f"{_safe(name)}.onnx")
             (out / "reference").mkdir(exist_ok=True)
-            _write_reference(cnn.source, out / ref)
+            _write_reference(cnn.source, out / ref, cnn.input_shapes)
         cnn_info[name] = {
             "inputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape)} for s in inputs],
             "outputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape),
@@ -215,6 +221,9 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     if backend == "tensorrt":
         from deploy.tensorrt.backend import copy_runner
         copy_runner(out)
+    from deploy.checks import files
+    result[files.KEY] = files.digests(out, list(checked) + [c["reference"] for c in cnn_info.values()
+                                                           if c["reference"]])
     mf.save(result, out)
     return result
 

@@ -1,8 +1,12 @@
 """Every step model `explore deploy` writes, checked where it is written: onnx.checker (the
-ONNX spec's structure) and an ONNX Runtime load (its shape inference and kernel lookup; not
-ONNX's own shape inference, which gives up inside exports ORT runs, Swin-T's attention). A step ONNX Runtime would refuse is then found at deploy, as one line naming
-the layer, its ONNX nodes and the reason, not at `explore run` in the optimising child
-(Swin-T's `node_MatMul_63.whole.onnx`).
+ONNX spec's structure) and ONNX Runtime loads made exactly as `explore run` makes them
+(deploy/ort/backend.py: the model optimised with its initializers in a side file, then its
+final form loaded with the weights handed over), in both kernel forms (NCHWc and plain), so
+ONNX Runtime's shape inference and kernel lookup judge what the run will load. Not ONNX's
+own shape inference, which gives up inside exports ORT runs (Swin-T's attention). A step
+the run would refuse is then found at deploy, as one line naming the layer, its ONNX nodes
+and the reason; a model memtrade has just written and cannot load is memtrade's fault, and
+the line says so and asks for a report.
 
 The loads run in one child process (`python -m deploy.checks.step_models`, paths as JSON on
 stdin, the first refusal as JSON on stdout): a session made in the deploying process would
@@ -32,23 +36,20 @@ def _reason(err: BaseException) -> str:
 
 
 def check_model(path: Path) -> str | None:
-    """Why `path` is not a model ONNX Runtime can run, or None."""
-    import onnxruntime as ort
+    """Why `path` is not a model ONNX Runtime can run as `explore run` loads it, or None."""
+    from deploy.ort.backend import OrtBackend
     try:
         onnx.checker.check_model(str(path))   # structure; shapes are ORT's to judge below
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
         return f"onnx.checker: {_reason(err)}"
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    # the level `explore run` optimises at (deploy/ort/optimize.py): a refusal of one of
-    # ORT's rewrites is found here too; it costs what ORT_ENABLE_BASIC does
-    # (benchmarks/results/cli_runs.md)
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.log_severity_level = 3
-    try:
-        ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    except Exception as err:           # onnxruntime's Fail, InvalidGraph, NotImplemented
-        return f"ONNX Runtime: {_reason(err)}"
+    for layout in ("nchwc", "nchw"):   # "auto" and "blocked" build from these two forms
+        backend = OrtBackend(threads=1, layout=layout, optimize_in_child=False)
+        try:
+            backend.load(path)
+        except Exception as err:           # onnxruntime's Fail, InvalidGraph, NotImplemented
+            return f"ONNX Runtime ({layout} form, as `explore run` loads it): {_reason(err)}"
+        finally:
+            del backend
     return None
 
 
@@ -84,7 +85,9 @@ def check_models(out: Path, models: dict[str, dict[str, Any]], cnns: dict[str, C
         what = f"fused-tiled group {layer}" if info.get("layers") else f"layer {layer}"
         raise StepModelRefused(f"{what} of CNN {info.get('cnn')}"
                                + (f" (ONNX nodes {shown})" if shown else "")
-                               + f": step model {rel} is refused by {why}")
+                               + f": step model {rel}, just written by memtrade, is refused by "
+                               f"{why}; this is a fault of memtrade, please report it with the "
+                               f"model file")
 
 
 def main() -> None:

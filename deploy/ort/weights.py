@@ -10,6 +10,18 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+# inputs whose values ONNX Runtime's shape inference reads while loading a model (a float
+# tensor among them: Resize's roi and scales, Upsample's scales, as torch's TorchScript
+# exporter writes them): left in a side file they make the load fail ("Cannot parse data
+# from external tensors"), so they go back inline
+SHAPE_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,)}
+
+
+def shape_inputs(model: onnx.ModelProto) -> set[str]:
+    """Names of the tensors `model`'s nodes read at a SHAPE_INPUTS position."""
+    return {node.input[k] for node in model.graph.node
+            for k in SHAPE_INPUTS.get(node.op_type, ()) if k < len(node.input) and node.input[k]}
+
 
 def external_arrays(model: onnx.ModelProto, folder: Path, weights: bool = True,
                      known: dict | None = None) -> dict[str, np.ndarray]:
@@ -18,26 +30,29 @@ def external_arrays(model: onnx.ModelProto, folder: Path, weights: bool = True,
     recognised without reading them into memory (a layer's weights in a dozen region models:
     YOLOv2-16's least-memory deployment rose 10 MiB above what it kept, reading conv10's
     weights again for each); integer tensors (shapes, axes: ONNX Runtime reads them while
-    loading) and one-element constants (Clip bounds, mask constants) are put back inline in
-    `model`. `weights` False: only the latter (a graph read for its form, deploy/ort/blocked.py)."""
+    loading), one-element constants (Clip bounds, mask constants) and the float tensors
+    shape inference reads (`shape_inputs`: Resize's scales) are put back inline in `model`.
+    `weights` False: only the latter (a graph read for its form, deploy/ort/blocked.py)."""
     out = {}
+    inline = shape_inputs(model)
     for t in model.graph.initializer:
         if t.data_location != TensorProto.EXTERNAL:
             continue
         info = {e.key: e.value for e in t.external_data}
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
-        if not weights and dtype.kind == "f" and int(np.prod(t.dims)) > 1:
+        weight = dtype.kind == "f" and int(np.prod(t.dims)) > 1 and t.name not in inline
+        if not weights and weight:
             continue
         count = int(info["length"]) // dtype.itemsize
         offset = int(info.get("offset", 0))
-        if known is not None and dtype.kind == "f" and count > 1:
+        if known is not None and weight:
             key = (dtype.str, tuple(t.dims), _digest(folder / info["location"], offset, int(info["length"])))
             if key in known:
                 out[t.name] = known[key][0]
                 continue
         arr = np.fromfile(folder / info["location"], dtype, count, offset=offset)
         arr = arr.reshape(tuple(t.dims))
-        if dtype.kind == "f" and arr.size > 1:
+        if weight:
             out[t.name] = arr
         else:
             t.CopyFrom(numpy_helper.from_array(arr, t.name))

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from deploy.runtime import manifest as mf
-from deploy.checks import manifest_check
+from deploy.checks import files, manifest_check
 from deploy.checks import reference
 from deploy.runtime.executor import Executor
 from deploy.runtime.footprint import Footprint, peak_rss_bytes  # noqa: F401  (peak_rss_bytes: callers)
@@ -78,7 +78,19 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
             shared_pool: bool = False, layout: str = "nchwc") -> dict[str, Any]:
     """shared_pool: one ORT thread pool for the whole process (deploy/ort/process.py); only for
     processes that do nothing else, like `explore run`. layout: ORT kernels per step
-    ("auto" times NCHWc against plain per step model and keeps the faster)."""
+    ("auto" times NCHWc against plain per step model and keeps the faster). A step model
+    that fails to load or run is one line ending with whose fault it is (deploy/checks/files.py)."""
+    from deploy.ort.optimize import ModelRefused
+    from deploy.runtime.executor import StepFailed
+    try:
+        return _measure(deploy_dir, frames, seed, backend, threads, check, warmup, shared_pool, layout)
+    except (StepFailed, ModelRefused) as err:
+        words = files.blame(mf.load(deploy_dir), deploy_dir)
+        raise type(err)(f"{err} ({words})") from None
+
+
+def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None, threads: int,
+             check: bool, warmup: int, shared_pool: bool, layout: str) -> dict[str, Any]:
     manifest = mf.load(deploy_dir)
     manifest_check.check(manifest, deploy_dir)     # before anything is allocated or run
     backend_name = backend or manifest["backend"]

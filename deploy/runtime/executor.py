@@ -9,8 +9,9 @@ threads, stage k on frame f while stage k+1 is on frame f-1; crossing edges have
 it again. Otherwise a CNN's partitions run one after another.
 
 A step that fails while running (ONNX Runtime refusing a damaged model's output shape, ...)
-raises `StepFailed`, one line naming the CNN, partition, step, layer, phase and model file:
-the deployment is damaged (the CLI exits 2), not the program.
+raises `StepFailed`, one line naming the CNN, partition, step, layer, phase and model file
+(the CLI exits 2); deploy/run/measure.py ends it with whose fault it is, from the digests of
+the deployment's files (deploy/checks/files.py).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from sdf3.errors import InputError
 
 
 class StepFailed(InputError):
-    """A step of a deployment failed at run time (a damaged or hand-edited deployment)."""
+    """A step of a deployment failed to load or run."""
 
 
 @dataclass
@@ -257,8 +258,7 @@ def _run_calls(part: Partition, parity: int) -> None:
 
 def _failed(cnn: str, partition: str, label: str, err: BaseException) -> StepFailed:
     reason = " ".join(str(err).split())[:300] or type(err).__name__
-    return StepFailed(f"CNN {cnn}, partition {partition}: {label} failed: {reason} "
-                      f"(the deployment is damaged or was edited; deploy it again)")
+    return StepFailed(f"CNN {cnn}, partition {partition}: {label} failed: {reason}")
 
 
 def _frame_copy(targets: list[tuple[np.ndarray, str]], run: CnnRun, parity: int) -> Callable:

@@ -21,7 +21,7 @@ from sdf3.errors import InputError
 
 TOP_KEYS = ("name", "description", "platform", "precision", "memory", "prefer", "cnns",
             "pipelines", "schedules", "search")
-CNN_KEYS = ("name", "model", "fps", "partitions")
+CNN_KEYS = ("name", "model", "fps", "partitions", "input_shape")
 PARTITION_KEYS = ("name", "layers", "processor")
 PROCESSORS = ("gpu", "cpu")
 MAX_FPS = 1e9                # frames per second: beyond any device (and any typo's intent)
@@ -57,7 +57,7 @@ def load_app(path: str | Path, mem: str | None = None, fps: str | None = None,
         cnn_name = _name(raw, where, key)
         if cnn_name in cnns:
             raise InputError(f"{where}: {key}.name: CNN {cnn_name!r} is listed twice")
-        cnn = _load_model(raw.get("model"), cnn_name, path, f"{key}.model", fused)
+        cnn = _load_model(raw.get("model"), cnn_name, path, key, fused, raw.get("input_shape"))
         cnns[cnn_name] = cnn
         fps_by_cnn[cnn_name] = _fps_value(raw.get("fps", 0), f"{where}: {key}.fps")
         partitions += _partitions(raw.get("partitions"), cnn, where, f"{key}.partitions")
@@ -110,9 +110,15 @@ def _check_keys(doc: Any, allowed: tuple[str, ...], where: str, key: str) -> Non
             raise InputError(f"{where}: {full}: unknown key; expected one of {', '.join(allowed)}")
 
 
-def _load_model(model: Any, name: str, app: Path, key: str, fused: bool) -> CNN:
-    where = f"{app}: {key}"
+def _load_model(model: Any, name: str, app: Path, entry: str, fused: bool,
+                input_shape: Any = None) -> CNN:
+    """The CNN of one `cnns` entry; `input_shape` fixes an ONNX model's dynamic input
+    dimensions (csdf/onnx_inputs.py)."""
+    where = f"{app}: {entry}.model"
     if isinstance(model, dict) and set(model) == {"synthetic"}:
+        if input_shape is not None:
+            raise InputError(f"{app}: {entry}.input_shape: expected only with an ONNX model; "
+                             f"a synthetic CNN's shapes are in its own keys")
         return build_synthetic(model["synthetic"], name, f"{where}.synthetic")
     if not isinstance(model, str) or not model:
         raise InputError(f"{where}: expected zoo:NAME, a path to an .onnx file, or {{synthetic: ...}}")
@@ -123,9 +129,10 @@ def _load_model(model: Any, name: str, app: Path, key: str, fused: bool) -> CNN:
         if not file.is_file():
             raise InputError(f"{where}: model file {model!r} not found (paths are relative to the app file)")
     try:
-        return load_onnx(file, name, fused=fused)
+        return load_onnx(file, name, fused=fused, input_shape=input_shape)
     except InputError as err:
-        raise InputError(f"{where}: {err}") from None
+        text = str(err).replace("input_shape", f"{entry}.input_shape")
+        raise InputError(f"{where}: {text}") from None
 
 
 def _zoo_path(zoo_name: str, where: str) -> Path:

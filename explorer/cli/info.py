@@ -8,7 +8,8 @@ edges, each counted once; a double-buffered pipeline edge's second copy is not i
 edge_bytes = edge_elements x data_bytes, crossing_elements (edges between two partitions of
 one pipeline set: their second copy, double buffering) and naive_elements = edge_elements +
 crossing_elements, the paper's Table 1 total of one buffer per edge (59,658 for the worked
-example).
+example); input_shapes (each ONNX graph input's static shape) and batch_fixed (the inputs
+whose dynamic batch dimension was taken as 1, also printed as a line each).
 """
 from __future__ import annotations
 
@@ -66,6 +67,8 @@ def summary(app: Application, layers: bool = False) -> dict[str, Any]:
             "naive_elements": edge_elements + crossing,
             "outputs": list(cnn.outputs),
             "shapes_from_ort": cnn.shapes_from_ort,
+            "input_shapes": {k: list(v) for k, v in cnn.input_shapes.items()},
+            "batch_fixed": list(cnn.batch_fixed),
             "fps": app.fps.get(name, 0.0),
             "partitions": [p.name for p in app.partitions_of(name)],
         }
@@ -117,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
                       f"{t['edge_elements']:,}", format_bytes(t["edge_bytes"]), f"{t['naive_elements']:,}", "")
     console.print(table)
     for name, c in info["cnns"].items():
+        for value in c["batch_fixed"]:
+            console.print(f"{name}: graph input '{value}' has a dynamic batch dimension: taken as "
+                          f"1, shape {c['input_shapes'][value]}")
         if c["shapes_from_ort"]:
             console.print(f"{name}: shapes of {c['shapes_from_ort']:,} tensors from one ONNX "
                           "Runtime run (ONNX shape inference left them unknown)")

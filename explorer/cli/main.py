@@ -5,6 +5,8 @@ import argparse
 import importlib
 import sys
 
+from explorer.cli.scratch import scratch_space
+from explorer.cli.signals import exit_status, terminating_as_interrupt, word
 from sdf3.errors import InputError
 
 SUBCOMMANDS = {
@@ -61,14 +63,17 @@ def main(argv: list[str] | None = None) -> int:
         help_ = ("Trade memory against throughput for a CNN application. Subcommands: "
                  + ", ".join(SUBCOMMANDS) + ".")
     args = _parser(module, prog, help_).parse_args(argv)
-    try:
-        return int(importlib.import_module(module).run(args) or 0)
-    except InputError as err:
-        print(f"explore: error: {wrong_input(args, prog) or err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as err:   # one line, no traceback; outputs say what they undid
-        print(f"explore: interrupted{': ' + str(err) if str(err) else ''}", file=sys.stderr)
-        return 130
+    # SIGTERM as Ctrl-C (explorer/cli/signals.py); temporary files in one folder removed at
+    # the end (explorer/cli/scratch.py)
+    with terminating_as_interrupt(), scratch_space():
+        try:
+            return int(importlib.import_module(module).run(args) or 0)
+        except InputError as err:
+            print(f"explore: error: {wrong_input(args, prog) or err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt as err:   # one line, no traceback; outputs say what they undid
+            print(f"explore: {word(err)}{': ' + str(err) if str(err) else ''}", file=sys.stderr)
+            return exit_status(err)
 
 
 if __name__ == "__main__":

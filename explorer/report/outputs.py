@@ -5,8 +5,15 @@ and nothing half-written is left behind.
 written (/proc/x, a path under a regular file) with one line, claim the destination
 atomically (an exclusive claim file, so two runs given one --out cannot both write it), and
 hand out a temporary sibling to write into. `Staged.commit()` renames the result into place;
-leaving the `with` block by an error or Ctrl-C removes the temporary files and the claim, so
-an interrupted or failed command leaves the destination as it found it.
+leaving the `with` block by an error, Ctrl-C or SIGTERM (explorer/cli/signals.py) removes the
+temporary files and the claim, so an interrupted or failed command leaves the destination as
+it found it.
+
+A process killed outright (SIGKILL, the OOM killer) cannot clean up. Its claim names its
+process id and host, so the next command into the same destination on that host finds the
+process gone, takes the claim over and says so in one line; temporary siblings carry the
+process id in their names (`.NAME.PID-XXXX.tmp`), and the command that holds the claim
+removes those of processes that are gone.
 """
 from __future__ import annotations
 
@@ -14,6 +21,8 @@ import errno
 import os
 import re
 import shutil
+import socket
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,8 +121,8 @@ class Staged:
             self.commit()
             return False
         self.discard()
-        if kind is KeyboardInterrupt and not str(value):
-            raise KeyboardInterrupt(f"{self.final} not written (partial output removed)") from None
+        if issubclass(kind, KeyboardInterrupt) and not str(value):   # Ctrl-C, SIGTERM
+            raise kind(f"{self.final} not written (partial output removed)") from None
         return False
 
     def commit(self) -> Path:
@@ -181,12 +190,9 @@ def _claim_final_dir(out: Path, force: bool, flag: str) -> bool:
     except OSError as err:
         raise InputError(f"{flag} {out}: cannot write there ({_why(err)})") from None
     try:
-        fd = os.open(out / CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        os.close(fd)
+        _write_claim(out / CLAIM)
     except FileExistsError:
-        raise InputError(f"{flag} {out}: another memtrade command is writing there (remove "
-                         f"{out / CLAIM} if none is)") from None
+        _take_over(out / CLAIM, flag, out)
     except OSError as err:
         if made:
             out.rmdir()
@@ -196,6 +202,77 @@ def _claim_final_dir(out: Path, force: bool, flag: str) -> bool:
         (out / CLAIM).unlink()
         raise InputError(f"{flag} {out}: directory is not empty (use --force to write into it)")
     return made
+
+
+def _write_claim(path: Path) -> None:
+    """Create the claim file exclusively, naming this process and host."""
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    try:
+        os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process `pid` runs on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:        # someone else's process
+        return False
+    return False
+
+
+def claim_owner(path: Path) -> tuple[int, str] | None:
+    """(process id, host) a claim file names; None when it cannot be read."""
+    try:
+        words = path.read_text().split()
+        return int(words[0]), (words[1] if len(words) > 1 else "")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _take_over(claim: Path, flag: str, out: Path) -> None:
+    """The claim of a process that is gone (killed outright) is taken over, with one line
+    saying so; a live one, or one of another host, refuses the command."""
+    owner = claim_owner(claim)
+    if owner is None or owner[1] != socket.gethostname() or not process_gone(owner[0]):
+        raise InputError(f"{flag} {out}: another memtrade command is writing there (remove "
+                         f"{claim} if none is)") from None
+    claim.unlink(missing_ok=True)
+    try:
+        _write_claim(claim)
+    except FileExistsError:      # another command took it over first
+        raise InputError(f"{flag} {out}: another memtrade command is writing there (remove "
+                         f"{claim} if none is)") from None
+    print(f"explore: note: {flag} {out}: the command that claimed it (process {owner[0]}) is "
+          f"gone; taking its claim over", file=sys.stderr)
+
+
+def _tmp_prefix(name: str) -> str:
+    return f".{name}.{os.getpid()}-"
+
+
+def sweep_stale(parent: Path, name: str, suffix: str) -> list[Path]:
+    """Remove the temporary siblings (`_tmp_prefix`) of `parent/name` left by processes that
+    are gone; the ones removed."""
+    pattern = re.compile(rf"^\.{re.escape(name)}\.(\d+)-[^.]*{re.escape(suffix)}$")
+    removed = []
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        found = pattern.match(entry.name)
+        if not found or int(found.group(1)) == os.getpid() or not process_gone(int(found.group(1))):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
 
 
 def claim_dir(path: str | Path, force: bool, flag: str = "--out") -> Staged:
@@ -209,8 +286,9 @@ def claim_dir(path: str | Path, force: bool, flag: str = "--out") -> Staged:
     except InputError:
         _remove_dirs(created)
         raise
+    sweep_stale(out.parent, out.name, ".tmp")      # this command holds the claim now
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(out.name), suffix=".tmp", dir=out.parent))
         os.chmod(tmp, 0o777 & ~_umask())
     except OSError as err:
         (out / CLAIM).unlink(missing_ok=True)
@@ -241,8 +319,9 @@ def claim_file(path: str | Path, force: bool, flag: str = "--out") -> Staged:
     out = Path(path)
     fresh_file(out, force, flag)
     created = _make_parents(out, flag)
+    sweep_stale(out.parent, out.stem, out.suffix)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=out.suffix, dir=out.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(out.stem), suffix=out.suffix, dir=out.parent)
         os.close(fd)
         os.chmod(tmp, 0o666 & ~_umask())
     except OSError as err:

@@ -55,8 +55,10 @@ class Mapped:
 
 def _quiet_worker() -> None:
     """Ctrl-C is the parent's to handle (it stops the pool); workers would each print a
-    traceback otherwise."""
+    traceback otherwise. SIGTERM ends a worker at once (the default: the parent's handler,
+    inherited by fork, would raise in the worker)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _work(key: Key) -> Result:

@@ -1,0 +1,55 @@
+"""Who is at fault when a deployment cannot run: the digests of the files `explore deploy`
+wrote (manifest key "files": relative path -> SHA-256), and the words for a step that fails.
+
+A step model that fails to load or run while every file is as deploy wrote it was made
+wrong by memtrade (the deploy-time check, deploy/checks/step_models.py, missed it): the line
+says so and asks for a report. Only a file that differs from its digest, or is missing,
+makes the deployment "damaged or edited". A manifest without digests cannot tell.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+KEY = "files"
+
+
+def digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def digests(root: str | Path, rels: list[str]) -> dict[str, str]:
+    """SHA-256 of each file `rels` names under `root`, in sorted order."""
+    return {rel: digest(Path(root) / rel) for rel in sorted(set(rels))}
+
+
+def changed(manifest: dict[str, Any], root: str | Path) -> list[str] | None:
+    """The files of the deployment that differ from what deploy wrote (or are gone); None
+    when the manifest holds no digests."""
+    recorded = manifest.get(KEY)
+    if not isinstance(recorded, dict):
+        return None
+    out = []
+    for rel, want in sorted(recorded.items()):
+        path = Path(root) / str(rel)
+        if not path.is_file() or digest(path) != want:
+            out.append(str(rel))
+    return out
+
+
+def blame(manifest: dict[str, Any], root: str | Path) -> str:
+    """The words that end a step failure's line: whose fault it is."""
+    found = changed(manifest, root)
+    if found is None:
+        return "the deployment may be damaged or edited; deploy it again"
+    if found:
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        return (f"{found[0]}{more} differ from what `explore deploy` wrote: the deployment is "
+                f"damaged or was edited; deploy it again")
+    return ("every file is as `explore deploy` wrote it: this is a fault of memtrade, please "
+            "report it with the deployment")
