@@ -71,7 +71,7 @@ def _stored_by_rows(plan_edges: dict, phases: dict, rep: dict[str, str]) -> set[
 
 def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
            backend: str = "onnxruntime", with_profile: bool = False,
-           where: str = "plan", regions: bool = False, every_band: bool = False) -> dict[str, Any]:
+           where: str = "plan", regions: bool = False, every_band: bool = False) -> mf.Manifest:
     """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest.
     The plan is checked first (deploy/checks/plan_check.py; `where` names it in the one-line
     refusal), so nothing is written for a plan the explorer could not have made.
@@ -215,8 +215,9 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     if backend == "tensorrt":
         from deploy.tensorrt.backend import copy_runner
         copy_runner(out)
-    mf.save(result, out)
-    return result
+    manifest = mf.Manifest.from_dict(result, where)
+    mf.save(manifest, out)
+    return manifest
 
 
 def _tiled_groups(plan: dict[str, Any], cnns: dict[str, CNN]) -> dict[str, list]:

@@ -35,6 +35,7 @@ from deploy.ort import optimize as ort_optimize
 from deploy.ort.process import form_options, session_options
 from deploy.ort.weights import external_arrays
 from deploy.runtime.footprint import heap_in_use, trim_heap
+from deploy.runtime.manifest_records import Manifest
 from sdf3.errors import InputError
 
 NP_DTYPE = {"float32": np.float32, "float16": np.float16}
@@ -83,18 +84,17 @@ class OrtBackend:
         self.session_heap: dict[str, int] | None = None
 
     # -- storage formats ----------------------------------------------------------------
-    def prepare(self, manifest: dict, root: str | Path) -> None:
+    def prepare(self, manifest: Manifest, root: str | Path) -> None:
         """Have ONNX Runtime optimise every step model up front (in a child process when
         `optimize_in_child`, see deploy/ort/optimize.py), and for layout "blocked" choose the
         edges held in ONNX Runtime's NCHWc layout (deploy/ort/blocked.py); the other steps
         then run as with "auto"."""
         root = Path(root)
-        if any(s.get("primitive") for part in manifest["partitions"] for s in part["steps"]):
+        if any(s.primitive for _, _, s in manifest.steps()):
             from deploy.ort.primitive_forms import prepare_plan_forms   # the plan fixes the forms
             self.blocked_edges = prepare_plan_forms(self, manifest, root)
             return
-        models = sorted({str(root / s["model"]) for part in manifest["partitions"]
-                         for s in part["steps"] if s["model"]})
+        models = sorted({str(root / s.model) for _, _, s in manifest.steps() if s.model})
         first = {"nchw": ["nchw"], "nchwc": ["nchwc"]}.get(self.layout, ["nchwc"])
         self._prefetch([(key, form) for key in models for form in first])
         if self.layout == "auto":
@@ -104,9 +104,9 @@ class OrtBackend:
         from deploy.ort import blocked as ob
         block = ob.block_size(self._options())
         self._block = block
-        candidates = {s["model"] for part in manifest["partitions"] for s in part["steps"]
-                      if s["model"] and any(b["kind"] == "edge" for b in s["bind"])}
-        regions = {s["model"] for part in manifest["partitions"] for s in part["steps"] if s.get("region")}
+        candidates = {s.model for _, _, s in manifest.steps()
+                      if s.model and any(b.kind == "edge" for b in s.bind)}
+        regions = {s.model for _, _, s in manifest.steps() if s.region}
         forms = {}
         for rel in sorted(candidates):    # graphs only: the weights stay in the side files
             path = self._optimize(str(root / rel), "nchwc")

@@ -24,7 +24,6 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -33,6 +32,8 @@ from onnx import TensorProto, helper
 
 from deploy.ort import blocked_rings as rings
 from deploy.ort.blocked_rings import NCHWC, plain_reorder
+from deploy.runtime.manifest import stored_as
+from deploy.runtime.manifest_records import Manifest, Step
 NEUTRAL_OPS = {"Add", "Sum", "Relu", "Clip", "Identity", "Concat"}
 
 
@@ -172,47 +173,46 @@ def _same_layout_math(model: onnx.ModelProto) -> bool:
     return all(s == shapes[0] for s in shapes)
 
 
-def choose(manifest: dict[str, Any], forms: dict[str, StepForm], block: int) -> set[str]:
+def choose(manifest: Manifest, forms: dict[str, StepForm], block: int) -> set[str]:
     """The edges to store blocked: whole tensors and rows rings (row-blocked, see
     deploy/ort/blocked_rings.py) of batch 1 whose channels fill whole blocks, whose producer
     emits and every consumer accepts the blocked layout (neutral steps: all their tensors
     blocked or none). A model that several steps run (a layer's phases) binds each port to
     the same edges in every step, else none of its edges is blocked."""
-    edges = manifest["edges"]
+    edges = manifest.edges
     ok = {eid for eid, e in edges.items()
-          if e["shape"][0] == 1 and e["shape"][1] % block == 0
-          and (e["layout"] == "hncw" or e["layout"] == "nchw" and e["slots"] == e["shape"][2])}
-    from deploy.runtime.manifest import stored_as
+          if e.shape[0] == 1 and e.shape[1] % block == 0
+          and (e.layout == "hncw" or e.layout == "nchw" and e.whole)}
     stored = stored_as(edges)
     groups: dict[str, set[str]] = {}
     for eid, rep in stored.items():
         groups.setdefault(rep, set()).add(eid)
-    steps = [s for part in manifest["partitions"] for s in part["steps"]]
+    steps = [s for _, _, s in manifest.steps()]
     bound: dict[str, set] = {}
     for s in steps:
-        if s["model"]:
-            bound.setdefault(s["model"], set()).add(tuple(
-                (b["name"], tuple(b["edges"])) for b in s["bind"] if b["kind"] == "edge"))
+        if s.model:
+            bound.setdefault(s.model, set()).add(tuple(
+                (b.name, b.edges) for b in s.bind if b.kind == "edge"))
     changed = True
     while changed:
         before = len(ok)
         for s in steps:
-            ports = [b for b in s["bind"] if b["kind"] == "edge"]
-            form = forms.get(s["model"]) if s["model"] else None
-            if form is None or len(bound[s["model"]]) > 1:   # frame copies, plain-only, mixed
-                for b in s["bind"]:
-                    ok.difference_update(b.get("edges", []))
+            ports = [b for b in s.bind if b.kind == "edge"]
+            form = forms.get(s.model) if s.model else None
+            if form is None or len(bound[s.model]) > 1:   # frame copies, plain-only, mixed
+                for b in s.bind:
+                    ok.difference_update(b.edges)
                 continue
             if form.neutral:
-                ids = {eid for b in ports for eid in b["edges"]}
-                if any(b["kind"] != "edge" for b in s["bind"]) or not ids <= ok:
+                ids = {eid for b in ports for eid in b.edges}
+                if any(b.kind != "edge" for b in s.bind) or not ids <= ok:
                     ok -= ids
                 continue
             for b in ports:
-                allowed = form.emits if b["name"].startswith("out") else form.accepts
-                if b["name"] not in allowed or not set(b["edges"]) <= ok:
-                    ok.difference_update(b["edges"])
-            by_name = {b["name"]: set(b["edges"]) for b in ports}
+                allowed = form.emits if b.writes else form.accepts
+                if b.name not in allowed or not set(b.edges) <= ok:
+                    ok.difference_update(b.edges)
+            by_name = {b.name: set(b.edges) for b in ports}
             for group in form.groups:
                 ids = [by_name.get(name) for name in group]
                 if any(i is None or not i <= ok for i in ids):
@@ -225,25 +225,23 @@ def choose(manifest: dict[str, Any], forms: dict[str, StepForm], block: int) -> 
     return ok
 
 
-def step_ports(manifest: dict[str, Any], forms: dict[str, StepForm], chosen: set[str], block: int):
+def step_ports(manifest: Manifest, forms: dict[str, StepForm], chosen: set[str], block: int):
     """(model, its ports stored blocked, its load-time transform or None) for every step
     model run in the blocked form: a region step also when only tensors inside it go
     blocked (deploy/ort/blocked_regions.py)."""
-    for part in manifest["partitions"]:
-        for step in part["steps"]:
-            if not step["model"]:
-                continue
-            ports = blocked_ports(step, chosen)
-            form = forms.get(step["model"])
-            if step.get("region") and form is not None and (ports or form.inner):
-                yield step["model"], ports, region_rewrite(ports, block)
-            elif ports:
-                yield step["model"], ports, None
+    for _, _, step in manifest.steps():
+        if not step.model:
+            continue
+        ports = blocked_ports(step, chosen)
+        form = forms.get(step.model)
+        if step.region and form is not None and (ports or form.inner):
+            yield step.model, ports, region_rewrite(ports, block)
+        elif ports:
+            yield step.model, ports, None
 
 
-def blocked_ports(step: dict, chosen: set[str]) -> frozenset[str]:
-    return frozenset(b["name"] for b in step["bind"]
-                     if b["kind"] == "edge" and set(b["edges"]) <= chosen)
+def blocked_ports(step: Step, chosen: set[str]) -> frozenset[str]:
+    return frozenset(b.name for b in step.bind if b.kind == "edge" and set(b.edges) <= chosen)
 
 
 def strip(model: onnx.ModelProto, ports: frozenset[str], block: int = 0) -> onnx.ModelProto:
