@@ -205,17 +205,15 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         "pipelines": [list(g) for g in plan.get("pipelines", [[p["name"]] for p in partitions])],
         "routing": "round-robin", "models": models,
     }
-    checked = dict(models)
     if with_profile:
         from deploy.steps.layer_models import write_profile_models
         result["profile"] = write_profile_models(cnns, dtype, out)
-        checked.update({e["model"]: {"cnn": e["cnn"], "layer": e["layer"]} for e in result["profile"]})
+    manifest = mf.Manifest.from_dict(result, where)
     from deploy.checks.step_models import check_models
-    check_models(out, checked, cnns)     # what ONNX Runtime would refuse, found here
+    check_models(out, manifest, cnns)     # what ONNX Runtime would refuse, found here
     if backend == "tensorrt":
         from deploy.tensorrt.backend import copy_runner
         copy_runner(out)
-    manifest = mf.Manifest.from_dict(result, where)
     mf.save(manifest, out)
     return manifest
 

@@ -34,7 +34,7 @@ import onnxruntime as ort
 from deploy.ort import optimize as ort_optimize
 from deploy.ort.process import form_options, session_options
 from deploy.ort.weights import external_arrays
-from deploy.runtime.footprint import heap_in_use, trim_heap
+from deploy.runtime.footprint import HeapMeter, trim_heap
 from deploy.runtime.manifest_records import Manifest
 from sdf3.errors import InputError
 
@@ -67,6 +67,7 @@ class OrtBackend:
         self._transforms: dict[str, Callable] = {}      # model path -> its blocked form (plan)
         self.blocked_edges: set[str] = set()
         self._block = 0                      # channels per NCHWc block (layout "blocked")
+        self._heap = HeapMeter()             # session_heap and bind_heap readings
         self._work = tempfile.mkdtemp(prefix="memtrade-ort-")   # optimised models, briefly
         weakref.finalize(self, shutil.rmtree, self._work, True)
         self._opt_paths: dict[tuple[str, str], Path] = {}
@@ -186,7 +187,7 @@ class OrtBackend:
         weights before, 2.25 after."""
         skey = f"{layout}:{key}"
         if skey not in self._sessions:
-            before = heap_in_use() if self.session_heap is not None else None
+            before = self._heap.in_use() if self.session_heap is not None else None
             known = len(self._by_content)
             okey = "nchw" if layout == "nchw" else "nchwc"
             path = self._optimize(key, layout)
@@ -214,7 +215,7 @@ class OrtBackend:
             trim_heap()
             if before is not None and self.session_heap is not None:
                 added = list(self._by_content.values())[known:]     # this session's new weights
-                self.session_heap[skey] = heap_in_use() - before - sum(a.nbytes for a, _ in added)
+                self.session_heap[skey] = self._heap.in_use() - before - sum(a.nbytes for a, _ in added)
         return self._sessions[skey]
 
     def _shared_weights(self, arrays: dict[str, np.ndarray]
@@ -303,7 +304,7 @@ class OrtBackend:
 
     def _bind(self, session: ort.InferenceSession, inputs: dict[str, np.ndarray],
               outputs: dict[str, np.ndarray]) -> Callable[[], None]:
-        before = heap_in_use() if self.bind_heap is not None else None
+        before = self._heap.in_use() if self.bind_heap is not None else None
         binding = session.io_binding()
         declared = {v.name: v.shape for v in session.get_inputs() + session.get_outputs()}
         for name, arr in inputs.items():
@@ -323,7 +324,7 @@ class OrtBackend:
         def call() -> None:
             run(handle, options)
         if before is not None:
-            self.bind_heap[0] += heap_in_use() - before
+            self.bind_heap[0] += self._heap.in_use() - before
             self.bind_heap[1] += 1
         return call
 

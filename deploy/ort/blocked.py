@@ -50,24 +50,20 @@ class StepForm:
     inner: bool = False     # a region step with tensors it may block whatever its ports
 
 
-_BLOCK: dict[str, int] = {}
-
-
 def block_size(opts: ort.SessionOptions) -> int:
     """Channels per NCHWc block on this CPU, asked of ONNX Runtime: ReorderInput pads 4 channels
-    (the least it takes) up to one block. `opts`: the caller's session options (thread pool)."""
-    if "b" not in _BLOCK:
-        x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 1, 1])
-        y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
-        node = helper.make_node("ReorderInput", ["x"], ["y"], domain=NCHWC)
-        model = helper.make_model(helper.make_graph([node], "probe", [x], [y]),
-                                  opset_imports=[helper.make_opsetid("", 13),
-                                                 helper.make_opsetid(NCHWC, 1)])
-        model.ir_version = 8
-        sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                    providers=["CPUExecutionProvider"])
-        _BLOCK["b"] = int(sess.run(None, {"x": np.zeros([1, 4, 1, 1], np.float32)})[0].shape[1])
-    return _BLOCK["b"]
+    (the least it takes) up to one block. `opts`: the caller's session options (thread pool).
+    One small session per call: a caller keeps the answer (OrtBackend.prepare keeps it for its
+    deployment)."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 1, 1])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    node = helper.make_node("ReorderInput", ["x"], ["y"], domain=NCHWC)
+    model = helper.make_model(helper.make_graph([node], "probe", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 13),
+                                             helper.make_opsetid(NCHWC, 1)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return int(sess.run(None, {"x": np.zeros([1, 4, 1, 1], np.float32)})[0].shape[1])
 
 
 def optimized(path: str | Path, workdir: str | Path, opts: ort.SessionOptions) -> onnx.ModelProto:

@@ -271,3 +271,9 @@ _FRAME = threading.local()
 
 def _current_frame() -> np.ndarray:
     return _FRAME.frame
+
+
+def set_frame(frame: np.ndarray) -> None:
+    """The frame this thread's Input steps copy (what run_stream sets per frame), for a
+    caller that runs a partition's calls itself (deploy/profile/)."""
+    _FRAME.frame = frame

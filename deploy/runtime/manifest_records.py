@@ -14,9 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from deploy.runtime.json_fields import Fields
-from deploy.runtime.step_records import (Binding, ManifestPartition, Shape, Step, TileCall,  # noqa: F401
+from deploy.runtime.step_records import (Binding, ManifestPartition, Shape, Step, TileCall,
                                          TiledGroup, TileMid)
 from sdf3.errors import InputError
+
+__all__ = ["FORMAT", "VERSION", "Manifest", "ManifestPartition", "Step", "Binding", "TiledGroup",
+           "TileCall", "TileMid", "StoredEdge", "ArenaBuffer", "Port", "CnnInfo", "StepModel",
+           "ProfileModel", "ProfilePort", "Shape"]
 
 FORMAT = "memtrade-deployment"
 VERSION = 2

@@ -25,7 +25,6 @@ from csdf.model import CNN, Layer
 from csdf.tiling import Group, Tile, distinct_shapes, tile_group
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
 from deploy.steps.parts import layer_core
-from sdf3.errors import InputError
 
 
 def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nchw") -> onnx.ModelProto:
