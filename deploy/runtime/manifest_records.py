@@ -281,8 +281,8 @@ class Manifest:
         cnns = {n: CnnInfo.from_dict(c, f"{where}: cnns.{n}") for n, c in r.dict("cnns").items()}
         if not cnns:
             raise InputError(f"{where}: key 'cnns' must map CNN names to their inputs and outputs")
-        parts = tuple(ManifestPartition.from_dict(p, f"{where}: partitions[{i}]")
-                      for i, p in enumerate(r.list("partitions")))
+        parts = tuple(ManifestPartition.from_dict(p, f"{where}: partitions")
+                      for p in r.list("partitions"))
         groups = r.list("pipelines")
         if not all(isinstance(g, list) and all(isinstance(x, str) for x in g) for g in groups):
             raise InputError(f"{where}: key 'pipelines' must list groups of partition names")

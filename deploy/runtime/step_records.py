@@ -184,8 +184,9 @@ class ManifestPartition:
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> ManifestPartition:
+        """`where`: the partitions' place in the file (the partition's name is added)."""
         r = Fields(data, where)
-        where = f"partitions.{r.raw('name', '?')}"
+        where = f"{where}.{r.raw('name', '?')}"
         r.where = where
         steps = tuple(Step.from_dict(s, f"{where}.steps[{t}]") for t, s in enumerate(r.list("steps")))
         return cls(r.str("name"), r.str("cnn"), r.str("processor", "gpu"), steps)
