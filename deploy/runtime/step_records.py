@@ -56,8 +56,10 @@ class Binding:
         edges = r.strs("edges") if kind in ("edge", "frame", "tile") else ()
         if edges and len(edges) != 2:
             raise InputError(f"{what}: key 'edges' must name two edge copies, got {list(edges)!r}")
-        return cls(kind, name, edges, r.int("slot", 0), r.ints("shape", ()),
-                   r.ints("values", ()) if kind == "const" else (), r.str("layer", None))
+        placed = kind in ("edge", "output")           # a view: where it starts and its shape
+        return cls(kind, name, edges, r.int("slot") if placed else 0,
+                   r.ints("shape") if placed else (), r.ints("values") if kind == "const" else (),
+                   r.str("layer") if kind == "output" else None)
 
 
 @dataclass(frozen=True)
