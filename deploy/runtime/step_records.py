@@ -50,11 +50,11 @@ class Binding:
         kind = r.str("kind")
         if kind not in BIND_KINDS:
             raise InputError(f"{where}: unknown binding kind {kind!r}")
-        name = r.str("name", None)
+        name = r.str("name") if kind in ("edge", "const", "output") else r.str("name", None)
         what = f"{where} ({name or kind})"
         r.where = what
         edges = r.strs("edges") if kind in ("edge", "frame", "tile") else ()
-        if edges and len(edges) != 2:
+        if kind in ("edge", "frame", "tile") and len(edges) != 2:
             raise InputError(f"{what}: key 'edges' must name two edge copies, got {list(edges)!r}")
         placed = kind in ("edge", "output")           # a view: where it starts and its shape
         return cls(kind, name, edges, r.int("slot") if placed else 0,
@@ -97,8 +97,13 @@ class TileCall:
         for k, m in enumerate(r.list("mids")):
             mr = Fields(m, f"{where}.mids[{k}]")
             mids.append(TileMid(mr.strs("edges"), mr.ints("shape")))
-        return cls(r.ints("tile"), r.str("model"), r.ints("starts"), r.ints("ends"), tuple(mids),
+        call = cls(r.ints("tile"), r.str("model"), r.ints("starts"), r.ints("ends"), tuple(mids),
                    r.ints("region"), r.ints("out_shape"))
+        sizes = (len(call.tile), len(call.starts), len(call.ends), len(call.region), len(call.out_shape))
+        if sizes != (2, 2, 2, 4, 4) or any(len(m.edges) != 2 or len(m.shape) != 4 for m in mids):
+            raise InputError(f"{where}: expected tile [i, j], starts and ends [row, column], region "
+                             f"[h0, h1, w0, w1], 4-D shapes and two edge copies per inner tensor")
+        return call
 
 
 @dataclass(frozen=True)
@@ -163,8 +168,10 @@ class Step:
         group = None
         if r.has("tiles"):
             outs = r.list("outs")
-            if not all(isinstance(o, list) and all(isinstance(x, str) for x in o) for o in outs):
-                raise InputError(f"{where}: key 'outs' must list edge copies")
+            if not all(isinstance(o, list) and len(o) == 2 and all(isinstance(x, str) for x in o)
+                       for o in outs) or len(r.strs("in")) != 2 or len(r.ints("grid")) != 2:
+                raise InputError(f"{where}: keys 'in' and 'outs' must give two edge copies per "
+                                 f"edge, 'grid' [n, m]")
             group = TiledGroup(r.strs("group"), r.ints("grid"), r.strs("in"),
                                tuple(tuple(o) for o in outs), r.str("sink", None),
                                tuple(TileCall.from_dict(t, f"{where}.tiles[{i}]")
@@ -175,6 +182,7 @@ class Step:
 
 @dataclass(frozen=True)
 class ManifestPartition:
+    """A partition's resolved schedule: its CNN, the processor it runs on, its steps in order."""
     name: str
     cnn: str
     processor: str
