@@ -264,7 +264,7 @@ def strip(model: onnx.ModelProto, ports: frozenset[str], block: int = 0) -> onnx
                 node.output[0] in ports or _copies_to(g, node.output[0], ports)):
             inner = node.input[0]
             source = next((n for n in g.node if inner in n.output), None)
-            if source is not None and inner not in outputs and _readers(g, inner) == [node]:
+            if source is not None and inner not in outputs and node_readers(g, inner) == [node]:
                 source.output[list(source.output).index(inner)] = node.output[0]
                 drop.append(node)
             else:                     # the blocked tensor is needed elsewhere too: copy it
@@ -278,11 +278,12 @@ def strip(model: onnx.ModelProto, ports: frozenset[str], block: int = 0) -> onnx
 
 def _copies_to(g: onnx.GraphProto, name: str, ports: frozenset[str]) -> bool:
     """`name` is read only by Identity nodes that write blocked ports."""
-    readers = _readers(g, name)
+    readers = node_readers(g, name)
     return bool(readers) and all(n.op_type == "Identity" and n.output[0] in ports for n in readers)
 
 
-def _readers(g: onnx.GraphProto, name: str) -> list[onnx.NodeProto]:
+def node_readers(g: onnx.GraphProto, name: str) -> list[onnx.NodeProto]:
+    """The nodes of `g` reading tensor `name`."""
     return [n for n in g.node if name in n.input]
 
 

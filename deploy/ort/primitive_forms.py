@@ -37,7 +37,7 @@ def strip_ports(model: onnx.ModelProto, ports: frozenset[str] | set[str]) -> onn
             continue
         src = producer.get(node.input[0])
         if src is not None and ob.plain_reorder(src, "ReorderOutput"):
-            readers = ob._readers(g, src.output[0])
+            readers = ob.node_readers(g, src.output[0])
             if not all(r.op_type == "Identity" and r.output[0] in ports for r in readers):
                 node.input[0] = src.input[0]
                 alone.add(port)
