@@ -97,20 +97,20 @@ class OrtBackend:
             return
         models = sorted({str(root / s.model) for _, _, s in manifest.steps() if s.model})
         first = {"nchw": ["nchw"], "nchwc": ["nchwc"]}.get(self.layout, ["nchwc"])
-        self._prefetch([(key, form) for key in models for form in first])
+        self.prefetch([(key, form) for key in models for form in first])
         if self.layout == "auto":
-            self._prefetch([(key, "nchw") for key in models])
+            self.prefetch([(key, "nchw") for key in models])
         if self.layout != "blocked":
             return
         from deploy.ort import blocked as ob
-        block = ob.block_size(self._options())
+        block = ob.block_size(self.options())
         self._block = block
         candidates = {s.model for _, _, s in manifest.steps()
                       if s.model and any(b.kind == "edge" for b in s.bind)}
         regions = {s.model for _, _, s in manifest.steps() if s.region}
         forms = {}
         for rel in sorted(candidates):    # graphs only: the weights stay in the side files
-            path = self._optimize(str(root / rel), "nchwc")
+            path = self.optimize(str(root / rel), "nchwc")
             opt = onnx.load(str(path), load_external_data=False)
             external_arrays(opt, path.parent, weights=False)    # shapes inline
             forms[rel] = (ob.region_form(opt, block) if rel in regions
@@ -120,9 +120,9 @@ class OrtBackend:
             self._blocked[str(root / rel)] = ports
             if transform is not None:
                 self._transforms[str(root / rel)] = transform
-        self._prefetch([(key, "nchw") for key in models if key not in self._blocked])
+        self.prefetch([(key, "nchw") for key in models if key not in self._blocked])
 
-    def _prefetch(self, jobs: list[tuple[str, str]]) -> None:
+    def prefetch(self, jobs: list[tuple[str, str]]) -> None:
         """Optimise (model, form) pairs not yet optimised, all in one child process."""
         todo = []
         for key, form in jobs:
@@ -133,7 +133,7 @@ class OrtBackend:
                 self._opt_paths[(key, form)] = target
         if not self.optimize_in_child:
             for key, target, form in todo:
-                ort_optimize.optimize(key, target, form, self._options())
+                ort_optimize.optimize(key, target, form, self.options())
             return
         peak = ort_optimize.in_child(todo)
         self.helper_peak_rss_bytes = max(self.helper_peak_rss_bytes, peak)
@@ -155,7 +155,8 @@ class OrtBackend:
         return arena[offset: offset + count * dt.itemsize].view(dt).reshape(shape)
 
     # -- compile ------------------------------------------------------------------------
-    def _options(self) -> ort.SessionOptions:
+    def options(self) -> ort.SessionOptions:
+        """The options of this backend's step sessions (threads, shared pool and arena)."""
         return session_options(self.threads, self.shared_pool, self.arena)
 
     def load(self, path: str | Path):
@@ -170,12 +171,12 @@ class OrtBackend:
             return _Pending(key) if key not in self.chosen else self._session(key, self.chosen[key])
         return self._session(key, self.layout)
 
-    def _optimize(self, key: str, layout: str) -> Path:
+    def optimize(self, key: str, layout: str) -> Path:
         """ONNX Runtime's optimised form of step model `key` (ORT_ENABLE_ALL, without the
         NCHWc rewrite for "nchw"), in the backend's work folder with every initializer in a
         side file, so neither the graph nor Python ever holds them."""
         form = "nchw" if layout == "nchw" else "nchwc"
-        self._prefetch([(key, form)])
+        self.prefetch([(key, form)])
         return self._opt_paths[(key, form)]
 
     def _session(self, key: str, layout: str) -> ort.InferenceSession:
@@ -190,7 +191,7 @@ class OrtBackend:
             before = self._heap.in_use() if self.session_heap is not None else None
             known = len(self._by_content)
             okey = "nchw" if layout == "nchw" else "nchwc"
-            path = self._optimize(key, layout)
+            path = self.optimize(key, layout)
             model = onnx.load(str(path), load_external_data=False)
             arrays = external_arrays(model, path.parent, known=self._by_content)
             if layout == "blocked":
@@ -239,7 +240,8 @@ class OrtBackend:
             path.unlink(missing_ok=True)
             path.with_suffix(".bin").unlink(missing_ok=True)
 
-    def _drop_session(self, skey: str) -> None:
+    def drop_session(self, skey: str) -> None:
+        """Forget the session under `skey` and its weights (a candidate form timed and done)."""
         self._sessions.pop(skey, None)
         self._weights.pop(skey, None)
         self._values.pop(skey, None)
@@ -267,7 +269,7 @@ class OrtBackend:
         same both ways: it is built once (two sessions of the classifier at once were
         MobileNetV2's load peak, 4.9 MiB above the run's)."""
         from deploy.ort.blocked import NCHWC
-        graph = onnx.load(str(self._optimize(key, "nchwc")), load_external_data=False)
+        graph = onnx.load(str(self.optimize(key, "nchwc")), load_external_data=False)
         if not any(n.domain == NCHWC for n in graph.graph.node):
             self.chosen[key] = "nchwc"
             self._drop_optimized(key, "nchw")
@@ -281,10 +283,10 @@ class OrtBackend:
             t = min(_timed(call) for _ in range(5))
             if t < best_t * (0.95 if layout == "nchw" else 1.0):  # plain only if clearly faster
                 if best is not None:
-                    self._drop_session(f"{best}:{key}")
+                    self.drop_session(f"{best}:{key}")
                 best, best_t = layout, t
             else:
-                self._drop_session(f"{layout}:{key}")
+                self.drop_session(f"{layout}:{key}")
         self.chosen[key] = best
         return self._sessions[f"{best}:{key}"]
 

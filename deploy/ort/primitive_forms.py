@@ -100,7 +100,7 @@ def stripped_step(optimized: onnx.ModelProto, form: ob.StepForm, ports: set[str]
 def prepare_plan_forms(backend, manifest: Manifest, root: Path) -> set[str]:
     """Fix every step's form from its primitive (manifest step key `primitive`) on
     `backend` (deploy/ort/backend.py); returns the edges stored blocked."""
-    block = ob.block_size(backend._options())
+    block = ob.block_size(backend.options())
     steps = [s for _, _, s in manifest.steps()]
     stored = stored_as(manifest.edges)      # edges of one tensor in one buffer: one
     members: dict[str, list[str]] = {}
@@ -122,7 +122,7 @@ def prepare_plan_forms(backend, manifest: Manifest, root: Path) -> set[str]:
                for e in (manifest.edges[x] for x in eids)) \
                 and len(at) == len(eids) + 1 and all(nchwc(s) for s in at):
             blocked.update(eids)
-    backend._prefetch([(str(root / s.model), "nchwc" if nchwc(s) else "nchw")
+    backend.prefetch([(str(root / s.model), "nchwc" if nchwc(s) else "nchw")
                        for s in steps if s.model])
     for s in steps:
         if not s.model:
@@ -133,7 +133,7 @@ def prepare_plan_forms(backend, manifest: Manifest, root: Path) -> set[str]:
             backend.fix_form(key, "nchwc" if nchwc(s) else "nchw")
             continue
         names = {b.name for b in s.bind if b.kind in ("edge", "output")}
-        opt = onnx.load(str(backend._optimize(key, "nchwc")), load_external_data=False)
+        opt = onnx.load(str(backend.optimize(key, "nchwc")), load_external_data=False)
         form = ob.step_form(opt, ob.graph_only(root / s.model, opt))
         ins = {n for n in names if n.startswith("in")}
         if not (form.neutral or (ins <= form.accepts and names - ins <= form.emits)):

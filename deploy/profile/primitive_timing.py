@@ -42,7 +42,7 @@ def _form_transform(backend, key: str, work: str, blocked: list[str], plain: lis
     from deploy.ort.primitive_forms import blocked_form, stripped_step
     ins = [p for p in blocked + plain if p.startswith("in")]
     outs = [p for p in blocked + plain if not p.startswith("in")]
-    found = blocked_form(key, work, backend._options(), ins, outs)
+    found = blocked_form(key, work, backend.options(), ins, outs)
     if found is None:
         raise RuntimeError(f"{key}: no blocked form on this machine")
     form = found[1]
@@ -136,7 +136,7 @@ def time_jobs(deploy_dir: Path, jobs: list[dict], threads: int, repeats: int) ->
             out.append(result)
             for key in keys:                   # one candidate's sessions at a time
                 for layout in ("nchw", "nchwc", "blocked"):
-                    backend._drop_session(f"{layout}:{key}")
+                    backend.drop_session(f"{layout}:{key}")
     return out
 
 

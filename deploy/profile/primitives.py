@@ -91,7 +91,7 @@ def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, thre
     transitions: {edge: {src, dst, to_nchwc_ms, to_nchw_ms, to_nchwc_workspace_bytes,
     to_nchw_workspace_bytes}}, how}. Input layers are the frame copy: one NCHW form."""
     backend = OrtBackend(dtype, threads, layout="nchw")
-    opts = backend._options()
+    opts = backend.options()
     block = ob.block_size(opts)
     layers: dict[str, dict] = {}
     jobs, where = [], []            # workspace probes, and (layer, primitive) of each
