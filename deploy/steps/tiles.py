@@ -70,11 +70,11 @@ def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[st
                dtype: str, out: Path, models: dict, safe: Callable[[str], str],
                edges: dict | None = None) -> dict[str, Any]:
     """The manifest step of one tiled group: its tile calls (model, region, bindings).
-    `edges`: the manifest's edges (their layouts)."""
+    `edges`: the manifest's edges by name (records with a `layout`)."""
     layers = list(group.layers)
     first, last = cnn.layer(layers[0]), layers[-1]
     in_edges = edge_copies(first.inputs[0], layers[0])
-    layout = (edges or {}).get(in_edges[0], {}).get("layout", "nchw")
+    layout = getattr((edges or {}).get(in_edges[0]), "layout", "nchw")
     mids = [edge_copies(a, b) for a, b in group.internal_edges()]
     succ = [d for d in cnn.order() if cnn.graph.has_edge(last, d)]
     outs = [edge_copies(last, d) for d in succ]
