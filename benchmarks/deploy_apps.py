@@ -73,9 +73,8 @@ def check_case(app: str, extra: list[str], args, tmp: Path) -> dict:
     from deploy.runtime import manifest as mf
     manifest = mf.load(dep)
     steps = mf.firings_per_frame(manifest)
-    made = {p["name"]: [tuple(f) for s in p["steps"]
-                        for f in (s.get("region") or [[s["layer"], s["phase"]]])]
-            for p in manifest["partitions"]}
+    made = {p.name: [tuple(f) for s in p.steps for f in (s.region or [(s.layer, s.phase)])]
+            for p in manifest.partitions}
     firings_ok = all(made[name] == [(layer, layers[:i].count(layer)) for i, layer in enumerate(layers)]
                      for name, layers in plan["firings"].items())
     fp16 = int(plan["data_bytes"]) == 2

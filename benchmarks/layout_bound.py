@@ -163,15 +163,15 @@ def steps_alone(folder: Path, threads: int, reps: int) -> dict:
     from deploy.profile.deployed_forms import FormKeeper
     from deploy.runtime import executor, manifest as mf
     manifest = mf.load(folder)
-    if manifest["dtype"] != "float32":
+    if manifest.dtype != "float32":
         raise SystemExit(f"{folder}: the bound is measured on fp32 deployments")
-    init_runtime(threads, True, manifest.get("plan_workspace_bytes") or 0)
-    backend = OrtBackend(manifest["dtype"], threads, True, "blocked")
+    init_runtime(threads, True, manifest.plan_workspace_bytes or 0)
+    backend = OrtBackend(manifest.dtype, threads, True, "blocked")
     with tempfile.TemporaryDirectory() as tmp:
         keeper = backend.on_session = FormKeeper(Path(tmp))
         ex = executor.Executor(manifest, folder, backend)
-        uses = collections.Counter(backend.session_key(Path(folder) / s["model"])
-                                   for p in manifest["partitions"] for s in p["steps"] if s.get("model"))
+        uses = collections.Counter(backend.session_key(Path(folder) / s.model)
+                                   for _, _, s in manifest.steps() if s.model)
         in_frame = calls_in_frame(ex, manifest, folder, backend)
         built = moved = 0.0
         nodes = [0, 0]
@@ -192,16 +192,16 @@ def steps_alone(folder: Path, threads: int, reps: int) -> dict:
             "per_step": per_step[:10]}
 
 
-def calls_in_frame(ex, manifest: dict, folder: Path, backend, frames: int = 60) -> dict[str, float]:
+def calls_in_frame(ex, manifest, folder: Path, backend, frames: int = 60) -> dict[str, float]:
     """Per session, the medians of its calls' times inside the deployment's frames, summed
     over a frame (each call timed alone; the first 10 frames left out)."""
     cnn = next(iter(ex.cnns))
     run = ex.cnns[cnn]
-    steps = [(p, i, s) for p, mp in zip(run.partitions, manifest["partitions"])
-             for i, s in enumerate(mp["steps"])]
+    steps = [(p, i, s) for p, mp in zip(run.partitions, manifest.partitions)
+             for i, s in enumerate(mp.steps)]
     from deploy.runtime import executor
-    executor._FRAME.frame = np.random.default_rng(0).standard_normal(
-        manifest["cnns"][cnn]["inputs"][0]["shape"]).astype(np.float32)
+    executor.set_frame(np.random.default_rng(0).standard_normal(
+        manifest.cnns[cnn].inputs[0].shape).astype(np.float32))
     times = [[] for _ in steps]
     for _ in range(frames):
         for k, (p, i, _s) in enumerate(steps):
@@ -210,8 +210,8 @@ def calls_in_frame(ex, manifest: dict, folder: Path, backend, frames: int = 60) 
             times[k].append(time.perf_counter() - start)
     out: dict[str, float] = collections.defaultdict(float)
     for k, (_p, _i, s) in enumerate(steps):
-        if s.get("model"):
-            out[backend.session_key(Path(folder) / s["model"])] += float(np.median(times[k][10:])) * 1e3
+        if s.model:
+            out[backend.session_key(Path(folder) / s.model)] += float(np.median(times[k][10:])) * 1e3
     return out
 
 

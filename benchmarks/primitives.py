@@ -47,10 +47,10 @@ import json, time, numpy as np
 from deploy.runtime import manifest as mf, executor as ex
 from deploy.ort.backend import OrtBackend
 m = mf.load({str(dep)!r})
-net = list(m["cnns"])[0]
-EX = ex.Executor(m, {str(dep)!r}, OrtBackend(m["dtype"], 1, layout="blocked"))   # kept: it owns the weights
+net = list(m.cnns)[0]
+EX = ex.Executor(m, {str(dep)!r}, OrtBackend(m.dtype, 1, layout="blocked"))   # kept: it owns the weights
 run = EX.cnns[net]
-ex._FRAME.frame = np.random.default_rng(0).standard_normal(m["cnns"][net]["inputs"][0]["shape"]).astype(np.float32)
+ex.set_frame(np.random.default_rng(0).standard_normal(m.cnns[net].inputs[0].shape).astype(np.float32))
 calls = [c for part in run.partitions for c in part.calls[0]]
 cpu, wall = [], []
 for i in range({frames} + 3):

@@ -43,8 +43,8 @@ def main() -> None:
             app = load_app(folder / "app.yaml")
             plan = plan_for(app, derive(app, uniform_phases(app, True)), {}, True).to_dict()
             manifest = deploy_plan(plan, app.cnns, folder / "dep", regions=True)
-            steps = [s for p in manifest["partitions"] for s in p["steps"]]
-            firings = sum(len(s.get("region") or [s]) for s in steps)
+            steps = [s for _, _, s in manifest.steps()]
+            firings = sum(len(s.region or [s]) for s in steps)
             result = measure(folder / "dep", frames=1, threads=args.threads, shared_pool=True,
                              layout="blocked")
             diff, size = result["max_abs_diff"]["net"], result["max_abs_output"]["net"]

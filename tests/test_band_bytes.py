@@ -42,14 +42,14 @@ def _whole_conv(cnn) -> str:
                 and n != cnn.order()[1])                       # a conv inside, kept whole
 
 
-def _probed_steps(manifest: dict) -> list[dict]:
-    edges = manifest["edges"]
-    return [s for p in manifest["partitions"] for s in p["steps"] if s.get("region") or
-            s["model"] and (manifest["models"][s["model"]]["variant"].startswith("part") or any(
-                b["kind"] == "edge" and edges[b["edges"][0]]["layout"] == "hncw" for b in s["bind"]))]
+def _probed_steps(manifest):
+    edges = manifest.edges
+    return [s for p in manifest.partitions for s in p.steps if s.region or
+            s.model and (manifest.models[s.model].variant.startswith("part") or any(
+                b.kind == "edge" and edges[b.edges[0]].layout == "hncw" for b in s.bind))]
 
 
-def _loaded(manifest: dict, folder: Path, keep: Path):
+def _loaded(manifest, folder: Path, keep: Path):
     backend = OrtBackend("float32", 1, layout="blocked", optimize_in_child=False)
     backend.on_session = keeper = FormKeeper(keep)
     executor = Executor(manifest, folder, backend)
@@ -74,23 +74,23 @@ def test_kept_forms_compute_what_the_deployment_computes(cnn, tmp_path):
     assert backend.blocked_edges, "the 16-channel net stores some tensors blocked"
     jobs = deployed_jobs(backend, keeper, manifest, tmp_path / "dep", whole=False)
     steps = _probed_steps(manifest)
-    assert len(jobs) == len({s["model"] for s in steps})
-    pname, calls = manifest["partitions"][0]["name"], ex.cnns["rb"].partitions[0].calls[0]
+    assert len(jobs) == len({s.model for s in steps})
+    pname, calls = manifest.partitions[0].name, ex.cnns["rb"].partitions[0].calls[0]
     first = {}
-    for i, s in enumerate(manifest["partitions"][0]["steps"]):
-        first.setdefault(s["model"], i)
-    kept = {str(keeper.paths[backend.session_key(tmp_path / "dep" / s["model"])]): s for s in steps}
+    for i, s in enumerate(manifest.partitions[0].steps):
+        first.setdefault(s.model, i)
+    kept = {str(keeper.paths[backend.session_key(tmp_path / "dep" / s.model)]): s for s in steps}
     rng = np.random.default_rng(0)
     blocked_ports = 0
     for shares, job in jobs:
         step = kept[job["model"]]
         assert job["mode"] == "deployed" and sum(shares.values()) == pytest.approx(1.0)
-        assert set(job["inputs"]) | set(job["outputs"]) == {b["name"] for b in step["bind"]}
+        assert set(job["inputs"]) | set(job["outputs"]) == {b.name for b in step.bind}
         specs = list(job["inputs"].values()) + list(job["outputs"].values())
         blocked_ports += sum(len(spec["shape"]) == 5 for spec in specs)
         # the deployment's call on random arena contents, then the kept form on copies of
         # what the call read: the same outputs
-        i = first[step["model"]]
+        i = first[step.model]
         ex.arena[...] = rng.integers(0, 255, ex.arena.shape, dtype=np.uint8) & 0x3f   # finite floats
         ins, outs = ex.views[(pname, i, 0)]
         feeds = {n: np.ascontiguousarray(a).reshape(job["inputs"][n]["shape"]) for n, a in ins.items()}
@@ -109,9 +109,9 @@ def test_model_state_is_shared_by_firings_and_counted_once_per_model(cnn, tmp_pa
     manifest = deploy(make_plan([cnn], {"rb": phases}), {"rb": cnn}, tmp_path / "dep",
                       regions=regions, every_band=True)
     steps = _probed_steps(manifest)
-    assert any(s["layer"] == whole and not s.get("region") for s in steps)
-    assert any(bool(s.get("region")) for s in steps) == regions
-    models = list(dict.fromkeys(s["model"] for s in steps))
+    assert any(s.layer == whole and not s.region for s in steps)
+    assert any(bool(s.region) for s in steps) == regions
+    models = list(dict.fromkeys(s.model for s in steps))
     assert len(models) < len(steps)            # steady bands share a model: probed once
     backend, keeper, _ = _loaded(manifest, tmp_path / "dep", tmp_path / "forms")
     jobs = deployed_jobs(backend, keeper, manifest, tmp_path / "dep", whole=False)
@@ -130,8 +130,8 @@ def test_model_state_is_shared_by_firings_and_counted_once_per_model(cnn, tmp_pa
     assert len(probed) == len(models)
     want_state, want_ws = {}, {}
     for m in models:
-        first = next(s for s in steps if s["model"] == m)
-        count = Counter(layer for layer, _ in first.get("region") or [[first["layer"], 0]])
+        first = next(s for s in steps if s.model == m)
+        count = Counter(layer for layer, _ in first.region or [[first.layer, 0]])
         for layer, n in count.items():
             want_state[layer] = want_state.get(layer, 0) + figures[m][1] * n / sum(count.values())
             want_ws[layer] = max(want_ws.get(layer, 0), figures[m][0])
@@ -143,10 +143,10 @@ def test_a_whole_deployment_probes_every_step(cnn, tmp_path):
                       tmp_path / "dep", regions=True, every_band=True)
     backend, keeper, _ = _loaded(manifest, tmp_path / "dep", tmp_path / "forms")
     jobs = deployed_jobs(backend, keeper, manifest, tmp_path / "dep", whole=True)
-    with_model = {s["model"] for p in manifest["partitions"] for s in p["steps"] if s["model"]}
+    with_model = {s.model for p in manifest.partitions for s in p.steps if s.model}
     assert len(jobs) == len(with_model)
     assert {layer for shares, _ in jobs for layer in shares} == {
-        s["layer"] for p in manifest["partitions"] for s in p["steps"] if s["model"]}
+        s.layer for p in manifest.partitions for s in p.steps if s.model}
     assert deployed_jobs(backend, keeper, manifest, tmp_path / "dep", whole=False) == []
 
 
@@ -178,8 +178,8 @@ def test_the_state_counted_is_what_the_deployment_held(cnn, tmp_path, monkeypatc
     assert sum(backend.session_heap.values()) > grown // 2
     jobs = deployed_jobs(backend, keeper, manifest, tmp_path / "dep", whole=False)
     assert jobs and all(job["held"] == backend.session_heap[backend.session_key(
-        tmp_path / "dep" / next(s["model"] for s in _probed_steps(manifest)
-                                if str(keeper.paths[backend.session_key(tmp_path / "dep" / s["model"])])
+        tmp_path / "dep" / next(s.model for s in _probed_steps(manifest)
+                                if str(keeper.paths[backend.session_key(tmp_path / "dep" / s.model)])
                                 == job["model"]))] for _, job in jobs)
     monkeypatch.setattr(workspace_probe, "measure", lambda js, sessions=False: [(7, 0) for _ in js])
     monkeypatch.setattr(workspace_probe, "available", lambda: True)

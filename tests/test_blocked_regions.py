@@ -53,7 +53,7 @@ def test_every_band_model_blocked_computes_its_plain_form(cnn, tmp_path):
     plan = make_plan([cnn], {NAME: all_parts(cnn)})
     manifest = deploy(plan, {NAME: cnn}, tmp_path / "dep", regions=True, every_band=True)
     block = ob.block_size(ort.SessionOptions())
-    rels = sorted({s["model"] for p in manifest["partitions"] for s in p["steps"] if s.get("region")})
+    rels = sorted({s.model for p in manifest.partitions for s in p.steps if s.region})
     assert rels
     rng = np.random.default_rng(0)
     rewritten = 0
@@ -91,9 +91,9 @@ def test_a_blocked_region_deployment_computes_what_onnx_runtime_computes(cnn, tm
     assert result["max_abs_diff"][NAME] <= tol
     assert result["arena_bytes"] == plan["buffer_bytes"]
     # the rings region steps gather are stored row-blocked (16 channels: whole blocks)
-    be = OrtBackend(manifest["dtype"], 1, layout="blocked", optimize_in_child=False)
+    be = OrtBackend(manifest.dtype, 1, layout="blocked", optimize_in_child=False)
     be.prepare(manifest, tmp_path / "dep")
-    gathered = {b["edges"][0] for p in manifest["partitions"] for s in p["steps"] if s.get("region")
-                for b in s["bind"] if b["kind"] == "edge" and not b["name"].startswith("out")
-                and manifest["edges"][b["edges"][0]]["shape"][1] == 16}
+    gathered = {b.edges[0] for p in manifest.partitions for s in p.steps if s.region
+                for b in s.bind if b.kind == "edge" and not b.name.startswith("out")
+                and manifest.edges[b.edges[0]].shape[1] == 16}
     assert gathered & be.blocked_edges

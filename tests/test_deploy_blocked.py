@@ -88,7 +88,7 @@ def test_blocked_edges_and_outputs(tmp_path):
     want = {"widen->dw", "dw->pw", "dw->add", "pw->add", "add->pool", "add->cat", "pool->cat",
             "cat->mix", "mix->gap"}
     assert blocked == want, sorted(blocked)
-    assert all(manifest["edges"][e]["shape"][1] % ob.block_size(ort.SessionOptions()) == 0
+    assert all(manifest.edges[e].shape[1] % ob.block_size(ort.SessionOptions()) == 0
                for e in be.blocked_edges)
     _check(measure(tmp_path / "dep", frames=3, layout="blocked"), plan)
 
@@ -107,9 +107,9 @@ def test_strip_removes_only_the_chosen_reorders(tmp_path):
     cnn = load_onnx(path, "m")
     plan = make_plan([cnn], {cnn.name: {name: 1 for name in cnn.order()}})
     derive(plan, {cnn.name: cnn}, tmp_path / "dep")
-    step = next(s for p in mf.load(tmp_path / "dep")["partitions"] for s in p["steps"]
-                if s["layer"] == "dw")
-    opt = ob.optimized(tmp_path / "dep" / step["model"], tmp_path, ort.SessionOptions())
+    step = next(s for p in mf.load(tmp_path / "dep").partitions for s in p.steps
+                if s.layer == "dw")
+    opt = ob.optimized(tmp_path / "dep" / step.model, tmp_path, ort.SessionOptions())
     ops = [nd.op_type for nd in opt.graph.node]
     assert ops.count("ReorderInput") == 1 and "ReorderOutput" in ops
     only_in = ob.strip(opt, frozenset({"in0"}))

@@ -40,12 +40,12 @@ def _expected_rings(cnn, manifest, block: int) -> set[str]:
     layout, so a ring is blocked only when every reader of the same bytes is a kernel."""
     want = set()
     readers: dict[tuple, set[str]] = {}
-    for eid, e in manifest["edges"].items():
+    for eid, e in manifest.edges.items():
         src, dst = eid.split(".", 1)[1].split("->")
-        readers.setdefault((src, e["buffer"]), set()).add(dst)
-    for eid, e in manifest["edges"].items():
+        readers.setdefault((src, e.buffer), set()).add(dst)
+    for eid, e in manifest.edges.items():
         src, dst = eid.split(".", 1)[1].split("->")
-        if e["layout"] != "hncw" or e["shape"][1] % block:
+        if e.layout != "hncw" or e.shape[1] % block:
             continue
         if src not in cnn.graph.nodes or dst not in cnn.graph.nodes:
             continue
@@ -53,7 +53,7 @@ def _expected_rings(cnn, manifest, block: int) -> set[str]:
         if producer.op == "AveragePool" and not int(producer.hyper.get("count_include_pad", 0)):
             continue     # its part rescales its rows by the real ones after the pool (plain)
         if producer.op in KERNELS and all(cnn.layer(d).op in KERNELS
-                                          for d in readers[(src, e["buffer"])]):
+                                          for d in readers[(src, e.buffer)]):
             want.add(eid)
     return want
 
@@ -89,7 +89,7 @@ def test_rings_chosen_by_the_rule_and_outputs_equal(tmp_path):
     cnn = load_onnx(blocky_onnx(tmp_path / "blocky.onnx"), "blocky")
     block = ob.block_size(ort.SessionOptions())
     plan, manifest, be = _deploy(cnn, 3, tmp_path / "dep")
-    rings = {e for e in be.blocked_edges if manifest["edges"][e]["layout"] == "hncw"}
+    rings = {e for e in be.blocked_edges if manifest.edges[e].layout == "hncw"}
     want = _expected_rings(cnn, manifest, block)
     assert "blocky.widen->dw" in want and "blocky.dw->pw" not in want
     assert rings == want, sorted(rings ^ want)
@@ -104,7 +104,7 @@ def test_window_ops_with_padding_rows(tmp_path):
     block = ob.block_size(ort.SessionOptions())
     for rows in (2, 1):
         plan, manifest, be = _deploy(cnn, rows, tmp_path / f"dep{rows}")
-        rings = {e for e in be.blocked_edges if manifest["edges"][e]["layout"] == "hncw"}
+        rings = {e for e in be.blocked_edges if manifest.edges[e].layout == "hncw"}
         assert rings == _expected_rings(cnn, manifest, block)
         assert {"pools.stem->maxp", "pools.maxp->dw", "pools.dw->avgp"} <= rings
         _check(measure(tmp_path / f"dep{rows}", frames=3, layout="blocked"), plan)
@@ -117,14 +117,14 @@ def test_rewritten_step_has_no_reorders_and_no_arena_copies(tmp_path):
     cnn = load_onnx(pools_onnx(tmp_path / "pools.onnx"), "pools")
     block = ob.block_size(ort.SessionOptions())
     _, manifest, _ = _deploy(cnn, 2, tmp_path / "dep")
-    step = next(s for p in manifest["partitions"] for s in p["steps"] if s["layer"] == "dw")
-    opt = ob.optimized(tmp_path / "dep" / step["model"], tmp_path, ort.SessionOptions())
+    step = next(s for p in manifest.partitions for s in p.steps if s.layer == "dw")
+    opt = ob.optimized(tmp_path / "dep" / step.model, tmp_path, ort.SessionOptions())
     assert [nd.op_type for nd in opt.graph.node].count("ReorderInput") == 1
     out = ob.strip(opt, frozenset({"in0", "out0"}), block)
     g = out.graph
     assert not {"ReorderInput", "ReorderOutput"} & {nd.op_type for nd in g.node}
     ports = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in list(g.input) + list(g.output)}
-    slots = next(b for b in step["bind"] if b["name"] == "in0")["shape"][0]
+    slots = next(b for b in step.bind if b.name == "in0").shape[0]
     w = cnn.layer("dw").output_shape[3]
     assert ports["in0"] == [slots, 1, C // block, w, block]
     assert ports["out0"] == [2, 1, C // block, w, block]
@@ -164,7 +164,7 @@ def test_one_result_into_two_rings(tmp_path):
         manifest = derive(plan, {cnn.name: cnn}, tmp_path / where)
         be = OrtBackend("float32", layout="blocked")
         Executor(mf.load(tmp_path / where), tmp_path / where, be)
-        rings = {e for e in be.blocked_edges if manifest["edges"][e]["layout"] == "hncw"}
+        rings = {e for e in be.blocked_edges if manifest.edges[e].layout == "hncw"}
         assert rings == _expected_rings(cnn, manifest, block)
         if rows == 2:
             assert {"fork.fork->left", "fork.fork->right"} <= rings

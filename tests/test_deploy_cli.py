@@ -22,7 +22,7 @@ def test_deploy_and_run(tmp_path, capsys):
     # by default a band of firings by parts is one call (a region step)
     manifest = mf.load(out)
     assert fired(manifest) == planned(plan)
-    steps = len(manifest["partitions"][0]["steps"])
+    steps = len(manifest.partitions[0].steps)
     assert res["calls_per_frame"]["tiny"] == steps < len(plan["firings"]["tiny.all"])
     # --steps layers: one call per firing
     assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "lay"),

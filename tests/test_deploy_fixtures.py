@@ -149,8 +149,8 @@ def tiny_plan_file(folder) -> Path:
 def fired(manifest) -> dict[str, list[list]]:
     """Per partition of a deployment, the firings its steps make, in order (a region step,
     deploy/build/regions.py: its band's)."""
-    return {p["name"]: [f for s in p["steps"] for f in (s.get("region") or [[s["layer"], s["phase"]]])]
-            for p in manifest["partitions"]}
+    return {p.name: [list(f) for s in p.steps for f in (s.region or [(s.layer, s.phase)])]
+            for p in manifest.partitions}
 
 
 def planned(plan) -> dict[str, list[list]]:

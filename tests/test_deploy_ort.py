@@ -81,8 +81,8 @@ def test_reuse_shares_regions(cnn, tmp_path):
     assert len(plan["buffers"]) < len(naive["buffers"])
     manifest = derive(plan, {cnn.name: cnn}, tmp_path)
     # edges of one buffer share its offset; buffers never overlap
-    for e_name, e in manifest["edges"].items():
-        assert e["offset"] == manifest["buffers"][e["buffer"]]["offset"]
+    for e_name, e in manifest.edges.items():
+        assert e.offset == manifest.buffers[e.buffer].offset
     place = arena.place([b["bytes"] for b in plan["buffers"]])
     for a in range(len(plan["buffers"])):
         for b in range(a + 1, len(plan["buffers"])):
@@ -107,8 +107,8 @@ def test_pipelined_double_buffers(tmp_path, parts):
     manifest = derive(plan, {cnn.name: cnn}, tmp_path / "dep")
     # the two copies of a crossing edge, and partitions of one set, never share a region
     for name in doubled:
-        one = manifest["edges"][name[:-3] + "(1)"]["buffer"]
-        assert one != manifest["edges"][name]["buffer"]
+        one = manifest.edges[name[:-3] + "(1)"].buffer
+        assert one != manifest.edges[name].buffer
     result = measure(tmp_path / "dep", frames=5)   # odd count: both parities, uneven end
     _check(result, plan)
     assert result["frame_ms_median"] == {}     # stage threads overlap frames: no per-frame time
@@ -141,7 +141,7 @@ def test_fp16_arena(cnn, tmp_path):
     fp32 = make_plan([cnn], {cnn.name: all_parts(cnn)})
     assert plan["buffer_bytes"] * 2 == fp32["buffer_bytes"]
     manifest = derive(plan, {cnn.name: cnn}, tmp_path)
-    assert manifest["dtype"] == "float16"
+    assert manifest.dtype == "float16"
     result = measure(tmp_path, frames=2)
     assert result["arena_bytes"] == plan["buffer_bytes"]
     # fp16 storage: relative error about 2^-11 per rounding; softmax outputs are <= 1
@@ -212,9 +212,9 @@ def test_no_border_variant_models_and_one_weight_copy(cnn, tmp_path):
     given (plain NCHW kernels: no reordering) are the CNN's parameters exactly once."""
     plan = make_plan([cnn], {cnn.name: all_parts(cnn)})
     manifest = derive(plan, {cnn.name: cnn}, tmp_path)
-    layers = [m["layer"] for m in manifest["models"].values()]
+    layers = [m.layer for m in manifest.models.values()]
     assert len(layers) == len(set(layers))
-    assert all(m["variant"] in ("whole", "part") for m in manifest["models"].values())
+    assert all(m.variant in ("whole", "part") for m in manifest.models.values())
     result = measure(tmp_path, frames=2, layout="nchw")
     assert result["param_bytes"] == 4 * cnn.param_count
     assert result["max_abs_diff"][cnn.name] < TOL
@@ -262,8 +262,8 @@ def test_layouts_give_equal_outputs(cnn, tmp_path, layout):
     if layout == "auto":
         be = OrtBackend("float32", layout="auto")
         Executor(mf.load(tmp_path), tmp_path, be)
-        used = {str(tmp_path / s["model"]) for p in manifest["partitions"] for s in p["steps"]
-                if s["model"]}
+        used = {str(tmp_path / s.model) for p in manifest.partitions for s in p.steps
+                if s.model}
         assert set(be.chosen) == used
         assert set(be.chosen.values()) <= {"nchwc", "nchw"}
 
@@ -273,29 +273,29 @@ def _touches(manifest):
     being one row of an edge stored by rows with a slot per row (hncw, slots = height) and
     the whole edge otherwise; with each unit's arena bytes. Written from the bindings alone
     (slot ranges written, slot indices gathered), independent of explorer/memory/staircase.py."""
-    edges = manifest["edges"]
-    by_row = {n for n, e in edges.items() if e["layout"] == "hncw" and e["slots"] == e["shape"][2]}
+    edges = manifest.edges
+    by_row = {n for n, e in edges.items() if e.layout == "hncw" and e.slots == e.shape[2]}
 
     def units(name, rows):
         e = edges[name]
         if name not in by_row:
-            return [((name, 0), e["offset"], e["offset"] + e["bytes"])]
-        return [((name, r), e["offset"] + r * e["row_bytes"], e["offset"] + (r + 1) * e["row_bytes"])
+            return [((name, 0), e.offset, e.offset + e.bytes)]
+        return [((name, r), e.offset + r * e.row_bytes, e.offset + (r + 1) * e.row_bytes)
                 for r in rows]
 
     steps = []
-    for step in manifest["partitions"][0]["steps"]:
-        consts = {b["name"]: b["values"] for b in step["bind"] if b["kind"] == "const"}
+    for step in manifest.partitions[0].steps:
+        consts = {b.name: b.values for b in step.bind if b.kind == "const"}
         writes, reads = [], []
-        for b in step["bind"]:
-            if b["kind"] == "frame":
-                writes += units(b["edges"][0], range(edges[b["edges"][0]]["slots"]))
-            elif b["kind"] == "edge":
-                name = b["edges"][0]
-                if b["name"].startswith("out"):
-                    writes += units(name, range(b["slot"], b["slot"] + b["shape"][0]))
+        for b in step.bind:
+            if b.kind == "frame":
+                writes += units(b.edges[0], range(edges[b.edges[0]].slots))
+            elif b.kind == "edge":
+                name = b.edges[0]
+                if b.name.startswith("out"):
+                    writes += units(name, range(b.slot, b.slot + b.shape[0]))
                 else:
-                    rows = consts.get(f"{b['name']}_idx", range(b["slot"], b["slot"] + b["shape"][0]))
+                    rows = consts.get(f"{b.name}_idx", range(b.slot, b.slot + b.shape[0]))
                     reads += units(name, rows)
         steps.append((writes, reads))
     return steps
@@ -337,9 +337,9 @@ def test_offsets_arena_is_the_plan(cnn, tmp_path, mode):
     shared = make_plan([cnn], {cnn.name: phases}, placement="shared-objects")
     assert plan["placement"] == "offsets" and plan["buffer_bytes"] <= shared["buffer_bytes"]
     manifest = derive(plan, {cnn.name: cnn}, tmp_path)
-    assert manifest["arena_bytes"] == plan["buffer_bytes"]
-    for name, e in manifest["edges"].items():
-        assert e["offset"] == plan["buffers"][e["buffer"]]["offset"]
+    assert manifest.arena_bytes == plan["buffer_bytes"]
+    for name, e in manifest.edges.items():
+        assert e.offset == plan["buffers"][e.buffer]["offset"]
     clobbers, finer = _replay_overwrites(manifest)
     assert clobbers == []
     if mode != "whole":

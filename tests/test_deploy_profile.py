@@ -254,7 +254,7 @@ def test_ladder_rounds_keep_each_layers_least(app_file, monkeypatch):
 
     runs = 1 + sum(1 + len(ladder_profile.alone_groups(
         cnn, phases_for_rows(cnn, dict.fromkeys(cnn.order(), k)))) for k in ladder_profile.ladder_rows(cnn))
-    monkeypatch.setattr(ladder_profile, "_step_times_in_child", fake)
+    monkeypatch.setattr(ladder_profile, "step_times_in_child", fake)
     records: list = []
     table = ladder_profile.profile_ladder(cnn, frames=1, runs_out=records, rounds=3)
     # round after round: every deployment once before any twice

@@ -46,8 +46,8 @@ def test_k_row_parts_equal_reference(cnn, tmp_path, mode):
     # no H evenly
     for name in cnn.order():
         h, n = cnn.layer(name).output_shape[2], phases[name]
-        models = {s["model"] for p in manifest["partitions"] for s in p["steps"]
-                  if s["layer"] == name and s["model"]}
+        models = {s.model for p in manifest.partitions for s in p.steps
+                  if s.layer == name and s.model}
         if n > 1 and cnn.layer(name).op != "Input":
             k = -(-h // n)
             assert len(models) == (1 if h % k == 0 else 2), (name, models)
@@ -89,12 +89,12 @@ def test_one_by_one_conv_parts_need_no_transpose(tmp_path):
     op = next(n for n in cnn.order() if cnn.layer(n).op == "Conv")
     plan = make_plan([cnn], {"m": phases_for_rows(cnn, {n: 3 for n in cnn.order()})})
     manifest = derive(plan, {"m": cnn}, tmp_path / "dep")
-    models = {s["model"] for p in manifest["partitions"] for s in p["steps"] if s["layer"] == op}
+    models = {s.model for p in manifest.partitions for s in p.steps if s.layer == op}
     assert len(models) == 2          # parts of 3 rows and the last part's 1 (H = 7)
     for rel in models:
         ops = [n.op_type for n in onnx.load(str(tmp_path / "dep" / rel)).graph.node]
         assert "Conv" in ops and "Transpose" not in ops, (rel, ops)
     # the layers around it (Relu parts) still transpose: the rule is the 1x1 conv's only
     pre = next(n for n in cnn.order() if cnn.layer(n).op == "Relu")
-    rel = next(s["model"] for p in manifest["partitions"] for s in p["steps"] if s["layer"] == pre)
+    rel = next(s.model for p in manifest.partitions for s in p.steps if s.layer == pre)
     assert "Transpose" in [n.op_type for n in onnx.load(str(tmp_path / "dep" / rel)).graph.node]

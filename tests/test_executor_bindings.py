@@ -18,14 +18,14 @@ def _shared(manifest, executor, pipelined: bool):
     whether the manifest says it may (same edges on both parities; a CNN output only
     outside a pipeline, where both parities write the one output array)."""
     out = {}
-    for part, run_part in zip(manifest["partitions"],
+    for part, run_part in zip(manifest.partitions,
                               [p for run in executor.cnns.values() for p in run.partitions]):
-        may = [all(b["kind"] == "const" or (b["kind"] == "output" and not pipelined)
-                   or (b["kind"] in ("edge", "frame") and b["edges"][0] == b["edges"][1])
-                   for b in s["bind"])
-               for s in part["steps"]]
+        may = [all(b.kind == "const" or (b.kind == "output" and not pipelined)
+                   or (b.kind in ("edge", "frame") and b.edges[0] == b.edges[1])
+                   for b in s.bind)
+               for s in part.steps]
         same = [a is b for a, b in zip(*run_part.calls)]
-        out[part["name"]] = (may, same)
+        out[part.name] = (may, same)
     return out
 
 

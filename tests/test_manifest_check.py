@@ -16,6 +16,7 @@ from csdf.parts import all_parts
 from deploy.run import measure as measure_mod
 from deploy.ort.backend import OrtBackend
 from deploy.build.derive import derive
+from deploy.runtime import manifest as mf
 from explorer.cli.main import main
 from sdf3.errors import InputError
 from test_deploy_fixtures import make_plan, tiny_cnn
@@ -130,8 +131,7 @@ def test_the_backend_never_views_outside_the_arena():
 
 def test_frames_are_made_as_used(deployed, capsys):
     """100,000 frames hold a pool of POOL distinct arrays; the run keeps CHECKED outputs."""
-    manifest = json.loads((deployed / "manifest.json").read_text())
-    routed = measure_mod.frames_for(manifest, 100_000, 0)
+    routed = measure_mod.frames_for(mf.load(deployed), 100_000, 0)
     stream = routed["tiny"]
     assert len(stream) == 100_000
     assert len({id(stream[f]) for f in range(0, 100_000, 7)}) <= measure_mod.POOL

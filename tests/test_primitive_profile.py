@@ -81,9 +81,9 @@ def test_candidates_are_timed_computing_the_step(tmp_path):
     from deploy.profile import primitive_timing
     from deploy.steps import primitives
     from deploy.steps.parts import step_model
-    from deploy.profile.primitives import _context, layer_ports
+    from deploy.profile.primitives import context as timing_context, layer_ports
     cnn, layer, shape = conv_relu()
-    context = _context(cnn, {"x": {}, "conv": {"ort_nchwc": {}}, "relu": {}}, "float32", tmp_path / "ctx")
+    context = timing_context(cnn, {"x": {}, "conv": {"ort_nchwc": {}}, "relu": {}}, "float32", tmp_path / "ctx")
     ins, outs, _, _ = layer_ports(cnn, "conv")
     jobs = []
     for prim in primitives.applicable(layer, shape):
@@ -120,7 +120,7 @@ def test_deployed_primitives_match_the_model(tmp_path, assign):
     plan = make_plan([cnn], {cnn.name: {name: 1 for name in cnn.order()}})
     plan["primitives"] = {cnn.name: assign}
     manifest = derive(plan, {cnn.name: cnn}, tmp_path / "dep")
-    steps = {s["layer"]: s.get("primitive") for p in manifest["partitions"] for s in p["steps"]}
+    steps = {s.layer: s.primitive for _, _, s in manifest.steps()}
     assert all(steps[k] == v for k, v in assign.items())
     from deploy.runtime import manifest as mf
     from deploy.ort import blocked as ob

@@ -162,7 +162,7 @@ def test_alone_groups_time_every_split_layer_with_whole_neighbours(app_file, tmp
         i = int(folder.name[3:])
         return {"layers": {n: float(i + 1) for n in cnn.order()}, "frame_ms": 1.0, "calls": 1}
 
-    monkeypatch.setattr(ladder_profile, "_step_times_in_child", fake)
+    monkeypatch.setattr(ladder_profile, "step_times_in_child", fake)
     ladder.time_round()
     table = ladder.table()
     for n in cnn.order():

@@ -157,13 +157,13 @@ def test_the_layers_bound_per_parity_are_the_deployments(tmp_path, pipelined, pl
     order = cnn.order()
     phases = {"tiny": {n: 1 for n in order} | {"conv1": 4, "dw2": 3}}
     manifest = deploy(plan_of(app, phases), {"tiny": cnn}, tmp_path / "dep")
-    ex = Executor(manifest, tmp_path / "dep", OrtBackend(manifest["dtype"], 1))
+    ex = Executor(manifest, tmp_path / "dep", OrtBackend(manifest.dtype, 1))
     bound: dict[str, set[bool]] = {}
-    for part in manifest["partitions"]:
-        for i, step in enumerate(part["steps"]):
-            if step["model"]:
-                apart = ex.views[(part["name"], i, 0)] is not ex.views[(part["name"], i, 1)]
-                bound.setdefault(step["layer"], set()).add(apart)
+    for part in manifest.partitions:
+        for i, step in enumerate(part.steps):
+            if step.model:
+                apart = ex.views[(part.name, i, 0)] is not ex.views[(part.name, i, 1)]
+                bound.setdefault(step.layer, set()).add(apart)
     assert all(len(v) == 1 for v in bound.values())      # every phase of a layer alike
     twice = {name for name, v in bound.items() if True in v}
     want = set().union(*(parity_bound(app, p, cnn) for p in app.partitions))

@@ -102,17 +102,17 @@ def test_three_readers_share_one_ring_of_the_replayed_size(cnn):
 def _writes(manifest, layer):
     """Output bindings (not the CNN's output) of every step of `layer`, and rows written."""
     binds, rows = [], 0
-    for part in manifest["partitions"]:
-        for step in part["steps"]:
-            if step["layer"] != layer:
+    for part in manifest.partitions:
+        for step in part.steps:
+            if step.layer != layer:
                 continue
-            outs = [b for b in step["bind"] if b["kind"] in ("edge", "frame")
-                    and (b["kind"] == "frame" or b["name"].startswith("out"))]
+            outs = [b for b in step.bind if b.kind in ("edge", "frame")
+                    and (b.kind == "frame" or b.name.startswith("out"))]
             binds.append(len(outs))
             for b in outs:
-                e = manifest["edges"][b["edges"][0]]
-                hncw = b["kind"] == "edge" and e["layout"] == "hncw"
-                rows += b["shape"][0] if hncw else e["shape"][2]
+                e = manifest.edges[b.edges[0]]
+                hncw = b.kind == "edge" and e.layout == "hncw"
+                rows += b.shape[0] if hncw else e.shape[2]
     return binds, rows
 
 

@@ -47,7 +47,7 @@ def test_a_search_stopped_on_time_writes_a_deployable_plan(tmp_path, capsys):
     assert "search: stopped on time at binary NSGA-II" in capsys.readouterr().out
     app = load_app(APP1)
     manifest = deploy(plan, app.cnns, tmp_path / "dep")      # checks the plan first
-    assert manifest["arena_bytes"] == plan["buffer_bytes"]
+    assert manifest.arena_bytes == plan["buffer_bytes"]
 
 
 def test_without_a_limit_the_search_runs_to_its_end(tmp_path):

@@ -25,6 +25,7 @@ from csdf.onnx_inputs import with_shapes
 from csdf.parts import part_rows, rows_per_phase
 from deploy.build.regions import band_step, bands, prune, shared
 from deploy.runtime import arena, manifest as mf
+from deploy.runtime.manifest_records import StoredEdge
 from deploy.checks import plan_check
 from deploy.steps.parts import InPort, OutPort, counted_rows, step_model, window_rows
 from sdf3.errors import InputError
@@ -77,7 +78,7 @@ def _stored_by_rows(plan_edges: dict, phases: dict, rep: dict[str, str]) -> set[
 
 def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
            backend: str = "onnxruntime", with_profile: bool = False,
-           where: str = "plan", regions: bool = False, every_band: bool = False) -> dict[str, Any]:
+           where: str = "plan", regions: bool = False, every_band: bool = False) -> mf.Manifest:
     """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest.
     The plan is checked first (deploy/checks/plan_check.py; `where` names it in the one-line
     refusal), so nothing is written for a plan the explorer could not have made.
@@ -105,7 +106,7 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     stored = mf.stored_as(plan_edges)
     by_rows = _stored_by_rows(plan_edges, phases, stored)
     inner = {(c, a, b_) for c, gs in groups.items() for g in gs for a, b_ in g.internal_edges()}
-    edges: dict[str, dict] = {}
+    edges: dict[str, StoredEdge] = {}
     for name, e in plan_edges.items():
         cnn_name, rest = name.split(".", 1)
         src, dst = re.sub(r"\(\d\)$", "", rest).split("->")
@@ -119,10 +120,9 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         ph = phases.get(cnn_name, {})
         if (cnn_name, src, dst) in inner:     # a per-tile buffer of a tiled group
             nbytes = int(e["elements"]) * data_bytes
-            edges[name] = {"buffer": int(e["buffer"]), "offset": host.offsets[int(e["buffer"])],
-                           "device_offset": dev.offsets[int(e["buffer"])], "shape": shape,
-                           "slots": int(e.get("rows", h)), "layout": "tile", "bytes": nbytes,
-                           "row_bytes": n * c * w * data_bytes}
+            buf = int(e["buffer"])
+            edges[name] = StoredEdge(buf, host.offsets[buf], dev.offsets[buf], tuple(shape),
+                                     int(e.get("rows", h)), "tile", nbytes, n * c * w * data_bytes)
             continue
         layout = "hncw" if h > 1 and stored[name] in by_rows else "nchw"
         slots = int(e.get("rows", h))
@@ -133,9 +133,8 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         buf = int(e["buffer"])
         if nbytes > sizes[buf]:
             raise InputError(f"plan: edge {name} needs {nbytes} bytes, buffer {buf} has {sizes[buf]}")
-        edges[name] = {"buffer": buf, "offset": host.offsets[buf], "device_offset": dev.offsets[buf],
-                       "shape": shape, "slots": slots, "layout": layout, "bytes": nbytes,
-                       "row_bytes": n * c * w * data_bytes}
+        edges[name] = StoredEdge(buf, host.offsets[buf], dev.offsets[buf], tuple(shape), slots,
+                                 layout, nbytes, n * c * w * data_bytes)
 
     models: dict[str, dict] = {}
     region_keys: dict = {}
@@ -207,25 +206,26 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
         "plan_output_bytes": plan.get("output_bytes", 0),
         "buffers": [{"index": i, "offset": host.offsets[i], "device_offset": dev.offsets[i],
                      "bytes": sizes[i], "edges": list(b["edges"])} for i, b in enumerate(plan["buffers"])],
-        "edges": edges, "cnns": cnn_info, "partitions": partitions,
+        "edges": {n: e.to_dict() for n, e in edges.items()}, "cnns": cnn_info, "partitions": partitions,
         "pipelines": [list(g) for g in plan.get("pipelines", [[p["name"]] for p in partitions])],
         "routing": "round-robin", "models": models,
     }
-    checked = dict(models)
     if with_profile:
         from deploy.steps.layer_models import write_profile_models
         result["profile"] = write_profile_models(cnns, dtype, out)
-        checked.update({e["model"]: {"cnn": e["cnn"], "layer": e["layer"]} for e in result["profile"]})
+    manifest = mf.Manifest.from_dict(result, where)
     from deploy.checks.step_models import check_models
-    check_models(out, checked, cnns)     # what ONNX Runtime would refuse, found here
+    check_models(out, manifest, cnns)     # what ONNX Runtime would refuse, found here
     if backend == "tensorrt":
         from deploy.tensorrt.backend import copy_runner
         copy_runner(out)
+    from dataclasses import replace as with_fields
     from deploy.checks import files
-    result[files.KEY] = files.digests(out, list(checked) + [c["reference"] for c in cnn_info.values()
-                                                           if c["reference"]])
-    mf.save(result, out)
-    return result
+    rels = list(manifest.models) + [p.model for p in manifest.profile or ()] \
+        + [c.reference for c in manifest.cnns.values() if c.reference]
+    manifest = with_fields(manifest, files=files.digests(out, rels))
+    mf.save(manifest, out)
+    return manifest
 
 
 def _tiled_groups(plan: dict[str, Any], cnns: dict[str, CNN]) -> dict[str, list]:
@@ -291,7 +291,7 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
         copies = _edge_copies(plan_edges, cnn.name, src, name)
         e = edges[copies[0]]
         port = f"in{i}"
-        if by_parts and not (e["shape"][2] == 1 and e["layout"] == "nchw"):
+        if by_parts and not (e.shape[2] == 1 and e.layout == "nchw"):
             rows, real = window_rows(cnn, name, src, p, k, count)
             if not any(real) and layer.op == "Pad":   # rows of its vertical padding only: no input
                 fill = True
@@ -299,38 +299,38 @@ def _step(cnn: CNN, name: str, p: int, ph: dict[str, int], plan_edges: dict, edg
             if not any(real):
                 raise InputError(f"layer {name}: phase {p} reads no row of {src}; "
                                  f"{layer.op} by parts with padding rows cannot be deployed")
-            if e["layout"] != "hncw":
+            if e.layout != "hncw":
                 raise InputError(f"plan: edge {copies[0]} feeds {name} by parts but is not stored by rows")
             masked = _needs_mask(cnn, name, src, n_phases, count)
             counted = counted_rows(cnn, name, src, p, k, count)
-            in_ports.append(InPort(port, tuple(e["shape"]), "hncw", e["slots"], len(rows), masked,
+            in_ports.append(InPort(port, e.shape, "hncw", e.slots, len(rows), masked,
                                    counted is not None))
             bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
                          "shape": in_ports[-1].stored_shape})
             # padding rows are masked; they point at a real row of the same window (not slot
             # 0), so a step reads only rows still holding data (explorer/memory/staircase.py)
-            anchor = next(r for r, ok in zip(rows, real) if ok) % e["slots"]
+            anchor = next(r for r, ok in zip(rows, real) if ok) % e.slots
             bind.append({"kind": "const", "name": f"{port}_idx",
-                         "values": [r % e["slots"] if ok else anchor for r, ok in zip(rows, real)]})
+                         "values": [r % e.slots if ok else anchor for r, ok in zip(rows, real)]})
             if masked:
                 bind.append({"kind": "const", "name": f"{port}_mask", "values": [int(ok) for ok in real]})
             if counted is not None:
                 bind.append({"kind": "const", "name": f"{port}_count", "values": counted})
         else:
-            if e["slots"] != e["shape"][2]:
-                raise InputError(f"plan: edge {copies[0]} holds {e['slots']} rows but {name} "
+            if e.slots != e.shape[2]:
+                raise InputError(f"plan: edge {copies[0]} holds {e.slots} rows but {name} "
                                  f"reads it whole")
-            in_ports.append(InPort(port, tuple(e["shape"]), e["layout"], e["slots"], None))
+            in_ports.append(InPort(port, e.shape, e.layout, e.slots, None))
             bind.append({"kind": "edge", "name": port, "edges": copies, "slot": 0,
                          "shape": in_ports[-1].stored_shape})
     shape = tuple(int(v) for v in layer.output_shape)
     for j, copies in enumerate(out_edges):
         e = edges[copies[0]]
-        port = OutPort(f"out{j}", shape, e["layout"], by_parts, count)
+        port = OutPort(f"out{j}", shape, e.layout, by_parts, count)
         out_ports.append(port)
-        slot = (p * k) % e["slots"] if by_parts else 0
-        if by_parts and slot + count > e["slots"]:
-            raise InputError(f"plan: edge {copies[0]} holds {e['slots']} rows, not whole parts "
+        slot = (p * k) % e.slots if by_parts else 0
+        if by_parts and slot + count > e.slots:
+            raise InputError(f"plan: edge {copies[0]} holds {e.slots} rows, not whole parts "
                              f"of {k} rows of {name}")
         bind.append({"kind": "edge", "name": port.name, "edges": copies, "slot": slot,
                      "shape": port.stored_shape})

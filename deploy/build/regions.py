@@ -39,6 +39,7 @@ import onnx
 from csdf.model import CNN, INPUT
 from csdf.parts import part_rows, rows_per_phase
 from deploy.runtime.manifest import stored_outputs
+from deploy.runtime.manifest_records import StoredEdge
 from deploy.steps.parts import WINDOW_OPS, window_rows
 from deploy.steps.regions import Firing, Read, fusable, key, pieces, region_model
 
@@ -47,7 +48,7 @@ BAND_BYTES = 512 << 10   # a band's intermediates (see the module docstring)
 
 
 def firing(cnn: CNN, name: str, p: int, ph: dict[str, int],
-           copies: Callable[[str, str], list[str]], edges: dict[str, dict]) -> Firing | None:
+           copies: Callable[[str, str], list[str]], edges: dict[str, StoredEdge]) -> Firing | None:
     """Phase p of layer `name` as a band firing, or None when it runs as its own step."""
     layer = cnn.layer(name)
     phases = ph.get(name, 1)
@@ -61,10 +62,10 @@ def firing(cnn: CNN, name: str, p: int, ph: dict[str, int],
     for src in dict.fromkeys(layer.inputs):
         cp = tuple(copies(src, name))
         e = edges[cp[0]]
-        if e["shape"][2] == 1 and e["slots"] == 1 and e["layout"] in ("nchw", "hncw"):
+        if e.shape[2] == 1 and e.slots == 1 and e.layout in ("nchw", "hncw"):
             reads.append(Read(src, cp, (0,), whole=True))
             continue
-        if e["layout"] != "hncw":
+        if e.layout != "hncw":
             return None                   # the step refuses it with its own line
         rows, real = window_rows(cnn, name, src, p, k, count)
         if layer.op in WINDOW_OPS:
@@ -82,7 +83,7 @@ def firing(cnn: CNN, name: str, p: int, ph: dict[str, int],
     writes = stored_outputs(succ, lambda d: copies(name, d), edges)
     for cp, _ in writes:
         e = edges[cp[0]]
-        if e["layout"] != "hncw" or first % e["slots"] + count > e["slots"]:
+        if e.layout != "hncw" or first % e.slots + count > e.slots:
             return None
     return Firing(name, p, first, count, tuple(reads), tuple(tuple(cp) for cp, _ in writes),
                   cnn.graph.out_degree(name) == 0, tuple(tuple(rd) for _, rd in writes))
@@ -127,20 +128,20 @@ def prune(cnn: CNN, items: list, ph: dict[str, int], members: set[str]) -> list:
     return out
 
 
-def _spans(e: dict, rows: list[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def _spans(e: StoredEdge, rows: list[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """(exact bytes, region bytes) of these slots of stored edge `e`."""
-    rb = e["row_bytes"]
-    exact = [(e["offset"] + s * rb, e["offset"] + (s + 1) * rb) for s in rows]
-    if e["layout"] == "hncw" and e["slots"] == e["shape"][2]:
+    rb = e.row_bytes
+    exact = [(e.offset + s * rb, e.offset + (s + 1) * rb) for s in rows]
+    if e.layout == "hncw" and e.slots == e.shape[2]:
         return exact, exact
-    return exact, [(e["offset"], e["offset"] + e["bytes"])]
+    return exact, [(e.offset, e.offset + e.bytes)]
 
 
 class _Band:
     """The accesses of a growing band: (tensor, exact spans, region spans) read from before
     the band and written by it, and the bytes of its intermediates."""
 
-    def __init__(self, cnn: CNN, rep: dict[str, str], edges: dict[str, dict]):
+    def __init__(self, cnn: CNN, rep: dict[str, str], edges: dict[str, StoredEdge]):
         self.cnn, self.rep, self.edges = cnn, rep, edges
         self.results = self.window = 0
         self.firings: list[Firing] = []
@@ -160,14 +161,14 @@ class _Band:
         reads, writes = [], []
         for r in f.reads:
             if r.whole:
-                reads += self._access(r.copies, lambda e: range(e["slots"]))
+                reads += self._access(r.copies, lambda e: range(e.slots))
                 continue
             old = [row for row in r.rows
                    if not any(a <= row < a + n for a, n in self.made.get(r.src, ()))]
             if old:
-                reads += self._access(r.copies, lambda e, old=old: sorted({row % e["slots"] for row in old}))
+                reads += self._access(r.copies, lambda e, old=old: sorted({row % e.slots for row in old}))
         for cp in f.writes:
-            writes += self._access(cp, lambda e: range(f.first % e["slots"], f.first % e["slots"] + f.count))
+            writes += self._access(cp, lambda e: range(f.first % e.slots, f.first % e.slots + f.count))
         return reads, writes
 
     def _bytes(self, f: Firing) -> tuple[int, int]:
@@ -194,10 +195,10 @@ class _Band:
         self.made.setdefault(f.layer, []).append((f.first, f.count))
 
 
-def _window_bytes(reads, edges: dict[str, dict]) -> int:
+def _window_bytes(reads, edges: dict[str, StoredEdge]) -> int:
     """The rows a firing's reads gather, in fp32 bytes."""
-    return 4 * sum(len(r.rows) * int(np.prod(edges[r.copies[0]]["shape"])) //
-                   edges[r.copies[0]]["shape"][2] for r in reads)
+    return 4 * sum(len(r.rows) * int(np.prod(edges[r.copies[0]].shape)) //
+                   edges[r.copies[0]].shape[2] for r in reads)
 
 
 def _clash(a: list, b: list) -> bool:
@@ -213,7 +214,7 @@ def _overlap(xs: list[tuple[int, int]], ys: list[tuple[int, int]]) -> bool:
 
 
 def bands(cnn: CNN, firings: list[str], ph: dict[str, int],
-          copies: Callable[[str, str], list[str]], edges: dict[str, dict],
+          copies: Callable[[str, str], list[str]], edges: dict[str, StoredEdge],
           rep: dict[str, str], skip: set[str] = frozenset()) -> list[tuple[str, int] | list[Firing]]:
     """The partition's firings (layer names in schedule order) as its steps: (layer, phase)
     for a step of its own, a list of two or more Firings for a band. `rep`: stored tensor of
@@ -245,7 +246,7 @@ def bands(cnn: CNN, firings: list[str], ph: dict[str, int],
     return out
 
 
-def shared(cnn: CNN, items: list, edges: dict[str, dict]) -> list:
+def shared(cnn: CNN, items: list, edges: dict[str, StoredEdge]) -> list:
     """`items` (bands' output) with each band whose model no other band shares run as its
     firings' own steps. Why: a band model's session holds ONNX Runtime's state for all its
     nodes (~20 KiB a model, ~2.6 KiB a node), and where layers' phase counts differ the
@@ -267,7 +268,7 @@ def shared(cnn: CNN, items: list, edges: dict[str, dict]) -> list:
     return out
 
 
-def merge(cnn: CNN, band: list[Firing], edges: dict[str, dict]) -> list[Firing]:
+def merge(cnn: CNN, band: list[Firing], edges: dict[str, StoredEdge]) -> list[Firing]:
     """Adjacent firings of one layer in a band as one firing over all their rows: one Conv
     of many rows instead of many of a few (a layer whose producer is whole fires all its
     phases in a row: MobileNetV2's front plans had bands of 13 one-row convs of one layer).
@@ -285,7 +286,7 @@ def merge(cnn: CNN, band: list[Firing], edges: dict[str, dict]) -> list[Firing]:
     return out
 
 
-def _joined(cnn: CNN, a: Firing, b: Firing, edges: dict[str, dict]) -> Firing | None:
+def _joined(cnn: CNN, a: Firing, b: Firing, edges: dict[str, StoredEdge]) -> Firing | None:
     if a.layer != b.layer or b.phase != a.phase + len(a.phases) or b.first != a.first + a.count:
         return None
     reads = []
@@ -307,7 +308,7 @@ def _joined(cnn: CNN, a: Firing, b: Firing, edges: dict[str, dict]) -> Firing | 
     writes = a.writes + tuple(w for w, _ in extra)
     for cp in writes:
         e = edges[cp[0]]
-        if a.first % e["slots"] + count > e["slots"]:
+        if a.first % e.slots + count > e.slots:
             return None
     if _window_bytes(reads, edges) > BAND_BYTES // 4:
         return None
@@ -316,7 +317,7 @@ def _joined(cnn: CNN, a: Firing, b: Firing, edges: dict[str, dict]) -> Firing | 
                    parts=tuple(c for _, c in a.phases) + tuple(c for _, c in b.phases))
 
 
-def band_step(cnn: CNN, band: list[Firing], edges: dict[str, dict], dtype: str, out: Path,
+def band_step(cnn: CNN, band: list[Firing], edges: dict[str, StoredEdge], dtype: str, out: Path,
               models: dict, keys: dict, safe: Callable[[str], str]) -> dict:
     """The manifest step of a band: its model (one per distinct band shape, `keys`) and its
     bindings (rings gathered, slot indices, ring slots and CNN output rows written). Its
@@ -341,7 +342,7 @@ def band_step(cnn: CNN, band: list[Firing], edges: dict[str, dict], dtype: str, 
         for cp in f.writes:
             e = edges[cp[0]]
             binds.append({"kind": "edge", "name": f"out{n_out}", "edges": list(cp),
-                          "slot": f.first % e["slots"], "shape": [f.count, n, c, w]})
+                          "slot": f.first % e.slots, "shape": [f.count, n, c, w]})
             n_out += 1
         if f.sink:
             binds.append({"kind": "output", "name": f"sink{n_sink}", "layer": f.layer,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
 
 KEY = "files"
 
@@ -28,11 +27,11 @@ def digests(root: str | Path, rels: list[str]) -> dict[str, str]:
     return {rel: digest(Path(root) / rel) for rel in sorted(set(rels))}
 
 
-def changed(manifest: dict[str, Any], root: str | Path) -> list[str] | None:
-    """The files of the deployment that differ from what deploy wrote (or are gone); None
-    when the manifest holds no digests."""
-    recorded = manifest.get(KEY)
-    if not isinstance(recorded, dict):
+def changed(manifest, root: str | Path) -> list[str] | None:
+    """The files of the deployment (a deploy.runtime.manifest_records.Manifest) that differ
+    from what deploy wrote (or are gone); None when the manifest holds no digests."""
+    recorded = manifest.files
+    if not recorded:
         return None
     out = []
     for rel, want in sorted(recorded.items()):
@@ -42,7 +41,7 @@ def changed(manifest: dict[str, Any], root: str | Path) -> list[str] | None:
     return out
 
 
-def blame(manifest: dict[str, Any], root: str | Path) -> str:
+def blame(manifest, root: str | Path) -> str:
     """The words that end a step failure's line: whose fault it is."""
     found = changed(manifest, root)
     if found is None:

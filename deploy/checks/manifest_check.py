@@ -25,6 +25,7 @@ import onnx
 from onnx import TensorProto
 
 from deploy.runtime import arena
+from deploy.runtime.manifest_records import Manifest, Step
 from sdf3.errors import InputError
 
 ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
@@ -47,75 +48,55 @@ def _shape(v: Any, n: int = 4) -> bool:
     return isinstance(v, list) and len(v) == n and all(_int(x) and x >= 1 for x in v)
 
 
-def check(manifest: dict[str, Any], deploy_dir: str | Path) -> None:
-    """Raise InputError for the first inconsistency (see the module docstring)."""
+def check(manifest: Manifest, deploy_dir: str | Path) -> None:
+    """Raise InputError for the first inconsistency (see the module docstring). The types
+    of its keys were checked as it was read (deploy/runtime/manifest_records.py)."""
     root = Path(deploy_dir)
     fail = _Fail(str(root / "manifest.json"))
-    for key in ("arena_bytes", "dtype", "buffers", "edges", "cnns", "partitions", "pipelines"):
-        if key not in manifest:
-            fail(f"missing key {key!r}")
-    dtype = manifest["dtype"]
-    if dtype not in SIZE:
-        fail(f"key 'dtype' must be float32 or float16, got {dtype!r}")
-    size = SIZE[dtype]
-    total = manifest["arena_bytes"]
-    if not _int(total) or total < 0:
-        fail(f"key 'arena_bytes' must be a non-negative integer, got {total!r}")
+    size = SIZE[manifest.dtype]
+    total = manifest.arena_bytes
     _buffers(manifest, total, fail)
     _edges(manifest, size, fail)
     _cnns(manifest, root, fail)
     spans = _steps(manifest, root, size, fail)
     _live_overlaps(manifest, spans, fail)
-    outputs = sum(2 * prod(o["shape"]) * size for c in manifest["cnns"].values() for o in c["outputs"])
+    outputs = sum(2 * prod(o.shape) * size for c in manifest.cnns.values() for o in c.outputs)
     arena.check_fits(total + outputs, fail.where, "the arena and output arrays")
     _models(manifest, root, fail)
 
 
-def _buffers(manifest, total, fail) -> None:
-    bufs = manifest["buffers"]
-    if not isinstance(bufs, list):
-        fail("key 'buffers' must be a list")
-    regions = []
-    for i, b in enumerate(bufs):
-        if not isinstance(b, dict) or not _int(b.get("offset")) or not _int(b.get("bytes")):
-            fail(f"buffers[{i}]: expected integer 'offset' and 'bytes'")
-        if b["offset"] < 0 or b["bytes"] < 0:
-            fail(f"buffers[{i}]: negative offset or size ({b['offset']}, {b['bytes']})")
-        if b["offset"] + b["bytes"] > total:
-            fail(f"buffers[{i}]: ends at byte {b['offset'] + b['bytes']}, past the arena's "
+def _buffers(manifest: Manifest, total: int, fail) -> None:
+    for i, b in enumerate(manifest.buffers):
+        if b.offset < 0 or b.bytes < 0:
+            fail(f"buffers[{i}]: negative offset or size ({b.offset}, {b.bytes})")
+        if b.offset + b.bytes > total:
+            fail(f"buffers[{i}]: ends at byte {b.offset + b.bytes}, past the arena's "
                  f"{total} bytes")
-        regions.append((b["offset"], b["offset"] + b["bytes"], i))
     # buffers may share bytes (offset planners place buffers of disjoint lifetimes over
     # each other): what must never share bytes is two live edges (_live_overlaps)
 
 
-def _edges(manifest, size, fail) -> None:
-    edges, bufs = manifest["edges"], manifest["buffers"]
-    if not isinstance(edges, dict):
-        fail("key 'edges' must map edge names to their regions")
-    for name, e in edges.items():
+def _edges(manifest: Manifest, size: int, fail) -> None:
+    bufs = manifest.buffers
+    for name, e in manifest.edges.items():
         where = f"edges.{name}"
-        if not isinstance(e, dict) or not all(_int(e.get(k)) for k in ("buffer", "offset", "slots",
-                                                                     "bytes", "row_bytes")):
-            fail(f"{where}: expected integer buffer, offset, slots, bytes and row_bytes")
-        if not _shape(e.get("shape")) or e.get("layout") not in ("nchw", "hncw", "tile"):
+        n, c, h, w = e.shape
+        if not _shape(list(e.shape)):
             fail(f"{where}: expected a 4-D 'shape' and layout nchw, hncw or tile")
-        n, c, h, w = e["shape"]
-        if not 0 <= e["buffer"] < len(bufs):
-            fail(f"{where}: buffer {e['buffer']} is out of range (0..{len(bufs) - 1})")
-        if e["layout"] == "tile":     # a tiled group's inner tensor: one tile region at a time
-            if not 0 <= e["bytes"] <= n * c * h * w * size:
-                fail(f"{where}: {e['bytes']} bytes for a tile of a {e['shape']} tensor")
-        elif e["row_bytes"] != n * c * w * size or e["bytes"] != e["slots"] * e["row_bytes"]:
-            fail(f"{where}: {e['bytes']} bytes in rows of {e['row_bytes']} do not match shape "
-                 f"{e['shape']} with {e['slots']} slots")
-        if e["layout"] != "tile" and (not 1 <= e["slots"] <= h or
-                                      (e["layout"] == "nchw" and e["slots"] != h)):
-            fail(f"{where}: {e['slots']} slots for a tensor of {h} rows stored {e['layout']}")
-        b = bufs[e["buffer"]]
-        if e["offset"] < b["offset"] or e["offset"] + e["bytes"] > b["offset"] + b["bytes"]:
-            fail(f"{where}: bytes {e['offset']}..{e['offset'] + e['bytes']} lie outside its "
-                 f"buffer {e['buffer']} ({b['offset']}..{b['offset'] + b['bytes']})")
+        if not 0 <= e.buffer < len(bufs):
+            fail(f"{where}: buffer {e.buffer} is out of range (0..{len(bufs) - 1})")
+        if e.layout == "tile":     # a tiled group's inner tensor: one tile region at a time
+            if not 0 <= e.bytes <= n * c * h * w * size:
+                fail(f"{where}: {e.bytes} bytes for a tile of a {list(e.shape)} tensor")
+        elif e.row_bytes != n * c * w * size or e.bytes != e.slots * e.row_bytes:
+            fail(f"{where}: {e.bytes} bytes in rows of {e.row_bytes} do not match shape "
+                 f"{list(e.shape)} with {e.slots} slots")
+        if e.layout != "tile" and (not 1 <= e.slots <= h or (e.layout == "nchw" and e.slots != h)):
+            fail(f"{where}: {e.slots} slots for a tensor of {h} rows stored {e.layout}")
+        b = bufs[e.buffer]
+        if e.offset < b.offset or e.offset + e.bytes > b.offset + b.bytes:
+            fail(f"{where}: bytes {e.offset}..{e.offset + e.bytes} lie outside its "
+                 f"buffer {e.buffer} ({b.offset}..{b.offset + b.bytes})")
 
 
 def _inside(root: Path, rel: Any, what: str, fail) -> Path:
@@ -133,111 +114,98 @@ def _inside(root: Path, rel: Any, what: str, fail) -> Path:
     return path
 
 
-def _cnns(manifest, root, fail) -> None:
-    cnns = manifest["cnns"]
-    if not isinstance(cnns, dict) or not cnns:
-        fail("key 'cnns' must map CNN names to their inputs and outputs")
-    for name, info in cnns.items():
-        ins, outs = info.get("inputs"), info.get("outputs")
-        if not isinstance(ins, list) or not ins or not all(_shape(i.get("shape")) for i in ins):
+def _cnns(manifest: Manifest, root: Path, fail) -> None:
+    for name, info in manifest.cnns.items():
+        if not all(_shape(list(i.shape)) for i in info.inputs):
             fail(f"cnns.{name}.inputs: expected a list of 4-D shapes")
-        if not isinstance(outs, list) or not all(
-                _shape(o.get("shape")) and o.get("layout") in ("nchw", "hncw") for o in outs):
+        if not all(_shape(list(o.shape)) for o in info.outputs):
             fail(f"cnns.{name}.outputs: expected 4-D shapes with layout nchw or hncw")
-        if info.get("reference") is not None:
-            _inside(root, info["reference"], f"cnns.{name}.reference", fail)
+        if info.reference is not None:
+            _inside(root, info.reference, f"cnns.{name}.reference", fail)
 
 
-def _views(manifest, step, parity, fail, where) -> list[tuple[str, int, int, str]]:
+def _views(manifest: Manifest, step: Step, parity: int, fail, where: str
+           ) -> list[tuple[str, int, int, str]]:
     """(edge, first byte, end byte, role) of every arena view a step binds."""
-    edges, size = manifest["edges"], SIZE[manifest["dtype"]]
+    edges, size = manifest.edges, SIZE[manifest.dtype]
     out = []
 
     def edge_of(b):
-        names = b.get("edges")
-        if not isinstance(names, list) or len(names) != 2 or not all(n in edges for n in names):
-            fail(f"{where}: binding {b.get('name', b.get('kind'))!r} names unknown edges {names!r}")
-        return names[parity], edges[names[parity]]
+        if not all(n in edges for n in b.edges):
+            fail(f"{where}: binding {b.name or b.kind!r} names unknown edges {list(b.edges)!r}")
+        return b.edges[parity], edges[b.edges[parity]]
 
-    for b in step["bind"]:
-        kind = b.get("kind")
-        if kind == "frame":
+    for b in step.bind:
+        if b.kind == "frame":
             name, e = edge_of(b)
-            if e["slots"] != e["shape"][2]:
-                fail(f"{where}: the frame is copied whole into {name}, which holds {e['slots']} rows")
-            out.append((name, e["offset"], e["offset"] + e["bytes"], "write"))
-        elif kind == "edge":
+            if not e.whole:
+                fail(f"{where}: the frame is copied whole into {name}, which holds {e.slots} rows")
+            out.append((name, e.offset, e.offset + e.bytes, "write"))
+        elif b.kind == "edge":
             name, e = edge_of(b)
-            slot, shape = b.get("slot"), b.get("shape")
-            if not _int(slot) or not 0 <= slot < e["slots"] or not _shape(shape):
-                fail(f"{where}: binding {b.get('name')!r}: slot {slot!r} outside 0..{e['slots'] - 1} "
+            if not 0 <= b.slot < e.slots or not _shape(list(b.shape)):
+                fail(f"{where}: binding {b.name!r}: slot {b.slot!r} outside 0..{e.slots - 1} "
                      f"of {name}, or no 4-D shape")
-            start = e["offset"] + slot * e["row_bytes"]
-            end = start + prod(shape) * size
-            if end > e["offset"] + e["bytes"]:
-                fail(f"{where}: binding {b['name']!r} reads or writes bytes {start}..{end}, past "
-                     f"the end of {name} ({e['offset'] + e['bytes']})")
-            out.append((name, start, end, "write" if str(b.get("name")).startswith("out") else "read"))
-        elif kind == "tile":
+            start = e.offset + b.slot * e.row_bytes
+            end = start + prod(b.shape) * size
+            if end > e.offset + e.bytes:
+                fail(f"{where}: binding {b.name!r} reads or writes bytes {start}..{end}, past "
+                     f"the end of {name} ({e.offset + e.bytes})")
+            out.append((name, start, end, "write" if b.writes else "read"))
+        elif b.kind == "tile":
             name, e = edge_of(b)
-            out.append((name, e["offset"], e["offset"] + e["bytes"], "tile"))
-        elif kind not in ("const", "output"):
-            fail(f"{where}: unknown binding kind {kind!r}")
-    for t in step.get("tiles") or []:
-        for m in t.get("mids", []):
-            name = m["edges"][parity]
-            if name not in edges or not _shape(m.get("shape")):
+            out.append((name, e.offset, e.offset + e.bytes, "tile"))
+    for t in step.group.tiles if step.group else ():
+        for m in t.mids:
+            name = m.edges[parity]
+            if name not in edges or not _shape(list(m.shape)):
                 fail(f"{where}: a tile writes unknown edge {name!r}")
             e = edges[name]
-            if prod(m["shape"]) * size > e["bytes"]:
-                fail(f"{where}: a tile of {name} needs {prod(m['shape']) * size} bytes, the edge "
-                     f"has {e['bytes']}")
+            if prod(m.shape) * size > e.bytes:
+                fail(f"{where}: a tile of {name} needs {prod(m.shape) * size} bytes, the edge "
+                     f"has {e.bytes}")
     return out
 
 
-def _steps(manifest, root, size, fail) -> dict[str, dict[str, list[int]]]:
+def _steps(manifest: Manifest, root: Path, size: int, fail) -> dict[str, dict[str, list[int]]]:
     """Check every step's bindings; returns, per edge, per partition, the steps touching it
     and the first step writing it (for the lifetimes)."""
-    parts, edges, cnns = manifest["partitions"], manifest["edges"], manifest["cnns"]
-    if not isinstance(parts, list):
-        fail("key 'partitions' must be a list")
+    edges, cnns = manifest.edges, manifest.cnns
     names = set()
     touched: dict[str, dict[str, list[int]]] = {}
-    for part in parts:
-        pname = part.get("name")
-        if part.get("cnn") not in cnns or not isinstance(part.get("steps"), list):
-            fail(f"partitions.{pname}: unknown CNN {part.get('cnn')!r} or no steps")
+    for part in manifest.partitions:
+        pname = part.name
+        if part.cnn not in cnns:
+            fail(f"partitions.{pname}: unknown CNN {part.cnn!r} or no steps")
         names.add(pname)
-        outs = {o["layer"]: o for o in cnns[part["cnn"]]["outputs"]}
-        for t, step in enumerate(part["steps"]):
-            where = f"partitions.{pname}.steps[{t}] ({step.get('layer')})"
-            if not isinstance(step.get("bind"), list):
-                fail(f"{where}: no bindings")
-            if step.get("model") is not None:
-                _inside(root, step["model"], where, fail)
-            for tile in step.get("tiles") or []:
-                _inside(root, tile.get("model"), where, fail)
+        outs = {o.layer: o for o in cnns[part.cnn].outputs}
+        for t, step in enumerate(part.steps):
+            where = f"partitions.{pname}.steps[{t}] ({step.layer})"
+            if step.model is not None:
+                _inside(root, step.model, where, fail)
+            for tile in step.group.tiles if step.group else ():
+                _inside(root, tile.model, where, fail)
             for parity in (0, 1):
                 for name, _, _, role in _views(manifest, step, parity, fail, where):
                     rec = touched.setdefault(name, {}).setdefault(pname, [t, t, -1])
                     rec[0], rec[1] = min(rec[0], t), max(rec[1], t)
                     if role in ("write", "tile") and rec[2] < 0:
                         rec[2] = t
-            for b in step["bind"]:
-                if b.get("kind") == "output":
-                    o = outs.get(b.get("layer"))
-                    h = o["shape"][2] if o else 0
-                    if o is None or not _int(b.get("slot")) or not 0 <= b["slot"] < max(h, 1) \
-                            or not _shape(b.get("shape")):
-                        fail(f"{where}: output binding for {b.get('layer')!r} outside the CNN's outputs")
-                if b.get("kind") == "const" and str(b.get("name", "")).endswith("_idx"):
-                    port = b["name"][:-4]
-                    src = next((x for x in step["bind"] if x.get("name") == port), None)
-                    slots = edges[src["edges"][0]]["slots"] if src else 0
-                    values = b.get("values")
-                    if not isinstance(values, list) or not all(_int(v) and 0 <= v < slots for v in values):
-                        fail(f"{where}: slot indices {values!r} outside the ring of {slots} slots")
-    for group in manifest["pipelines"]:
+            ports: dict = {}
+            for b in step.bind:
+                ports.setdefault(b.name, b)
+            for b in step.bind:
+                if b.kind == "output":
+                    o = outs.get(b.layer)
+                    h = o.shape[2] if o else 0
+                    if o is None or not 0 <= b.slot < max(h, 1) or not _shape(list(b.shape)):
+                        fail(f"{where}: output binding for {b.layer!r} outside the CNN's outputs")
+                if b.kind == "const" and str(b.name).endswith("_idx"):
+                    src = ports.get(b.name[:-4])
+                    slots = edges[src.edges[0]].slots if src is not None and src.edges else 0
+                    if not all(0 <= v < slots for v in b.values):
+                        fail(f"{where}: slot indices {list(b.values)!r} outside the ring of {slots} slots")
+    for group in manifest.pipelines:
         for pname in group:
             if pname not in names:
                 fail(f"pipelines: unknown partition {pname!r}")
@@ -248,12 +216,12 @@ def _live_overlaps(manifest, touched, fail) -> None:
     """Edges whose bytes overlap must never be live together (explorer.memory.lifetimes.conflict)."""
     from explorer.memory.lifetimes import EdgeUse, conflict, group_index
 
-    edges = manifest["edges"]
+    edges = manifest.edges
     touched, rep = _fold(edges, touched)
-    parts = manifest["partitions"]
-    length = {p["name"]: len(p["steps"]) for p in parts}
-    order = [p["name"] for p in parts]
-    cnn_of = {p["name"]: p["cnn"] for p in parts}
+    parts = manifest.partitions
+    length = {p.name: len(p.steps) for p in parts}
+    order = [p.name for p in parts]
+    cnn_of = {p.name: p.cnn for p in parts}
     uses = {}
     for name, by_part in touched.items():
         where = sorted(by_part, key=order.index)
@@ -275,7 +243,7 @@ def _live_overlaps(manifest, touched, fail) -> None:
                     spans.append((p, 0, length[p] - 1))
             spans = tuple(spans)
         uses[name] = EdgeUse(name, "", 0, spans)
-    group = group_index(manifest["pipelines"])
+    group = group_index([list(g) for g in manifest.pipelines])
     regions = []
     rows = _row_steps(manifest, rep)
     for n, e in edges.items():
@@ -283,12 +251,12 @@ def _live_overlaps(manifest, touched, fail) -> None:
             continue
         by_row = rows.get(n)
         if by_row is None or len(uses[n].spans) != 1:
-            regions.append((e["offset"], e["offset"] + e["bytes"], n, uses[n]))
+            regions.append((e.offset, e.offset + e.bytes, n, uses[n]))
             continue
         part = uses[n].spans[0][0]
         for r, (t0, t1) in sorted(by_row.items()):     # a row holds data only while touched
-            start = e["offset"] + r * e["row_bytes"]
-            regions.append((start, start + e["row_bytes"], n, EdgeUse(n, "", 0, ((part, t0, t1),))))
+            start = e.offset + r * e.row_bytes
+            regions.append((start, start + e.row_bytes, n, EdgeUse(n, "", 0, ((part, t0, t1),))))
     regions.sort(key=lambda x: (x[0], x[1], x[2]))
     for i, (a0, a1, a, ua) in enumerate(regions):
         for b0, b1, b, ub in regions[i + 1:]:
@@ -317,71 +285,70 @@ def _fold(edges: dict, touched: dict) -> tuple[dict, dict[str, str]]:
     return out, rep
 
 
-def _row_steps(manifest, rep: dict[str, str] | None = None) -> dict[str, dict[int, tuple[int, int]]]:
+def _row_steps(manifest: Manifest, rep: dict[str, str] | None = None
+               ) -> dict[str, dict[int, tuple[int, int]]]:
     """Whole edges stored by rows (layout hncw, a slot per row) touched in one partition:
     per row, the first and last step that writes or reads it (the slot indices a step
     gathers, the slots a part writes, every row for the frame or a whole read). Offset
     plans let other buffers use a row's bytes outside that run (explorer/memory/staircase.py)."""
-    edges = manifest["edges"]
+    edges = manifest.edges
     out: dict[str, dict[int, list[int]]] = {}
     where: dict[str, set[str]] = {}
-    for part in manifest["partitions"]:
-        for t, step in enumerate(part["steps"]):
-            consts = {b.get("name"): b.get("values") for b in step["bind"] if b.get("kind") == "const"}
-            for parity in (0, 1):
-                for b in step["bind"]:
-                    if b.get("kind") not in ("frame", "edge"):
-                        continue
-                    name = b["edges"][parity]
-                    e = edges[name]
-                    name = (rep or {}).get(name, name)
-                    if e.get("layout") != "hncw" or e["slots"] != e["shape"][2]:
-                        continue
-                    where.setdefault(name, set()).add(part["name"])
-                    if b["kind"] == "frame":
-                        touched = range(e["slots"])
-                    elif f"{b['name']}_idx" in consts and not b["name"].startswith("out"):
-                        touched = consts[f"{b['name']}_idx"]
-                    else:
-                        touched = range(b["slot"], b["slot"] + b["shape"][0])
-                    rows = out.setdefault(name, {})
-                    for r in touched:
-                        got = rows.setdefault(int(r), [t, t])
-                        got[0], got[1] = min(got[0], t), max(got[1], t)
+    for part, t, step in manifest.steps():
+        consts = {b.name: b.values for b in step.bind if b.kind == "const"}
+        for parity in (0, 1):
+            for b in step.bind:
+                if b.kind not in ("frame", "edge"):
+                    continue
+                name = b.edges[parity]
+                e = edges[name]
+                name = (rep or {}).get(name, name)
+                if e.layout != "hncw" or not e.whole:
+                    continue
+                where.setdefault(name, set()).add(part.name)
+                if b.kind == "frame":
+                    touched = range(e.slots)
+                elif f"{b.name}_idx" in consts and not b.writes:
+                    touched = consts[f"{b.name}_idx"]
+                else:
+                    touched = range(b.slot, b.slot + b.shape[0])
+                rows = out.setdefault(name, {})
+                for r in touched:
+                    got = rows.setdefault(int(r), [t, t])
+                    got[0], got[1] = min(got[0], t), max(got[1], t)
     return {n: {r: (a, b) for r, (a, b) in rows.items()} for n, rows in out.items()
             if len(where[n]) == 1}
 
 
-def _signature(step, manifest) -> dict[str, tuple[int, list[int]]]:
+def _signature(step: Step, manifest: Manifest) -> dict[str, tuple[int, list[int]]]:
     """What a step binds: port name -> (element type, shape)."""
-    elem = ELEM[manifest["dtype"]]
+    elem = ELEM[manifest.dtype]
     sig = {}
-    for b in step["bind"]:
-        if b.get("kind") in ("edge", "output"):
-            sig[b["name"]] = (elem, list(b["shape"]))
-        elif b.get("kind") == "const":
-            sig[b["name"]] = (TensorProto.INT32, [len(b["values"])])
+    for b in step.bind:
+        if b.kind in ("edge", "output"):
+            sig[b.name] = (elem, list(b.shape))
+        elif b.kind == "const":
+            sig[b.name] = (TensorProto.INT32, [len(b.values)])
     return sig
 
 
-def _models(manifest, root, fail) -> None:
+def _models(manifest: Manifest, root: Path, fail) -> None:
     """Every step model parses and declares exactly the tensors its steps bind."""
     seen: dict[str, dict] = {}
-    for part in manifest["partitions"]:
-        for step in part["steps"]:
-            rel = step.get("model")
-            if rel is None:
-                continue
-            sig = _signature(step, manifest)
-            if rel not in seen:
-                seen[rel] = _declared(root / rel, rel, fail)
-            declared = seen[rel]
-            if declared != sig:
-                extra = sorted(set(declared) ^ set(sig))
-                name = extra[0] if extra else next(k for k in sig if declared[k] != sig[k])
-                fail(f"model {rel}: its tensor {name!r} is "
-                     f"{_say(declared.get(name))}, the step of {step.get('layer')} binds "
-                     f"{_say(sig.get(name))}")
+    for _, _, step in manifest.steps():
+        rel = step.model
+        if rel is None:
+            continue
+        sig = _signature(step, manifest)
+        if rel not in seen:
+            seen[rel] = _declared(root / rel, rel, fail)
+        declared = seen[rel]
+        if declared != sig:
+            extra = sorted(set(declared) ^ set(sig))
+            name = extra[0] if extra else next(k for k in sig if declared[k] != sig[k])
+            fail(f"model {rel}: its tensor {name!r} is "
+                 f"{_say(declared.get(name))}, the step of {step.layer} binds "
+                 f"{_say(sig.get(name))}")
 
 
 def _say(entry) -> str:

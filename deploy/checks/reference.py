@@ -19,10 +19,10 @@ def session(path: str | Path, threads: int = 0, dtype: str = "float32") -> ort.I
     """A session on the model at `path`, computing in `dtype` (float32 or float16)."""
     if not Path(path).is_file():
         raise InputError(f"{path}: reference model not found")
-    from deploy.ort.process import _POOL
+    from deploy.ort.process import PROCESS
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if _POOL.get("size"):   # the process has ORT's global pool: the same threads, shared
+    if PROCESS.pool_threads:   # the process has ORT's global pool: the same threads, shared
         opts.use_per_session_threads = False
     else:
         opts.intra_op_num_threads = threads

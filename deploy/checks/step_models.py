@@ -19,11 +19,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import onnx
 
 from csdf.model import CNN
+from deploy.runtime.manifest_records import Manifest
 from sdf3.errors import InputError
 
 
@@ -69,21 +69,22 @@ def first_refused(paths: list[str]) -> tuple[int, str] | None:
     return None if report is None else (int(report[0]), str(report[1]))
 
 
-def check_models(out: Path, models: dict[str, dict[str, Any]], cnns: dict[str, CNN]) -> None:
-    """Check every model of the manifest's `models` (rel path -> {cnn, layer, ...})."""
-    rels = list(models)
+def check_models(out: Path, manifest: Manifest, cnns: dict[str, CNN]) -> None:
+    """Check every step model of `manifest` and its profile models (--with-profile)."""
+    layers = {rel: (m.cnn, m.layer, m.layers) for rel, m in manifest.models.items()}
+    layers.update({p.model: (p.cnn, p.layer, None) for p in manifest.profile or ()})
+    rels = list(layers)
     found = first_refused([str(out / rel) for rel in rels])
     if found is not None:
         rel, why = rels[found[0]], found[1]
-        info = models[rel]
-        cnn = cnns.get(info.get("cnn", ""))
-        layer = info.get("layer", "?")
-        members = info.get("layers") or [layer]      # a fused-tiled group: its layers
+        cnn_name, layer, group = layers[rel]
+        cnn = cnns.get(cnn_name)
+        members = group or [layer]      # a fused-tiled group or a band: its layers
         nodes = [n for m in members if cnn is not None and m in cnn.graph
                  for n in cnn.layer(m).onnx_nodes]
         shown = ", ".join(nodes[:6]) + (f", ... ({len(nodes) - 6} more)" if len(nodes) > 6 else "")
-        what = f"fused-tiled group {layer}" if info.get("layers") else f"layer {layer}"
-        raise StepModelRefused(f"{what} of CNN {info.get('cnn')}"
+        what = f"fused-tiled group {layer}" if group else f"layer {layer}"
+        raise StepModelRefused(f"{what} of CNN {cnn_name}"
                                + (f" (ONNX nodes {shown})" if shown else "")
                                + f": step model {rel}, just written by memtrade, is refused by "
                                f"{why}; this is a fault of memtrade, please report it with the "

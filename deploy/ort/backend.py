@@ -34,7 +34,8 @@ import onnxruntime as ort
 from deploy.ort import optimize as ort_optimize
 from deploy.ort.process import form_options, session_options
 from deploy.ort.weights import external_arrays
-from deploy.runtime.footprint import heap_in_use, trim_heap
+from deploy.runtime.footprint import HeapMeter, trim_heap
+from deploy.runtime.manifest_records import Manifest
 from sdf3.errors import InputError
 
 NP_DTYPE = {"float32": np.float32, "float16": np.float16}
@@ -66,6 +67,7 @@ class OrtBackend:
         self._transforms: dict[str, Callable] = {}      # model path -> its blocked form (plan)
         self.blocked_edges: set[str] = set()
         self._block = 0                      # channels per NCHWc block (layout "blocked")
+        self._heap = HeapMeter()             # session_heap and bind_heap readings
         self._work = tempfile.mkdtemp(prefix="memtrade-ort-")   # optimised models, briefly
         weakref.finalize(self, shutil.rmtree, self._work, True)
         self._opt_paths: dict[tuple[str, str], Path] = {}
@@ -83,33 +85,32 @@ class OrtBackend:
         self.session_heap: dict[str, int] | None = None
 
     # -- storage formats ----------------------------------------------------------------
-    def prepare(self, manifest: dict, root: str | Path) -> None:
+    def prepare(self, manifest: Manifest, root: str | Path) -> None:
         """Have ONNX Runtime optimise every step model up front (in a child process when
         `optimize_in_child`, see deploy/ort/optimize.py), and for layout "blocked" choose the
         edges held in ONNX Runtime's NCHWc layout (deploy/ort/blocked.py); the other steps
         then run as with "auto"."""
         root = Path(root)
-        if any(s.get("primitive") for part in manifest["partitions"] for s in part["steps"]):
+        if any(s.primitive for _, _, s in manifest.steps()):
             from deploy.ort.primitive_forms import prepare_plan_forms   # the plan fixes the forms
             self.blocked_edges = prepare_plan_forms(self, manifest, root)
             return
-        models = sorted({str(root / s["model"]) for part in manifest["partitions"]
-                         for s in part["steps"] if s["model"]})
+        models = sorted({str(root / s.model) for _, _, s in manifest.steps() if s.model})
         first = {"nchw": ["nchw"], "nchwc": ["nchwc"]}.get(self.layout, ["nchwc"])
-        self._prefetch([(key, form) for key in models for form in first])
+        self.prefetch([(key, form) for key in models for form in first])
         if self.layout == "auto":
-            self._prefetch([(key, "nchw") for key in models])
+            self.prefetch([(key, "nchw") for key in models])
         if self.layout != "blocked":
             return
         from deploy.ort import blocked as ob
-        block = ob.block_size(self._options())
+        block = ob.block_size(self.options())
         self._block = block
-        candidates = {s["model"] for part in manifest["partitions"] for s in part["steps"]
-                      if s["model"] and any(b["kind"] == "edge" for b in s["bind"])}
-        regions = {s["model"] for part in manifest["partitions"] for s in part["steps"] if s.get("region")}
+        candidates = {s.model for _, _, s in manifest.steps()
+                      if s.model and any(b.kind == "edge" for b in s.bind)}
+        regions = {s.model for _, _, s in manifest.steps() if s.region}
         forms = {}
         for rel in sorted(candidates):    # graphs only: the weights stay in the side files
-            path = self._optimize(str(root / rel), "nchwc")
+            path = self.optimize(str(root / rel), "nchwc")
             opt = onnx.load(str(path), load_external_data=False)
             external_arrays(opt, path.parent, weights=False)    # shapes inline
             forms[rel] = (ob.region_form(opt, block) if rel in regions
@@ -119,9 +120,9 @@ class OrtBackend:
             self._blocked[str(root / rel)] = ports
             if transform is not None:
                 self._transforms[str(root / rel)] = transform
-        self._prefetch([(key, "nchw") for key in models if key not in self._blocked])
+        self.prefetch([(key, "nchw") for key in models if key not in self._blocked])
 
-    def _prefetch(self, jobs: list[tuple[str, str]]) -> None:
+    def prefetch(self, jobs: list[tuple[str, str]]) -> None:
         """Optimise (model, form) pairs not yet optimised, all in one child process."""
         todo = []
         for key, form in jobs:
@@ -132,7 +133,7 @@ class OrtBackend:
                 self._opt_paths[(key, form)] = target
         if not self.optimize_in_child:
             for key, target, form in todo:
-                ort_optimize.optimize(key, target, form, self._options())
+                ort_optimize.optimize(key, target, form, self.options())
             return
         peak = ort_optimize.in_child(todo)
         self.helper_peak_rss_bytes = max(self.helper_peak_rss_bytes, peak)
@@ -154,7 +155,8 @@ class OrtBackend:
         return arena[offset: offset + count * dt.itemsize].view(dt).reshape(shape)
 
     # -- compile ------------------------------------------------------------------------
-    def _options(self) -> ort.SessionOptions:
+    def options(self) -> ort.SessionOptions:
+        """The options of this backend's step sessions (threads, shared pool and arena)."""
         return session_options(self.threads, self.shared_pool, self.arena)
 
     def load(self, path: str | Path):
@@ -169,12 +171,12 @@ class OrtBackend:
             return _Pending(key) if key not in self.chosen else self._session(key, self.chosen[key])
         return self._session(key, self.layout)
 
-    def _optimize(self, key: str, layout: str) -> Path:
+    def optimize(self, key: str, layout: str) -> Path:
         """ONNX Runtime's optimised form of step model `key` (ORT_ENABLE_ALL, without the
         NCHWc rewrite for "nchw"), in the backend's work folder with every initializer in a
         side file, so neither the graph nor Python ever holds them."""
         form = "nchw" if layout == "nchw" else "nchwc"
-        self._prefetch([(key, form)])
+        self.prefetch([(key, form)])
         return self._opt_paths[(key, form)]
 
     def _session(self, key: str, layout: str) -> ort.InferenceSession:
@@ -186,10 +188,10 @@ class OrtBackend:
         weights before, 2.25 after."""
         skey = f"{layout}:{key}"
         if skey not in self._sessions:
-            before = heap_in_use() if self.session_heap is not None else None
+            before = self._heap.in_use() if self.session_heap is not None else None
             known = len(self._by_content)
             okey = "nchw" if layout == "nchw" else "nchwc"
-            path = self._optimize(key, layout)
+            path = self.optimize(key, layout)
             model = onnx.load(str(path), load_external_data=False)
             arrays = external_arrays(model, path.parent, known=self._by_content)
             if layout == "blocked":
@@ -214,7 +216,7 @@ class OrtBackend:
             trim_heap()
             if before is not None and self.session_heap is not None:
                 added = list(self._by_content.values())[known:]     # this session's new weights
-                self.session_heap[skey] = heap_in_use() - before - sum(a.nbytes for a, _ in added)
+                self.session_heap[skey] = self._heap.in_use() - before - sum(a.nbytes for a, _ in added)
         return self._sessions[skey]
 
     def _shared_weights(self, arrays: dict[str, np.ndarray]
@@ -238,7 +240,8 @@ class OrtBackend:
             path.unlink(missing_ok=True)
             path.with_suffix(".bin").unlink(missing_ok=True)
 
-    def _drop_session(self, skey: str) -> None:
+    def drop_session(self, skey: str) -> None:
+        """Forget the session under `skey` and its weights (a candidate form timed and done)."""
         self._sessions.pop(skey, None)
         self._weights.pop(skey, None)
         self._values.pop(skey, None)
@@ -266,7 +269,7 @@ class OrtBackend:
         same both ways: it is built once (two sessions of the classifier at once were
         MobileNetV2's load peak, 4.9 MiB above the run's)."""
         from deploy.ort.blocked import NCHWC
-        graph = onnx.load(str(self._optimize(key, "nchwc")), load_external_data=False)
+        graph = onnx.load(str(self.optimize(key, "nchwc")), load_external_data=False)
         if not any(n.domain == NCHWC for n in graph.graph.node):
             self.chosen[key] = "nchwc"
             self._drop_optimized(key, "nchw")
@@ -280,10 +283,10 @@ class OrtBackend:
             t = min(_timed(call) for _ in range(5))
             if t < best_t * (0.95 if layout == "nchw" else 1.0):  # plain only if clearly faster
                 if best is not None:
-                    self._drop_session(f"{best}:{key}")
+                    self.drop_session(f"{best}:{key}")
                 best, best_t = layout, t
             else:
-                self._drop_session(f"{layout}:{key}")
+                self.drop_session(f"{layout}:{key}")
         self.chosen[key] = best
         return self._sessions[f"{best}:{key}"]
 
@@ -303,7 +306,7 @@ class OrtBackend:
 
     def _bind(self, session: ort.InferenceSession, inputs: dict[str, np.ndarray],
               outputs: dict[str, np.ndarray]) -> Callable[[], None]:
-        before = heap_in_use() if self.bind_heap is not None else None
+        before = self._heap.in_use() if self.bind_heap is not None else None
         binding = session.io_binding()
         declared = {v.name: v.shape for v in session.get_inputs() + session.get_outputs()}
         for name, arr in inputs.items():
@@ -323,7 +326,7 @@ class OrtBackend:
         def call() -> None:
             run(handle, options)
         if before is not None:
-            self.bind_heap[0] += heap_in_use() - before
+            self.bind_heap[0] += self._heap.in_use() - before
             self.bind_heap[1] += 1
         return call
 

@@ -24,7 +24,6 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -33,6 +32,8 @@ from onnx import TensorProto, helper
 
 from deploy.ort import blocked_rings as rings
 from deploy.ort.blocked_rings import NCHWC, plain_reorder
+from deploy.runtime.manifest import stored_as
+from deploy.runtime.manifest_records import Manifest, Step
 NEUTRAL_OPS = {"Add", "Sum", "Relu", "Clip", "Identity", "Concat"}
 
 
@@ -49,24 +50,20 @@ class StepForm:
     inner: bool = False     # a region step with tensors it may block whatever its ports
 
 
-_BLOCK: dict[str, int] = {}
-
-
 def block_size(opts: ort.SessionOptions) -> int:
     """Channels per NCHWc block on this CPU, asked of ONNX Runtime: ReorderInput pads 4 channels
-    (the least it takes) up to one block. `opts`: the caller's session options (thread pool)."""
-    if "b" not in _BLOCK:
-        x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 1, 1])
-        y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
-        node = helper.make_node("ReorderInput", ["x"], ["y"], domain=NCHWC)
-        model = helper.make_model(helper.make_graph([node], "probe", [x], [y]),
-                                  opset_imports=[helper.make_opsetid("", 13),
-                                                 helper.make_opsetid(NCHWC, 1)])
-        model.ir_version = 8
-        sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                    providers=["CPUExecutionProvider"])
-        _BLOCK["b"] = int(sess.run(None, {"x": np.zeros([1, 4, 1, 1], np.float32)})[0].shape[1])
-    return _BLOCK["b"]
+    (the least it takes) up to one block. `opts`: the caller's session options (thread pool).
+    One small session per call: a caller keeps the answer (OrtBackend.prepare keeps it for its
+    deployment)."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 1, 1])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    node = helper.make_node("ReorderInput", ["x"], ["y"], domain=NCHWC)
+    model = helper.make_model(helper.make_graph([node], "probe", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 13),
+                                             helper.make_opsetid(NCHWC, 1)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return int(sess.run(None, {"x": np.zeros([1, 4, 1, 1], np.float32)})[0].shape[1])
 
 
 def optimized(path: str | Path, workdir: str | Path, opts: ort.SessionOptions) -> onnx.ModelProto:
@@ -172,47 +169,46 @@ def _same_layout_math(model: onnx.ModelProto) -> bool:
     return all(s == shapes[0] for s in shapes)
 
 
-def choose(manifest: dict[str, Any], forms: dict[str, StepForm], block: int) -> set[str]:
+def choose(manifest: Manifest, forms: dict[str, StepForm], block: int) -> set[str]:
     """The edges to store blocked: whole tensors and rows rings (row-blocked, see
     deploy/ort/blocked_rings.py) of batch 1 whose channels fill whole blocks, whose producer
     emits and every consumer accepts the blocked layout (neutral steps: all their tensors
     blocked or none). A model that several steps run (a layer's phases) binds each port to
     the same edges in every step, else none of its edges is blocked."""
-    edges = manifest["edges"]
+    edges = manifest.edges
     ok = {eid for eid, e in edges.items()
-          if e["shape"][0] == 1 and e["shape"][1] % block == 0
-          and (e["layout"] == "hncw" or e["layout"] == "nchw" and e["slots"] == e["shape"][2])}
-    from deploy.runtime.manifest import stored_as
+          if e.shape[0] == 1 and e.shape[1] % block == 0
+          and (e.layout == "hncw" or e.layout == "nchw" and e.whole)}
     stored = stored_as(edges)
     groups: dict[str, set[str]] = {}
     for eid, rep in stored.items():
         groups.setdefault(rep, set()).add(eid)
-    steps = [s for part in manifest["partitions"] for s in part["steps"]]
+    steps = [s for _, _, s in manifest.steps()]
     bound: dict[str, set] = {}
     for s in steps:
-        if s["model"]:
-            bound.setdefault(s["model"], set()).add(tuple(
-                (b["name"], tuple(b["edges"])) for b in s["bind"] if b["kind"] == "edge"))
+        if s.model:
+            bound.setdefault(s.model, set()).add(tuple(
+                (b.name, b.edges) for b in s.bind if b.kind == "edge"))
     changed = True
     while changed:
         before = len(ok)
         for s in steps:
-            ports = [b for b in s["bind"] if b["kind"] == "edge"]
-            form = forms.get(s["model"]) if s["model"] else None
-            if form is None or len(bound[s["model"]]) > 1:   # frame copies, plain-only, mixed
-                for b in s["bind"]:
-                    ok.difference_update(b.get("edges", []))
+            ports = [b for b in s.bind if b.kind == "edge"]
+            form = forms.get(s.model) if s.model else None
+            if form is None or len(bound[s.model]) > 1:   # frame copies, plain-only, mixed
+                for b in s.bind:
+                    ok.difference_update(b.edges)
                 continue
             if form.neutral:
-                ids = {eid for b in ports for eid in b["edges"]}
-                if any(b["kind"] != "edge" for b in s["bind"]) or not ids <= ok:
+                ids = {eid for b in ports for eid in b.edges}
+                if any(b.kind != "edge" for b in s.bind) or not ids <= ok:
                     ok -= ids
                 continue
             for b in ports:
-                allowed = form.emits if b["name"].startswith("out") else form.accepts
-                if b["name"] not in allowed or not set(b["edges"]) <= ok:
-                    ok.difference_update(b["edges"])
-            by_name = {b["name"]: set(b["edges"]) for b in ports}
+                allowed = form.emits if b.writes else form.accepts
+                if b.name not in allowed or not set(b.edges) <= ok:
+                    ok.difference_update(b.edges)
+            by_name = {b.name: set(b.edges) for b in ports}
             for group in form.groups:
                 ids = [by_name.get(name) for name in group]
                 if any(i is None or not i <= ok for i in ids):
@@ -225,25 +221,23 @@ def choose(manifest: dict[str, Any], forms: dict[str, StepForm], block: int) -> 
     return ok
 
 
-def step_ports(manifest: dict[str, Any], forms: dict[str, StepForm], chosen: set[str], block: int):
+def step_ports(manifest: Manifest, forms: dict[str, StepForm], chosen: set[str], block: int):
     """(model, its ports stored blocked, its load-time transform or None) for every step
     model run in the blocked form: a region step also when only tensors inside it go
     blocked (deploy/ort/blocked_regions.py)."""
-    for part in manifest["partitions"]:
-        for step in part["steps"]:
-            if not step["model"]:
-                continue
-            ports = blocked_ports(step, chosen)
-            form = forms.get(step["model"])
-            if step.get("region") and form is not None and (ports or form.inner):
-                yield step["model"], ports, region_rewrite(ports, block)
-            elif ports:
-                yield step["model"], ports, None
+    for _, _, step in manifest.steps():
+        if not step.model:
+            continue
+        ports = blocked_ports(step, chosen)
+        form = forms.get(step.model)
+        if step.region and form is not None and (ports or form.inner):
+            yield step.model, ports, region_rewrite(ports, block)
+        elif ports:
+            yield step.model, ports, None
 
 
-def blocked_ports(step: dict, chosen: set[str]) -> frozenset[str]:
-    return frozenset(b["name"] for b in step["bind"]
-                     if b["kind"] == "edge" and set(b["edges"]) <= chosen)
+def blocked_ports(step: Step, chosen: set[str]) -> frozenset[str]:
+    return frozenset(b.name for b in step.bind if b.kind == "edge" and set(b.edges) <= chosen)
 
 
 def strip(model: onnx.ModelProto, ports: frozenset[str], block: int = 0) -> onnx.ModelProto:
@@ -270,7 +264,7 @@ def strip(model: onnx.ModelProto, ports: frozenset[str], block: int = 0) -> onnx
                 node.output[0] in ports or _copies_to(g, node.output[0], ports)):
             inner = node.input[0]
             source = next((n for n in g.node if inner in n.output), None)
-            if source is not None and inner not in outputs and _readers(g, inner) == [node]:
+            if source is not None and inner not in outputs and node_readers(g, inner) == [node]:
                 source.output[list(source.output).index(inner)] = node.output[0]
                 drop.append(node)
             else:                     # the blocked tensor is needed elsewhere too: copy it
@@ -284,11 +278,12 @@ def strip(model: onnx.ModelProto, ports: frozenset[str], block: int = 0) -> onnx
 
 def _copies_to(g: onnx.GraphProto, name: str, ports: frozenset[str]) -> bool:
     """`name` is read only by Identity nodes that write blocked ports."""
-    readers = _readers(g, name)
+    readers = node_readers(g, name)
     return bool(readers) and all(n.op_type == "Identity" and n.output[0] in ports for n in readers)
 
 
-def _readers(g: onnx.GraphProto, name: str) -> list[onnx.NodeProto]:
+def node_readers(g: onnx.GraphProto, name: str) -> list[onnx.NodeProto]:
+    """The nodes of `g` reading tensor `name`."""
     return [n for n in g.node if name in n.input]
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from deploy.ort.blocked_rings import RING_IN, RING_OUT, Graph, _attrs, plain_reorder
+from deploy.ort.blocked_rings import RING_IN, RING_OUT, Graph, node_attrs, plain_reorder
 
 UNARY = {"Relu", "Clip", "Identity", "Sigmoid", "Cast", "LeakyRelu", "HardSigmoid", "Tanh"}
 BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"}
@@ -104,7 +104,7 @@ def _judge(graph: Graph, isle: Island, ports_in: set[str], block: int) -> None:
             isle.why = why
 
     for node in isle.nodes:              # the nodes' order is the graph's (topological)
-        op, a = node.op_type, _attrs(node)
+        op, a = node.op_type, node_attrs(node)
         ins = [] if op == "ReorderOutput" else _data_inputs(node)
         for x in ins:
             if x in ports_in:
@@ -205,7 +205,7 @@ def _ring_write(graph: Graph, node: onnx.NodeProto, y: str) -> bool:
     if node is None:
         return False
     if node.op_type == "Transpose":
-        return list(_attrs(node).get("perm", [])) == RING_OUT
+        return list(node_attrs(node).get("perm", [])) == RING_OUT
     return node.op_type == "Reshape" and _reshape_kind(graph, node) == "out"
 
 
@@ -245,7 +245,7 @@ def rewrite(model: onnx.ModelProto, ports: frozenset[str], block: int) -> onnx.M
                 c = isle.channels[node.input[0]]
                 _become_reshape(node, const([0, c, 0, -1]))
             elif op == "Transpose":
-                perm = list(_attrs(node)["perm"]) + [4]
+                perm = list(node_attrs(node)["perm"]) + [4]
                 del node.attribute[:]
                 node.attribute.append(helper.make_attribute("perm", perm))
             elif op == "Reshape":

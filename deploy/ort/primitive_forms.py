@@ -11,12 +11,13 @@ are made here, at load time (deploy/ort/blocked.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import onnx
 from onnx import helper
 
 from deploy.ort import blocked as ob
+from deploy.runtime.manifest import stored_as
+from deploy.runtime.manifest_records import Manifest, Step
 from deploy.steps import primitives
 from sdf3.errors import InputError
 
@@ -36,7 +37,7 @@ def strip_ports(model: onnx.ModelProto, ports: frozenset[str] | set[str]) -> onn
             continue
         src = producer.get(node.input[0])
         if src is not None and ob.plain_reorder(src, "ReorderOutput"):
-            readers = ob._readers(g, src.output[0])
+            readers = ob.node_readers(g, src.output[0])
             if not all(r.op_type == "Identity" and r.output[0] in ports for r in readers):
                 node.input[0] = src.input[0]
                 alone.add(port)
@@ -96,48 +97,47 @@ def stripped_step(optimized: onnx.ModelProto, form: ob.StepForm, ports: set[str]
     return add_reorders(model, all_ports - ports) if form.neutral else model
 
 
-def prepare_plan_forms(backend, manifest: dict[str, Any], root: Path) -> set[str]:
+def prepare_plan_forms(backend, manifest: Manifest, root: Path) -> set[str]:
     """Fix every step's form from its primitive (manifest step key `primitive`) on
     `backend` (deploy/ort/backend.py); returns the edges stored blocked."""
-    block = ob.block_size(backend._options())
-    steps = [s for part in manifest["partitions"] for s in part["steps"]]
-    from deploy.runtime.manifest import stored_as
-    stored = stored_as(manifest["edges"])      # edges of one tensor in one buffer: one
+    block = ob.block_size(backend.options())
+    steps = [s for _, _, s in manifest.steps()]
+    stored = stored_as(manifest.edges)      # edges of one tensor in one buffer: one
     members: dict[str, list[str]] = {}
     for eid, rep in stored.items():
         members.setdefault(rep, []).append(eid)
-    ends: dict[str, list[dict]] = {}           # stored tensor -> its producer and readers' steps
+    ends: dict[str, list[Step]] = {}           # stored tensor -> its producer and readers' steps
     for s in steps:
-        for rep in {stored[e] for b in s["bind"] if b["kind"] in ("edge", "frame") for e in b["edges"]}:
+        for rep in {stored[e] for b in s.bind if b.kind in ("edge", "frame") for e in b.edges}:
             ends.setdefault(rep, []).append(s)
 
-    def nchwc(step: dict) -> bool:
-        name = step.get("primitive")
-        return bool(step["model"]) and name is not None and primitives.get(name).layout == "nchwc"
+    def nchwc(step: Step) -> bool:
+        name = step.primitive
+        return bool(step.model) and name is not None and primitives.get(name).layout == "nchwc"
 
     blocked = set()
     for rep, eids in members.items():          # one layout for the writer and every reader
         at = ends.get(rep, [])
-        if all(e["layout"] == "nchw" and e["shape"][0] == 1 and e["slots"] == e["shape"][2]
-               and e["shape"][1] % block == 0 for e in (manifest["edges"][x] for x in eids)) \
+        if all(e.layout == "nchw" and e.shape[0] == 1 and e.whole and e.shape[1] % block == 0
+               for e in (manifest.edges[x] for x in eids)) \
                 and len(at) == len(eids) + 1 and all(nchwc(s) for s in at):
             blocked.update(eids)
-    backend._prefetch([(str(root / s["model"]), "nchwc" if nchwc(s) else "nchw")
-                       for s in steps if s["model"]])
+    backend.prefetch([(str(root / s.model), "nchwc" if nchwc(s) else "nchw")
+                       for s in steps if s.model])
     for s in steps:
-        if not s["model"]:
+        if not s.model:
             continue
-        key = str(root / s["model"])
-        ports = {b["name"] for b in s["bind"] if b["kind"] == "edge" and set(b["edges"]) <= blocked}
+        key = str(root / s.model)
+        ports = {b.name for b in s.bind if b.kind == "edge" and set(b.edges) <= blocked}
         if not nchwc(s) or not ports:
             backend.fix_form(key, "nchwc" if nchwc(s) else "nchw")
             continue
-        names = {b["name"] for b in s["bind"] if b["kind"] in ("edge", "output")}
-        opt = onnx.load(str(backend._optimize(key, "nchwc")), load_external_data=False)
-        form = ob.step_form(opt, ob.graph_only(root / s["model"], opt))
+        names = {b.name for b in s.bind if b.kind in ("edge", "output")}
+        opt = onnx.load(str(backend.optimize(key, "nchwc")), load_external_data=False)
+        form = ob.step_form(opt, ob.graph_only(root / s.model, opt))
         ins = {n for n in names if n.startswith("in")}
         if not (form.neutral or (ins <= form.accepts and names - ins <= form.emits)):
-            raise InputError(f"plan: layer {s['layer']}: primitive {s['primitive']} does not "
+            raise InputError(f"plan: layer {s.layer}: primitive {s.primitive} does not "
                              "run blocked on this machine's ONNX Runtime (profile it here)")
         backend.fix_form(key, "nchwc", frozenset(ports),
                          lambda m, f=form, p=set(ports), a=set(names): stripped_step(m, f, p, a))

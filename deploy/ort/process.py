@@ -10,9 +10,6 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 
-_ARENA: dict[str, int | bool] = {}
-
-
 # The shared arena's first chunk (`arena_chunk`): four times the plan's measured workspace,
 # at least 8 MiB. Address space more than memory: pages a step never touches are never
 # resident and best fit keeps reusing the chunk's low addresses, so the resident workspace
@@ -31,58 +28,68 @@ def arena_chunk(workspace_bytes: int) -> int:
     return max(ARENA_CHUNK_MIN, need)
 
 
-def plan_arena(workspace_bytes: int) -> None:
-    """Size the shared arena's first chunk for a plan whose steps need `workspace_bytes`;
-    effective only before the arena is registered (the process's first step session)."""
-    if "ok" not in _ARENA:
-        _ARENA["chunk"] = arena_chunk(workspace_bytes)
+class OrtProcess:
+    """ONNX Runtime's process-wide state for step sessions: whether the shared CPU arena is
+    registered (and its first chunk) and the size of the global intra-op thread pool. ORT
+    registers both once per process and cannot take them back, so the process has exactly
+    one of these, `PROCESS` below; it records what was set so that nothing sets it twice
+    and later sessions (step and reference sessions) know whether to use it."""
 
+    def __init__(self):
+        self.arena_first_chunk = ARENA_CHUNK_MIN
+        self.arena: bool | None = None         # None: not asked yet; False: ORT refused it
+        self.pool_threads: int | None = None   # None: not asked yet; 0: ORT refused it
 
-def _shared_arena() -> bool:
-    """One CPU memory arena for every step session that opts in, registered once per
-    process. With an arena per session, each of the hundreds of step sessions keeps the
-    peak of its own intermediates (reordered NCHWc copies of its input and output) for
-    good; shared, they reuse one region sized by the largest step, which also stays in
-    cache. Measured on MobileNetV2 reuse-only (2 cores): peak RSS 250 -> 194 MB, frame
-    7.9 -> 6.6 ms. Only sessions that set session.use_env_allocators use it, so this
-    changes no other session of the process. MEMTRADE_ORT_SHARED_ARENA=0 turns it off."""
-    if os.environ.get("MEMTRADE_ORT_SHARED_ARENA", "1") == "0":
-        return False
-    if "ok" not in _ARENA:
-        try:
-            info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
-                                     ort.OrtMemType.DEFAULT)
-            # max_mem 0: no cap; extend by powers of two (-1: ORT's default) from one first
-            # chunk (arena_chunk); -1: ORT's default dead bytes per chunk
-            ort.create_and_register_allocator(info, ort.OrtArenaCfg(0, -1, _ARENA.get("chunk", ARENA_CHUNK_MIN), -1))
-            _ARENA["ok"] = True
-        except (AttributeError, RuntimeError, ort.capi.onnxruntime_pybind11_state.Fail):
-            _ARENA["ok"] = False
-    return _ARENA["ok"]
+    def plan_arena(self, workspace_bytes: int) -> None:
+        """Size the shared arena's first chunk for a plan whose steps need `workspace_bytes`;
+        effective only before the arena is registered (the process's first step session)."""
+        if self.arena is None:
+            self.arena_first_chunk = arena_chunk(workspace_bytes)
 
-
-_POOL: dict[str, int] = {}
-
-
-def _shared_pool(threads: int) -> bool:
-    """One intra-op thread pool for all step sessions of the process (set once). With a
-    pool per session, the hundreds of sessions' idle workers spin against each other:
-    measured on MobileNetV2 (2 cores) 64 fps with per-session pools, 84 with one pool.
-    It changes every later session of the process (they must then use the global pool), so
-    only whole-process runners ask for it (`explore run`, the benchmark), never the library
-    by default. MEMTRADE_ORT_SHARED_POOL=0 turns it off."""
-    if os.environ.get("MEMTRADE_ORT_SHARED_POOL", "1") == "0":
-        return False
-    size = threads or os.cpu_count() or 1
-    if "size" not in _POOL:
-        try:
-            from onnxruntime.capi import _pybind_state
-            _pybind_state.set_global_thread_pool_sizes(size, 1)
-        except (ImportError, AttributeError, RuntimeError):
-            _POOL["size"] = 0
+    def shared_arena(self) -> bool:
+        """One CPU memory arena for every step session that opts in, registered once per
+        process. With an arena per session, each of the hundreds of step sessions keeps the
+        peak of its own intermediates (reordered NCHWc copies of its input and output) for
+        good; shared, they reuse one region sized by the largest step, which also stays in
+        cache. Measured on MobileNetV2 reuse-only (2 cores): peak RSS 250 -> 194 MB, frame
+        7.9 -> 6.6 ms. Only sessions that set session.use_env_allocators use it, so this
+        changes no other session of the process. MEMTRADE_ORT_SHARED_ARENA=0 turns it off."""
+        if os.environ.get("MEMTRADE_ORT_SHARED_ARENA", "1") == "0":
             return False
-        _POOL["size"] = size
-    return _POOL["size"] > 0
+        if self.arena is None:
+            try:
+                info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                                         ort.OrtMemType.DEFAULT)
+                # max_mem 0: no cap; extend by powers of two (-1: ORT's default) from one first
+                # chunk (arena_chunk); -1: ORT's default dead bytes per chunk
+                ort.create_and_register_allocator(
+                    info, ort.OrtArenaCfg(0, -1, self.arena_first_chunk, -1))
+                self.arena = True
+            except (AttributeError, RuntimeError, ort.capi.onnxruntime_pybind11_state.Fail):
+                self.arena = False
+        return self.arena
+
+    def shared_pool(self, threads: int) -> bool:
+        """One intra-op thread pool for all step sessions of the process (set once). With a
+        pool per session, the hundreds of sessions' idle workers spin against each other:
+        measured on MobileNetV2 (2 cores) 64 fps with per-session pools, 84 with one pool.
+        It changes every later session of the process (they must then use the global pool),
+        so only whole-process runners ask for it (`explore run`, the benchmark), never the
+        library by default. MEMTRADE_ORT_SHARED_POOL=0 turns it off."""
+        if os.environ.get("MEMTRADE_ORT_SHARED_POOL", "1") == "0":
+            return False
+        if self.pool_threads is None:
+            size = threads or os.cpu_count() or 1
+            try:
+                from onnxruntime.capi import _pybind_state
+                _pybind_state.set_global_thread_pool_sizes(size, 1)
+                self.pool_threads = size
+            except (ImportError, AttributeError, RuntimeError):
+                self.pool_threads = 0
+        return self.pool_threads > 0
+
+
+PROCESS = OrtProcess()      # this process's ONNX Runtime state (see OrtProcess)
 
 
 def session_options(threads: int, shared_pool: bool, arena: bool = True) -> ort.SessionOptions:
@@ -94,9 +101,9 @@ def session_options(threads: int, shared_pool: bool, arena: bool = True) -> ort.
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     if not arena:
         opts.enable_cpu_mem_arena = False
-    elif _shared_arena():
+    elif PROCESS.shared_arena():
         opts.add_session_config_entry("session.use_env_allocators", "1")
-    if shared_pool and _shared_pool(threads):
+    if shared_pool and PROCESS.shared_pool(threads):
         opts.use_per_session_threads = False
     else:
         opts.intra_op_num_threads = threads
@@ -121,7 +128,7 @@ def init_runtime(threads: int = 0, shared_pool: bool = False, workspace_bytes: i
     after it (deploy/runtime/footprint.py reports it apart as runtime_init_bytes).
     `workspace_bytes`: the plan's measured workspace, which sizes the shared arena's first
     chunk (arena_chunk) when this registers it."""
-    plan_arena(workspace_bytes)
+    PROCESS.plan_arena(workspace_bytes)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
     model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "init",

@@ -22,6 +22,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from deploy.runtime.manifest_records import Manifest, Step
+
 
 class FormKeeper:
     """OrtBackend.on_session hook: each session's graph and weights saved as one standalone
@@ -54,58 +56,57 @@ def _dims(value: onnx.ValueInfoProto) -> list | None:
     return out if out and all(isinstance(d, int) and d > 0 for d in out) else None
 
 
-def probed(step: dict, manifest: dict, whole: bool) -> bool:
+def probed(step: Step, manifest: Manifest, whole: bool) -> bool:
     """The steps whose models a run measures: every step with a model in a deployment of
     whole layers (`whole`); otherwise those a plan's by-parts context changes: a region or
     part step, or a whole layer's step reading or writing a rows ring (beside parts)."""
-    if not step.get("model"):
+    if not step.model:
         return False
-    if whole or step.get("region"):
+    if whole or step.region:
         return True
-    if str(manifest["models"].get(step["model"], {}).get("variant", "")).startswith("part"):
+    model = manifest.models.get(step.model)
+    if model is not None and model.variant.startswith("part"):
         return True
-    edges = manifest["edges"]
-    return any(b["kind"] == "edge" and edges[b["edges"][0]]["layout"] == "hncw" for b in step["bind"])
+    return any(b.kind == "edge" and manifest.edges[b.edges[0]].layout == "hncw" for b in step.bind)
 
 
-def shares(step: dict) -> dict[str, float]:
+def shares(step: Step) -> dict[str, float]:
     """The layers a step model's session state belongs to: its layer, or a region model's
     layers by their firings in it."""
-    firings = Counter(layer for layer, _ in step.get("region") or [[step["layer"], 0]])
+    firings = Counter(layer for layer, _ in step.region or [(step.layer, 0)])
     total = sum(firings.values())
     return {layer: n / total for layer, n in firings.items()}
 
 
-def deployed_jobs(backend, keeper: FormKeeper, manifest: dict, root: Path, whole: bool,
+def deployed_jobs(backend, keeper: FormKeeper, manifest: Manifest, root: Path, whole: bool,
                   threads: int = 1) -> list[tuple[dict[str, float], dict]]:
     """Per distinct step model probed (`probed`), once the deployment is loaded: ({layer:
     share}, probe job of its kept form bound as its first step binds it: blocked ports in
     their declared 5-D shapes, row slots and masks by value; with "held", the heap its
     session kept in the deployment, where the backend counted it: `session_heap`)."""
     seen, out = set(), []
-    dtype = str(np.dtype(manifest["dtype"]))
-    for part in manifest["partitions"]:
-        for step in part["steps"]:
-            if not probed(step, manifest, whole) or step["model"] in seen:
+    dtype = str(np.dtype(manifest.dtype))
+    for _, _, step in manifest.steps():
+        if not probed(step, manifest, whole) or step.model in seen:
+            continue
+        seen.add(step.model)
+        skey = backend.session_key(Path(root) / step.model)
+        if skey not in keeper.paths:       # never built (a tuned-away layout)
+            continue
+        declared = keeper.ports[skey]
+        ports: dict[str, dict] = {"inputs": {}, "outputs": {}}
+        for b in step.bind:
+            side = "outputs" if b.name.startswith(("out", "sink")) else "inputs"
+            if b.kind == "const":
+                ports[side][b.name] = {"shape": [len(b.values)], "values": list(b.values)}
                 continue
-            seen.add(step["model"])
-            skey = backend.session_key(Path(root) / step["model"])
-            if skey not in keeper.paths:       # never built (a tuned-away layout)
-                continue
-            declared = keeper.ports[skey]
-            ports: dict[str, dict] = {"inputs": {}, "outputs": {}}
-            for b in step["bind"]:
-                side = "outputs" if b["name"].startswith(("out", "sink")) else "inputs"
-                if b["kind"] == "const":
-                    ports[side][b["name"]] = {"shape": list(np.shape(b["values"])), "values": b["values"]}
-                    continue
-                shape, dims = [int(d) for d in b["shape"]], declared.get(b["name"])
-                if dims and int(np.prod(dims)) == int(np.prod(shape)):
-                    shape = dims
-                ports[side][b["name"]] = {"shape": shape, "dtype": dtype}
-            job = {"model": str(keeper.paths[skey]), "mode": "deployed", "threads": threads, **ports}
-            held = (backend.session_heap or {}).get(skey)
-            if held is not None:           # what building it kept in the deployment itself
-                job["held"] = max(0, int(held))
-            out.append((shares(step), job))
+            shape, dims = [int(d) for d in b.shape], declared.get(b.name)
+            if dims and int(np.prod(dims)) == int(np.prod(shape)):
+                shape = dims
+            ports[side][b.name] = {"shape": shape, "dtype": dtype}
+        job = {"model": str(keeper.paths[skey]), "mode": "deployed", "threads": threads, **ports}
+        held = (backend.session_heap or {}).get(skey)
+        if held is not None:           # what building it kept in the deployment itself
+            job["held"] = max(0, int(held))
+        out.append((shares(step), job))
     return out

@@ -23,6 +23,7 @@ import numpy as np
 from csdf.model import CNN
 from csdf.parts import phases_for_rows
 from deploy.runtime.child import child_env
+from deploy.runtime.manifest_records import Step
 
 
 def ladder_rows(cnn: CNN) -> list[int]:
@@ -38,7 +39,8 @@ def ladder_rows(cnn: CNN) -> list[int]:
     return ks
 
 
-def _plan(cnn: CNN, phases: dict[str, int], precision: str) -> dict:
+def single_partition_plan(cnn: CNN, phases: dict[str, int], precision: str) -> dict:
+    """The plan (as plan.json holds it) of `cnn` in one partition under `phases`."""
     from explorer.app.model import PRECISIONS, Application, Partition
     from explorer.plan.derive import derive, plan_for
     app = Application(cnn.name, {cnn.name: cnn}, [Partition(f"{cnn.name}.all", cnn.name, cnn.order())],
@@ -71,7 +73,7 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
 
     manifest = mf.load(deploy_dir)
     init_runtime(threads, True)
-    be = OrtBackend(manifest["dtype"], threads, True, layout)
+    be = OrtBackend(manifest.dtype, threads, True, layout)
     be.bind_heap = [0, 0]
     keeper = None
     if keep is not None:
@@ -81,17 +83,17 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
     ex = executor.Executor(manifest, deploy_dir, be)
     be.on_session = None
     run = ex.cnns[cnn]
-    steps = [(_shares(step), i, part) for part, mpart in
-             zip(run.partitions, [p for p in manifest["partitions"] if p["cnn"] == cnn])
-             for i, step in enumerate(mpart["steps"])]
+    steps = [(time_shares(step), i, part) for part, mpart in
+             zip(run.partitions, [p for p in manifest.partitions if p.cnn == cnn])
+             for i, step in enumerate(mpart.steps)]
     layers = sorted({name for shares, _, _ in steps for name in shares})
     rng = np.random.default_rng(0)
-    shape = manifest["cnns"][cnn]["inputs"][0]["shape"]
+    shape = manifest.cnns[cnn].inputs[0].shape
     data = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
     per_frame: dict[str, list[float]] = {name: [] for name in layers}
     plain: list[float] = []
     for f in range(warmup + 2 * frames):
-        executor._FRAME.frame = data[f % len(data)]
+        executor.set_frame(data[f % len(data)])
         parity = f % 2
         if f >= warmup and (f - warmup) % 2:      # a frame as run_stream runs it
             start = time.perf_counter()
@@ -121,21 +123,21 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
     return out
 
 
-def _shares(step: dict) -> dict[str, float]:
+def time_shares(step: Step) -> dict[str, float]:
     """Which layers a step's time belongs to: its layer, or for a region step (a band of
     firings, deploy/build/regions.py) each firing's layer by its share of the band's work
     (the step's `work`, multiply-adds or outputs per firing). One call's time cannot be
     split by measurement; the band's sum is what the evaluator adds up again."""
-    if not step.get("region"):
-        return {step["layer"]: 1.0}
+    if not step.region:
+        return {step.layer: 1.0}
     work: dict[str, float] = {}
-    for (layer, _), w in zip(step["region"], step["work"]):
+    for (layer, _), w in zip(step.region, step.work or ()):
         work[layer] = work.get(layer, 0.0) + w
     total = sum(work.values()) or 1.0
     return {layer: v / total for layer, v in work.items()}
 
 
-def _step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
+def step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
                          layout: str, keep: Path | None = None, whole: bool = False) -> dict:
     """step_times in a process of its own, as `explore run` runs: ONNX Runtime's one
     process-wide thread pool (which a process cannot share with per-session pools)."""
@@ -166,7 +168,7 @@ def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads:
     the least frame and layers' sum: contention from other processes only ever adds time,
     so the least is the closest to a quiet machine (the benchmark measures plans the same
     way, benchmarks/granularity.py). `regions`: deployed as `explore deploy --steps regions`
-    deploys (a band's time shared among its layers, `_shares`), else one step per firing."""
+    deploys (a band's time shared among its layers, `time_shares`), else one step per firing."""
     with tempfile.TemporaryDirectory() as tmp:
         ladder = Ladder(cnn, Path(tmp), precision, frames, threads, layout, regions)
         for _ in range(max(1, rounds)):
@@ -210,7 +212,7 @@ class Ladder:
         self.folders: list[tuple[Path, dict[str, int]]] = []
         for i, phases in enumerate(every):
             out = Path(folder) / f"run{i}"
-            deploy_plan(_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
+            deploy_plan(single_partition_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
             self.folders.append((out, phases))
         # per deployment: what its step models hold as it runs them, per layer (bands.py):
         # every step of the whole deployment, the by-parts steps of the others (regions)
@@ -226,7 +228,7 @@ class Ladder:
         for i, (out, _) in enumerate(self.folders):
             first = self.best[i] is None
             keep = out.with_name(out.name + "-forms") if first and self.probe[i] else None
-            timed = _step_times_in_child(out, self.cnn.name, self.frames, self.threads,
+            timed = step_times_in_child(out, self.cnn.name, self.frames, self.threads,
                                          self.layout, keep, self.runs[i][1] is None)
             if keep is not None:
                 self.bands[i] = band_bytes(timed.pop("probes", []))

@@ -42,7 +42,7 @@ def _form_transform(backend, key: str, work: str, blocked: list[str], plain: lis
     from deploy.ort.primitive_forms import blocked_form, stripped_step
     ins = [p for p in blocked + plain if p.startswith("in")]
     outs = [p for p in blocked + plain if not p.startswith("in")]
-    found = blocked_form(key, work, backend._options(), ins, outs)
+    found = blocked_form(key, work, backend.options(), ins, outs)
     if found is None:
         raise RuntimeError(f"{key}: no blocked form on this machine")
     form = found[1]
@@ -99,14 +99,13 @@ def time_jobs(deploy_dir: Path, jobs: list[dict], threads: int, repeats: int) ->
 
     manifest = mf.load(deploy_dir)
     init_runtime(threads, True)
-    backend = OrtBackend(manifest["dtype"], threads, True, "blocked")
+    backend = OrtBackend(manifest.dtype, threads, True, "blocked")
     ex = executor.Executor(manifest, deploy_dir, backend)
-    (cnn, info), = manifest["cnns"].items()
-    executor._FRAME.frame = np.random.default_rng(0).standard_normal(
-        info["inputs"][0]["shape"]).astype(np.float32)
-    (part,), = [[p for p in manifest["partitions"] if p["cnn"] == cnn]]
+    (cnn, info), = manifest.cnns.items()
+    executor.set_frame(np.random.default_rng(0).standard_normal(info.inputs[0].shape).astype(np.float32))
+    (part,), = [[p for p in manifest.partitions if p.cnn == cnn]]
     calls = ex.cnns[cnn].partitions[0].calls[0]
-    index = {s["layer"]: i for i, s in enumerate(part["steps"])}
+    index = {s.layer: i for i, s in enumerate(part.steps)}
     for call in calls:
         call()
     out = []
@@ -116,7 +115,7 @@ def time_jobs(deploy_dir: Path, jobs: list[dict], threads: int, repeats: int) ->
             if job["model"] is None:
                 keys, targets = [], [calls[k]]
             else:
-                bound = [_bind_variant(backend, ex, (part["name"], k, 0), job, v, work)
+                bound = [_bind_variant(backend, ex, (part.name, k, 0), job, v, work)
                          for v in range(len(job["variants"]))]
                 keys, targets = [b[0] for b in bound], [b[1] for b in bound]
             others = calls[k + 1:] + calls[:k]
@@ -133,11 +132,11 @@ def time_jobs(deploy_dir: Path, jobs: list[dict], threads: int, repeats: int) ->
             result = {"ms": [float(v) for v in np.median(t, axis=1)],
                       "diff": [float(v) for v in np.median(t - t[0], axis=1)]}
             if job.get("check"):
-                result["max_abs_diff"] = _check(calls, k, ex.views[(part["name"], k, 0)][1], targets)
+                result["max_abs_diff"] = _check(calls, k, ex.views[(part.name, k, 0)][1], targets)
             out.append(result)
             for key in keys:                   # one candidate's sessions at a time
                 for layout in ("nchw", "nchwc", "blocked"):
-                    backend._drop_session(f"{layout}:{key}")
+                    backend.drop_session(f"{layout}:{key}")
     return out
 
 

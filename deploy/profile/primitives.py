@@ -91,7 +91,7 @@ def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, thre
     transitions: {edge: {src, dst, to_nchwc_ms, to_nchw_ms, to_nchwc_workspace_bytes,
     to_nchw_workspace_bytes}}, how}. Input layers are the frame copy: one NCHW form."""
     backend = OrtBackend(dtype, threads, layout="nchw")
-    opts = backend._options()
+    opts = backend.options()
     block = ob.block_size(opts)
     layers: dict[str, dict] = {}
     jobs, where = [], []            # workspace probes, and (layer, primitive) of each
@@ -147,7 +147,7 @@ def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, thre
                 where.append((name, prim))
             layers[name] = entries
         transitions, tjobs = _transitions(cnn, layers, dtype, threads, folder)
-        ms = primitive_timing.measure(_context(cnn, layers, dtype, Path(tmp) / "context"), timing,
+        ms = primitive_timing.measure(context(cnn, layers, dtype, Path(tmp) / "context"), timing,
                                       threads, repeats)
         measured = workspace_probe.measure(jobs + [j for j, _ in tjobs])
     for (name, prim, ends), t in zip(timed, ms):
@@ -168,15 +168,15 @@ def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, thre
     return {"block": block, "layers": layers, "transitions": transitions, "how": HOW}
 
 
-def _context(cnn: CNN, layers: dict, dtype: str, out: Path) -> Path:
+def context(cnn: CNN, layers: dict, dtype: str, out: Path) -> Path:
     """The deployment whose frame candidates are timed in: `cnn` whole, every layer with
     ONNX Runtime's own kernels, NCHWc where the layer has that form (the fastest primitive
     on almost every layer here, so what the plans chosen mostly run), else the plain Conv;
     arena placed as `explore` plans it. A context of plain Convs only (MLAS's im2col
     buffers evicting more of the cache) predicted the ResNet-style plans 13 % slow."""
     from deploy.build.derive import derive
-    from deploy.profile.ladder import _plan
-    plan = _plan(cnn, {n: 1 for n in cnn.order()}, {"float32": "fp32", "float16": "fp16"}[dtype])
+    from deploy.profile.ladder import single_partition_plan
+    plan = single_partition_plan(cnn, {n: 1 for n in cnn.order()}, {"float32": "fp32", "float16": "fp16"}[dtype])
     plan["primitives"] = {cnn.name: {n: ("ort_nchwc" if "ort_nchwc" in layers[n] else primitives.DEFAULT)
                                      for n in cnn.order() if cnn.layer(n).op != INPUT}}
     derive(plan, {cnn.name: cnn}, out)

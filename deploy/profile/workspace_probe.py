@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 from deploy.runtime.child import child_env
-from deploy.runtime.footprint import heap_in_use
+from deploy.runtime.footprint import HeapMeter
 
 THRESHOLD = 16384
 REPEATS = 3                 # fresh-thread runs per step; the least peak is kept
@@ -51,8 +51,8 @@ def _status(key: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {key}")
 
 
-def _in_use() -> int:
-    heap = heap_in_use()
+def _in_use(meter: HeapMeter) -> int:
+    heap = meter.in_use()
     return heap if heap is not None else _status("VmRSS")
 
 
@@ -87,7 +87,8 @@ def _probe(job: dict) -> tuple[int, int]:
     else:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         disabled = ["NchwcTransformer"] if job["mode"] == "nchw" else None
-    loaded = _in_use()
+    meter = HeapMeter()
+    loaded = _in_use(meter)
     sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"],
                                 disabled_optimizers=disabled)
     binding = sess.io_binding()
@@ -102,7 +103,7 @@ def _probe(job: dict) -> tuple[int, int]:
         keep.append(arr)
         binding.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
     sess.run_with_iobinding(binding)
-    state = max(0, _in_use() - loaded - weights - sum(a.nbytes for a in keep))
+    state = max(0, _in_use(meter) - loaded - weights - sum(a.nbytes for a in keep))
     peaks = []
     for _ in range(REPEATS):
         with open("/proc/self/clear_refs", "w") as f:

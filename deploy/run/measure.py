@@ -65,10 +65,10 @@ class Frames:
         return self
 
 
-def frames_for(manifest: dict[str, Any], count: int, seed: int) -> dict[str, Frames]:
+def frames_for(manifest: mf.Manifest, count: int, seed: int) -> dict[str, Frames]:
     """Frame i goes to CNN i mod n (manifest order); values are seeded standard normals."""
-    names = list(manifest["cnns"])
-    return {name: Frames(manifest["cnns"][name]["inputs"][0]["shape"],
+    names = list(manifest.cnns)
+    return {name: Frames(list(manifest.cnns[name].inputs[0].shape),
                          count // len(names) + (1 if i < count % len(names) else 0), seed, i).fill()
             for i, name in enumerate(names)}
 
@@ -93,28 +93,28 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
              check: bool, warmup: int, shared_pool: bool, layout: str) -> dict[str, Any]:
     manifest = mf.load(deploy_dir)
     manifest_check.check(manifest, deploy_dir)     # before anything is allocated or run
-    backend_name = backend or manifest["backend"]
+    backend_name = backend or manifest.backend
     if backend_name == "tensorrt":   # the standalone runner is the GPU executor
         from deploy.tensorrt import backend as backend_trt
         return backend_trt.measure(deploy_dir, frames, seed, warmup, check)
-    routed = frames_for(manifest, max(frames, len(manifest["cnns"])), seed)
+    routed = frames_for(manifest, max(frames, len(manifest.cnns)), seed)
     if backend_name == "onnxruntime":   # imports belong before the baseline
         from deploy.ort import backend as backend_ort, blocked as ort_blocked  # noqa: F401
         from deploy.ort import process as ort_process
     kept: dict[str, list] = {}    # the check's copies of outputs: resident before the
     for name, stream in routed.items() if check else ():   # baseline, not in the footprint
-        kept[name] = [[np.ones(o["shape"], np.float32) for o in manifest["cnns"][name]["outputs"]]
+        kept[name] = [[np.ones(o.shape, np.float32) for o in manifest.cnns[name].outputs]
                       for _ in range(min(CHECKED, len(stream)))]
     fp = Footprint()
     init = None
     if backend_name == "onnxruntime":
         init = lambda: ort_process.init_runtime(  # noqa: E731
-            threads, shared_pool, manifest.get("plan_workspace_bytes") or 0)
+            threads, shared_pool, manifest.plan_workspace_bytes or 0)
     fp.start(init)
-    be = make_backend(backend_name, manifest["dtype"], threads, shared_pool, layout)
+    be = make_backend(backend_name, manifest.dtype, threads, shared_pool, layout)
     ex = Executor(manifest, deploy_dir, be)
     fp.counted = {"weights_bytes": be.param_bytes(),
-                  "arena_bytes": int(ex.arena.nbytes if manifest["arena_bytes"] else 0),
+                  "arena_bytes": int(ex.arena.nbytes if manifest.arena_bytes else 0),
                   "scratch_bytes": scratch_bytes(ex)}
     fp.loaded()
     fps, calls, outputs = {}, {}, {}
@@ -141,12 +141,12 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
     magnitude: dict[str, float | None] = {}   # largest |reference output|: the diff's scale
     if check:
         for name, stream in routed.items():
-            ref_path = manifest["cnns"][name]["reference"]
+            ref_path = manifest.cnns[name].reference
             if ref_path is None:
                 diff[name] = magnitude[name] = None
                 continue
             # the unmodified model at the plan's precision (deploy/run/verdict.py)
-            sess = reference.session(Path(deploy_dir) / ref_path, threads, manifest["dtype"])
+            sess = reference.session(Path(deploy_dir) / ref_path, threads, manifest.dtype)
             worst, size = 0.0, 0.0
             for frame, got in zip(stream, outputs[name]):
                 want = reference.run(sess, frame)
@@ -169,9 +169,9 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
     return result
 
 
-def plan_figures(manifest: dict[str, Any]) -> dict[str, Any]:
+def plan_figures(manifest: mf.Manifest) -> dict[str, Any]:
     """The plan's own figures, reported beside the measured ones (never as measured)."""
-    return {key: manifest.get(key) for key in
+    return {key: getattr(manifest, key) for key in
             ("plan_param_bytes", "plan_buffer_bytes", "plan_workspace_bytes",
              "plan_session_bytes", "plan_output_bytes", "plan_memory_bytes")}
 

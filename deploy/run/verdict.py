@@ -36,21 +36,21 @@ NOISE = 2.0
 EXIT_MISMATCH = 4
 
 
-def rounding(deploy_dir: str | Path, manifest: dict[str, Any], frames: dict[str, list[np.ndarray]],
+def rounding(deploy_dir: str | Path, manifest, frames: dict[str, list[np.ndarray]],
              threads: int = 0) -> dict[str, float | None]:
     """Per CNN, max |fp16 reference - fp32 reference| over its frames (0.0 for fp32 plans,
     None without a reference model)."""
     out: dict[str, float | None] = {}
     for name, stream in frames.items():
-        ref = manifest["cnns"][name].get("reference")
+        ref = manifest.cnns[name].reference
         if ref is None:
             out[name] = None
             continue
-        if manifest["dtype"] == "float32":
+        if manifest.dtype == "float32":
             out[name] = 0.0
             continue
         exact = reference.session(Path(deploy_dir) / ref, threads)
-        half = reference.session(Path(deploy_dir) / ref, threads, manifest["dtype"])
+        half = reference.session(Path(deploy_dir) / ref, threads, manifest.dtype)
         worst = 0.0
         for frame in stream:
             for a, b in zip(reference.run(exact, frame), reference.run(half, frame)):
@@ -93,11 +93,11 @@ def for_run(deploy_dir: str | Path, result: dict[str, Any], frames: int, seed: i
     from deploy.runtime import manifest as mf
     from deploy.run.measure import frames_for
     manifest = mf.load(deploy_dir)
-    noise: dict[str, float | None] = {name: 0.0 for name in manifest["cnns"]}
-    if manifest["dtype"] != "float32":
+    noise: dict[str, float | None] = {name: 0.0 for name in manifest.cnns}
+    if manifest.dtype != "float32":
         # the rounding scale from the first frames of each CNN (the ones measured first)
-        count = min(max(frames, len(manifest["cnns"])), 4 * len(manifest["cnns"]))
+        count = min(max(frames, len(manifest.cnns)), 4 * len(manifest.cnns))
         noise = rounding(deploy_dir, manifest, frames_for(manifest, count, seed), threads)
-    stored = {name: reference.stored_dtype(Path(deploy_dir) / info["reference"])
-              for name, info in manifest["cnns"].items() if info.get("reference")}
-    return judge(result, manifest["dtype"], noise, stored)
+    stored = {name: reference.stored_dtype(Path(deploy_dir) / info.reference)
+              for name, info in manifest.cnns.items() if info.reference}
+    return judge(result, manifest.dtype, noise, stored)

@@ -19,10 +19,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
+from deploy.runtime.manifest_records import Binding, Manifest, Step, StoredEdge
 from sdf3.errors import InputError
 
 
@@ -50,38 +51,38 @@ class CnnRun:
 
 
 class Executor:
-    def __init__(self, manifest: dict[str, Any], deploy_dir: str | Path, backend):
+    def __init__(self, manifest: Manifest, deploy_dir: str | Path, backend):
         self.manifest, self.backend = manifest, backend
         root = Path(deploy_dir)
-        self.arena = backend.alloc(manifest["arena_bytes"])
+        self.arena = backend.alloc(manifest.arena_bytes)
         if hasattr(backend, "prepare"):    # a backend may store some edges in its own layout
             backend.prepare(manifest, root)
-        self.dtype = np.dtype(manifest["dtype"])
-        edges = manifest["edges"]
+        self.dtype = np.dtype(manifest.dtype)
+        edges = manifest.edges
         self.consts: list[np.ndarray] = []     # idx vectors: scratch outside the arena
         self.cnns: dict[str, CnnRun] = {}
         # (partition, step index, parity) -> the step's bound (inputs, outputs): a caller may
         # bind another model of the same step to them (deploy/profile/primitive_timing.py)
         self.views: dict[tuple[str, int, int], tuple[dict, dict]] = {}
-        for name, info in manifest["cnns"].items():
-            groups = [g for g in manifest["pipelines"] if set(g) & set(info["partitions"])]
-            pipelined = len(info["partitions"]) > 1 and len(groups) == 1
+        for name, info in manifest.cnns.items():
+            groups = [g for g in manifest.pipelines if set(g) & set(info.partitions)]
+            pipelined = len(info.partitions) > 1 and len(groups) == 1
             # a copy per frame parity only where two frames are in flight (a pipeline)
-            outs = [[np.zeros(self._stored(o), self.dtype) for o in info["outputs"]]
+            outs = [[np.zeros(o.stored_shape, self.dtype) for o in info.outputs]
                     for _ in range(2 if pipelined else 1)]
             if not pipelined:
                 outs = [outs[0], outs[0]]
-            self.cnns[name] = CnnRun(name, [], pipelined, info["inputs"][0]["shape"], outs,
-                                     [o["layout"] for o in info["outputs"]])
-        sink_index = {(c, o["layer"]): i for c, info in manifest["cnns"].items()
-                      for i, o in enumerate(info["outputs"])}
-        for part in manifest["partitions"]:
-            run = self.cnns[part["cnn"]]
+            self.cnns[name] = CnnRun(name, [], pipelined, list(info.inputs[0].shape), outs,
+                                     [o.layout for o in info.outputs])
+        sink_index = {(c, o.layer): i for c, info in manifest.cnns.items()
+                      for i, o in enumerate(info.outputs)}
+        for part in manifest.partitions:
+            run = self.cnns[part.cnn]
             calls: list[list[Callable]] = [[], []]
             labels: list[str] = []
-            for index, step in enumerate(part["steps"]):
-                if step.get("tiles"):             # a fused-tiled group: one call per tile
-                    from deploy.steps.tiles import tile_calls
+            for index, step in enumerate(part.steps):
+                if step.group is not None and step.group.tiles:   # one call per tile
+                    from deploy.runtime.tiled import tile_calls
                     for parity in (0, 1):
                         calls[parity].extend(tile_calls(self, backend, root, step, parity, run, sink_index))
                     labels += [_label(index, step, f"tile {t}")
@@ -89,40 +90,39 @@ class Executor:
                     continue
                 labels.append(_label(index, step))
                 try:                      # ONNX Runtime loads (and may optimise) the model here
-                    session = backend.load(root / step["model"]) if step["model"] else None
+                    session = backend.load(root / step.model) if step.model else None
                 except InputError:
                     raise
                 except Exception as err:
-                    raise _failed(part["cnn"], part["name"], labels[-1], err) from None
+                    raise _failed(part.cnn, part.name, labels[-1], err) from None
                 # a step that binds the same edges on both parities (any step outside a
                 # pipeline) has one binding for both: ONNX Runtime keeps ~2.3 KB per
                 # binding, and a by-parts frame has a step per layer and phase
-                same = all(b["kind"] == "const" or (b["kind"] == "output" and not run.pipelined)
-                           or (b["kind"] in ("edge", "frame") and b["edges"][0] == b["edges"][1])
-                           for b in step["bind"])
+                same = all(b.kind == "const" or (b.kind == "output" and not run.pipelined)
+                           or (b.kind in ("edge", "frame") and b.edges[0] == b.edges[1])
+                           for b in step.bind)
                 for parity in (0, 1):
                     if parity == 1 and same:
-                        self.views[(part["name"], index, 1)] = self.views[(part["name"], index, 0)]
+                        self.views[(part.name, index, 1)] = self.views[(part.name, index, 0)]
                         calls[1].append(calls[0][-1])
                         continue
                     ins, outs, frame_targets = {}, {}, []
-                    for b in step["bind"]:
-                        kind = b["kind"]
-                        if kind == "frame":
-                            e = edges[b["edges"][parity]]
-                            frame_targets.append((self._edge_view(e, 0, None), e["layout"]))
-                        elif kind == "const":
-                            arr = np.asarray(b["values"], np.int32)
+                    for b in step.bind:
+                        if b.kind == "frame":
+                            e = edges[b.edges[parity]]
+                            frame_targets.append((self.edge_view(e, 0, None), e.layout))
+                        elif b.kind == "const":
+                            arr = np.asarray(b.values, np.int32)
                             self.consts.append(arr)
-                            ins[b["name"]] = arr
-                        elif kind == "output":
-                            arr = run.outputs[parity][sink_index[(part["cnn"], b["layer"])]]
-                            outs[b["name"]] = self._slot(arr, b)
+                            ins[b.name] = arr
+                        elif b.kind == "output":
+                            arr = run.outputs[parity][sink_index[(part.cnn, b.layer)]]
+                            outs[b.name] = self._slot(arr, b)
                         else:
-                            e = edges[b["edges"][parity]]
-                            view = self._edge_view(e, b["slot"], b["shape"])
-                            (outs if b["name"].startswith("out") else ins)[b["name"]] = view
-                    self.views[(part["name"], index, parity)] = (ins, outs)
+                            e = edges[b.edges[parity]]
+                            view = self.edge_view(e, b.slot, b.shape)
+                            (outs if b.writes else ins)[b.name] = view
+                    self.views[(part.name, index, parity)] = (ins, outs)
                     if session is None:
                         calls[parity].append(_frame_copy(frame_targets, run, parity))
                         continue
@@ -131,25 +131,20 @@ class Executor:
                     except InputError:
                         raise
                     except Exception as err:
-                        raise _failed(part["cnn"], part["name"], labels[-1], err) from None
-            run.partitions.append(Partition(part["name"], part["cnn"], calls, labels))
+                        raise _failed(part.cnn, part.name, labels[-1], err) from None
+            run.partitions.append(Partition(part.name, part.cnn, calls, labels))
 
     # -- views --------------------------------------------------------------------------
-    def _stored(self, out: dict) -> list[int]:
-        n, c, h, w = out["shape"]
-        return [n, c, h, w] if out["layout"] == "nchw" else [h, n, c, w]
-
-    def _edge_view(self, e: dict, slot: int, shape: list[int] | None) -> np.ndarray:
-        n, c, h, w = e["shape"]
-        if shape is None:
-            shape = [n, c, h, w] if e["layout"] == "nchw" else [e["slots"], n, c, w]
-        return self.backend.view(self.arena, e["offset"] + slot * e["row_bytes"], shape)
+    def edge_view(self, e: StoredEdge, slot: int, shape) -> np.ndarray:
+        """The arena view of edge `e` from row `slot`, `shape` (None: its whole region)."""
+        shape = e.stored_shape if shape is None else list(shape)
+        return self.backend.view(self.arena, e.offset + slot * e.row_bytes, shape)
 
     @staticmethod
-    def _slot(arr: np.ndarray, b: dict) -> np.ndarray:
-        if list(arr.shape) == list(b["shape"]):
+    def _slot(arr: np.ndarray, b: Binding) -> np.ndarray:
+        if list(arr.shape) == list(b.shape):
             return arr
-        return arr[b["slot"]: b["slot"] + int(b["shape"][0])]     # a part's rows
+        return arr[b.slot: b.slot + int(b.shape[0])]     # a part's rows
 
     # -- running ------------------------------------------------------------------------
     def run_stream(self, cnn: str, frames, keep_outputs: bool | int = True,
@@ -239,10 +234,10 @@ class Executor:
             raise errors[0]
 
 
-def _label(index: int, step: dict, tile: str = "") -> str:
-    what = f"layer {step.get('layer')} phase {step.get('phase', 0)}"
+def _label(index: int, step: Step, tile: str = "") -> str:
+    what = f"layer {step.layer} phase {step.phase}"
     return (f"step {index} ({what}" + (f", {tile}" if tile else "")
-            + (f", model {step['model']}" if step.get("model") else "") + ")")
+            + (f", model {step.model}" if step.model else "") + ")")
 
 
 def _run_calls(part: Partition, parity: int) -> None:
@@ -276,3 +271,9 @@ _FRAME = threading.local()
 
 def _current_frame() -> np.ndarray:
     return _FRAME.frame
+
+
+def set_frame(frame: np.ndarray) -> None:
+    """The frame this thread's Input steps copy (what run_stream sets per frame), for a
+    caller that runs a partition's calls itself (deploy/profile/)."""
+    _FRAME.frame = frame

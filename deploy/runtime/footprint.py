@@ -15,7 +15,6 @@ state: the rest of what loading kept; and how far the load peak rose above the r
 from __future__ import annotations
 
 import ctypes
-import functools
 import resource
 import sys
 from dataclasses import asdict, dataclass, field
@@ -60,27 +59,31 @@ class _Mallinfo2(ctypes.Structure):
                                                "keepcost")]
 
 
-@functools.cache
-def _mallinfo2():
-    """glibc's mallinfo2, or None without glibc >= 2.33."""
-    try:
-        fn = ctypes.CDLL("libc.so.6").mallinfo2
-    except (OSError, AttributeError):
-        return None
-    fn.restype = _Mallinfo2
-    return fn
+class HeapMeter:
+    """glibc's mallinfo2, looked up once by whoever measures heaps (a backend counting its
+    sessions' and bindings' heap, a workspace probe): `in_use` is None without glibc >= 2.33."""
+
+    def __init__(self):
+        try:
+            self._fn = ctypes.CDLL("libc.so.6").mallinfo2
+            self._fn.restype = _Mallinfo2
+        except (OSError, AttributeError):
+            self._fn = None
+
+    def in_use(self) -> int | None:
+        """Bytes malloc has handed out and not taken back (the heap's blocks in use plus
+        mmapped ones). Exact where RSS moves in pages and heap top-pads: a small step's
+        session state is tens of KiB (the workspace probe, deploy/profile/workspace_probe.py;
+        the ladder's bytes per call, deploy/profile/ladder.py)."""
+        if self._fn is None:
+            return None
+        info = self._fn()
+        return int(info.uordblks + info.hblkhd)
 
 
 def heap_in_use() -> int | None:
-    """Bytes malloc has handed out and not taken back (glibc's mallinfo2: the heap's blocks in
-    use plus mmapped ones), or None without glibc >= 2.33. Exact where RSS moves in pages
-    and heap top-pads: a small step's session state is tens of KiB (the workspace probe,
-    deploy/profile/workspace_probe.py; the ladder's bytes per call, deploy/profile/ladder.py)."""
-    fn = _mallinfo2()
-    if fn is None:
-        return None
-    info = fn()
-    return int(info.uordblks + info.hblkhd)
+    """HeapMeter().in_use() for a single reading."""
+    return HeapMeter().in_use()
 
 
 def trim_heap() -> None:

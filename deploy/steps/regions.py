@@ -87,13 +87,7 @@ def fusable(cnn: CNN, layer: Layer) -> bool:
     return layer.op in ELEMENTWISE_OPS or layer.op == "Concat"
 
 
-def stored_shape(e: dict) -> list[int]:
-    """How a manifest edge lies in the arena: [N, C, H, W], or rows outermost [slots, N, C, W]."""
-    n, c, h, w = e["shape"]
-    return [n, c, h, w] if e["layout"] == "nchw" else [e["slots"], n, c, w]
-
-
-def pieces(band: list[Firing], edges: dict[str, dict]) -> tuple[list[list[Piece]], list[dict]]:
+def pieces(band: list[Firing], edges: dict) -> tuple[list[list[Piece]], list[dict]]:
     """Each read of each firing of `band` split into gathered and inner rows, and the input
     bindings: one ring port per read with gathered rows (its slot indices), one per whole
     read. `edges`: the manifest's edges."""
@@ -106,7 +100,7 @@ def pieces(band: list[Firing], edges: dict[str, dict]) -> tuple[list[list[Piece]
             if r.whole:
                 port = f"in{_count_ports(binds)}"
                 binds.append({"kind": "edge", "name": port, "edges": list(r.copies), "slot": 0,
-                              "shape": stored_shape(e)})
+                              "shape": e.stored_shape})
                 mine.append(Piece(port, 0, (), True))
                 continue
             inner, old = [], []
@@ -125,9 +119,9 @@ def pieces(band: list[Firing], edges: dict[str, dict]) -> tuple[list[list[Piece]
             if old:
                 port = f"in{_count_ports(binds)}"
                 binds.append({"kind": "edge", "name": port, "edges": list(r.copies), "slot": 0,
-                              "shape": stored_shape(e)})
+                              "shape": e.stored_shape})
                 binds.append({"kind": "const", "name": f"{port}_idx",
-                              "values": [row % e["slots"] for row in old]})
+                              "values": [row % e.slots for row in old]})
             mine.append(Piece(port, len(old), tuple(inner)))
         made.setdefault(f.layer, []).append((i, f.first, f.count))
         out.append(mine)
@@ -147,7 +141,7 @@ def key(band: list[Firing], split: list[list[Piece]]) -> tuple:
 
 
 def region_model(cnn: CNN, band: list[Firing], split: list[list[Piece]],
-                 edges: dict[str, dict], dtype: str) -> onnx.ModelProto:
+                 edges: dict, dtype: str) -> onnx.ModelProto:
     """The band's model (`split`: pieces(band, edges)[0]; `edges`: the manifest's edges)."""
     b = Builder(dtype)
     elem = ONNX_TYPE[dtype]
@@ -164,10 +158,10 @@ def region_model(cnn: CNN, band: list[Firing], split: list[list[Piece]],
                 e = edges[r.copies[0]]
                 if p.port not in declared:
                     declared.add(p.port)
-                    inputs.append(helper.make_tensor_value_info(p.port, elem, stored_shape(e)))
+                    inputs.append(helper.make_tensor_value_info(p.port, elem, e.stored_shape))
                 if p.whole:
                     x = p.port
-                    if e["layout"] != "nchw":
+                    if e.layout != "nchw":
                         x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
                     if dtype != "float32":
                         x = b.node("Cast", [x], to=TensorProto.FLOAT)

@@ -25,7 +25,6 @@ from csdf.model import CNN, Layer
 from csdf.tiling import Group, Tile, distinct_shapes, tile_group
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
 from deploy.steps.parts import layer_core
-from sdf3.errors import InputError
 
 
 def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nchw") -> onnx.ModelProto:
@@ -71,11 +70,11 @@ def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[st
                dtype: str, out: Path, models: dict, safe: Callable[[str], str],
                edges: dict | None = None) -> dict[str, Any]:
     """The manifest step of one tiled group: its tile calls (model, region, bindings).
-    `edges`: the manifest's edges (their layouts)."""
+    `edges`: the manifest's edges by name (records with a `layout`)."""
     layers = list(group.layers)
     first, last = cnn.layer(layers[0]), layers[-1]
     in_edges = edge_copies(first.inputs[0], layers[0])
-    layout = (edges or {}).get(in_edges[0], {}).get("layout", "nchw")
+    layout = getattr((edges or {}).get(in_edges[0]), "layout", "nchw")
     mids = [edge_copies(a, b) for a, b in group.internal_edges()]
     succ = [d for d in cnn.order() if cnn.graph.has_edge(last, d)]
     outs = [edge_copies(last, d) for d in succ]
@@ -107,44 +106,3 @@ def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[st
     return {"layer": layers[0], "group": layers, "grid": [group.n, group.m], "phase": 0,
             "model": None, "bind": bind, "in": in_edges, "outs": outs, "sink": last if sink else None,
             "tiles": calls}
-
-
-def tile_calls(executor, backend, root: Path, step: dict, parity: int, run, sink_index: dict
-               ) -> list[Callable[[], None]]:
-    """One call per tile: ORT on the bound views, then the output tile pasted in place."""
-    edges = executor.manifest["edges"]
-    cnn = run.name
-    in_e = edges[step["in"][parity]]
-    if in_e["layout"] not in ("nchw", "hncw") or in_e["slots"] != in_e["shape"][2]:
-        raise InputError(f"plan: edge {step['in'][parity]} feeds a tiled group but is not held whole")
-    whole_in = executor._edge_view(in_e, 0, None)
-    targets = [(executor._edge_view(edges[e[parity]], 0, None), edges[e[parity]]["layout"])
-               for e in step["outs"]]
-    for e in step["outs"]:
-        if edges[e[parity]]["slots"] != edges[e[parity]]["shape"][2]:
-            raise InputError(f"plan: edge {e[parity]} leaves a tiled group but is not held whole")
-    if step["sink"] is not None:
-        targets.append((run.outputs[parity][sink_index[(cnn, step["sink"])]], "nchw"))
-    calls = []
-    for t in step["tiles"]:
-        session = backend.load(root / t["model"])
-        tile_out = np.zeros(t["out_shape"], executor.dtype)
-        executor.consts.append(tile_out)
-        starts = np.asarray(t["starts"], np.int64)
-        ends = np.asarray(t["ends"], np.int64)
-        executor.consts.extend([starts, ends])
-        outs = {f"mid{k}": executor._edge_view(edges[m["edges"][parity]], 0, m["shape"])
-                for k, m in enumerate(t["mids"])}
-        outs["out"] = tile_out
-        run_tile = backend.bind(session, {"in0": whole_in, "starts": starts, "ends": ends}, outs)
-        h0, h1, w0, w1 = t["region"]
-        # rows-first (HNCW) targets take the tile transposed: a consumer by parts reads rows
-        views = [(v[h0:h1, :, :, w0:w1], (2, 0, 1, 3)) if lay == "hncw" else (v[:, :, h0:h1, w0:w1], None)
-                 for v, lay in targets]
-
-        def call(run_tile=run_tile, views=views, tile_out=tile_out) -> None:
-            run_tile()
-            for v, perm in views:
-                v[...] = tile_out if perm is None else tile_out.transpose(perm)
-        calls.append(call)
-    return calls

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 from deploy.tensorrt import board_runner
 from sdf3.errors import InputError
@@ -36,8 +35,10 @@ def copy_runner(out_dir: str | Path) -> Path:
     return Path(out_dir) / "board_runner.py"
 
 
-def build_engines(out_dir: str | Path, manifest: dict[str, Any]) -> int:
-    return board_runner.build_all(str(out_dir), manifest)
+def build_engines(out_dir: str | Path, manifest) -> int:
+    """Engines for every step model of `manifest` (deploy/runtime/manifest_records.Manifest;
+    the runner reads it as the dicts of its JSON)."""
+    return board_runner.build_all(str(out_dir), manifest.to_dict())
 
 
 def measure(deploy_dir: str | Path, frames: int, seed: int, warmup: int, check: bool) -> dict:

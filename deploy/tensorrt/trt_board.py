@@ -12,9 +12,9 @@ import threading
 import numpy as np
 
 try:
-    from .trt_cuda import ALIGN, Cuda, trt, trt_major, _logger
+    from .trt_cuda import ALIGN, Cuda, trt, trt_major, trt_logger
 except ImportError:  # run as a script: the modules lie flat in DIR
-    from trt_cuda import ALIGN, Cuda, trt, trt_major, _logger
+    from trt_cuda import ALIGN, Cuda, trt, trt_major, trt_logger
 try:
     from .trt_engines import Engine, engine_path
 except ImportError:  # run as a script: the modules lie flat in DIR
@@ -33,7 +33,7 @@ class Board(object):
         self.cuda = Cuda()
         self.dir, self.m = deploy_dir, manifest
         self.dtype = np.dtype(manifest["dtype"])
-        self.runtime = trt.Runtime(_logger())
+        self.runtime = trt.Runtime(trt_logger())
         self.arena = self.cuda.malloc(manifest["device_arena_bytes"])
         self.engines = {}
         for rel in manifest["models"]:
@@ -174,7 +174,9 @@ class Board(object):
         return total
 
 
-def _reference(cuda, runtime, path, frame):
+def reference_engine(cuda, runtime, path, frame):
+    """The engine of the unmodified model at `path`, bound to its own device buffers, fed
+    `frame`: a call that runs it and returns its outputs (the yardstick of `run`)."""
     eng = Engine(runtime, path)
     scratch = cuda.malloc(max(eng.scratch, ALIGN))
     eng.attach(scratch)

@@ -82,7 +82,7 @@ class Cuda(object):
         self.check(self.lib.cudaStreamSynchronize(ctypes.c_void_p(stream)), "cudaStreamSynchronize")
 
 
-def _capsule(ptr):
+def device_capsule(ptr):
     """A PyCapsule around a device pointer, for bindings that take `void*` as a capsule."""
     new = ctypes.pythonapi.PyCapsule_New
     new.restype = ctypes.py_object
@@ -90,5 +90,6 @@ def _capsule(ptr):
     return new(ptr, None, None)
 
 
-def _logger():
+def trt_logger():
+    """TensorRT's logger, warnings and errors only."""
     return trt.Logger(trt.Logger.WARNING)

@@ -11,9 +11,9 @@ import os
 import sys
 
 try:
-    from .trt_cuda import trt, trt_major, _capsule, _logger
+    from .trt_cuda import trt, trt_major, device_capsule, trt_logger
 except ImportError:  # run as a script: the modules lie flat in DIR
-    from trt_cuda import trt, trt_major, _capsule, _logger
+    from trt_cuda import trt, trt_major, device_capsule, trt_logger
 
 
 def load_manifest(deploy_dir):
@@ -26,7 +26,7 @@ def load_manifest(deploy_dir):
 
 def build_engine(onnx_path, fp16, workspace=1 << 28):
     """Serialized engine (bytes) of one ONNX file; fp16 kernels allowed when asked."""
-    logger = _logger()
+    logger = trt_logger()
     builder = trt.Builder(logger)
     if trt_major() >= 10:
         network = builder.create_network(0)   # explicit batch is the only mode
@@ -136,4 +136,4 @@ def _set(setter, ptr):
     try:
         setter(ptr)
     except TypeError:        # bindings that want a capsule for void*
-        setter(_capsule(ptr))
+        setter(device_capsule(ptr))

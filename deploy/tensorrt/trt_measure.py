@@ -11,13 +11,13 @@ import time
 import numpy as np
 
 try:
-    from .trt_board import Board, _reference
+    from .trt_board import Board, reference_engine
 except ImportError:  # run as a script: the modules lie flat in DIR
-    from trt_board import Board, _reference
+    from trt_board import Board, reference_engine
 try:
-    from .trt_cuda import ALIGN, Cuda, trt, _logger
+    from .trt_cuda import ALIGN, Cuda, trt, trt_logger
 except ImportError:  # run as a script: the modules lie flat in DIR
-    from trt_cuda import ALIGN, Cuda, trt, _logger
+    from trt_cuda import ALIGN, Cuda, trt, trt_logger
 try:
     from .trt_engines import Engine, engine_path, load_manifest
 except ImportError:  # run as a script: the modules lie flat in DIR
@@ -73,7 +73,7 @@ def measure(deploy_dir, frames=20, seed=0, warmup=3, check=True):
         calls[n] = board.cnns[n]["calls"] // len(stream)
         ref = m["cnns"][n].get("reference")
         if check and ref:
-            run_ref = _reference(board.cuda, board.runtime, engine_path(deploy_dir, ref), stream[0])
+            run_ref = reference_engine(board.cuda, board.runtime, engine_path(deploy_dir, ref), stream[0])
             worst = 0.0
             for frame, got in zip(stream, outs):
                 for g, w in zip(got, run_ref(frame)):
@@ -100,7 +100,7 @@ def profile(deploy_dir, repeats=50):
     m = load_manifest(deploy_dir)
     if not m.get("profile"):
         raise SystemExit("%s: no profile models; deploy with `explore deploy --with-profile`" % deploy_dir)
-    cuda, runtime = Cuda(), trt.Runtime(_logger())
+    cuda, runtime = Cuda(), trt.Runtime(trt_logger())
     stream = cuda.stream()
     tables = {}
     for entry in m["profile"]:

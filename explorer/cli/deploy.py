@@ -72,10 +72,10 @@ def _deploy(args: argparse.Namespace, out: Path) -> int:
     app = load_app(plan["app"])
     manifest = derive(plan, app.cnns, out, args.backend, args.with_profile, where=args.plan,
                       regions=args.steps == "regions")
-    steps = sum(len(p["steps"]) for p in manifest["partitions"])
-    print(f"deployed {manifest['name'] or Path(args.plan).stem}: {len(manifest['models'])} step models, "
-          f"{steps} steps, arena {manifest['arena_bytes']} B "
-          f"(device {manifest['device_arena_bytes']} B) -> {args.out}")
+    steps = sum(len(p.steps) for p in manifest.partitions)
+    print(f"deployed {manifest.name or Path(args.plan).stem}: {len(manifest.models)} step models, "
+          f"{steps} steps, arena {manifest.arena_bytes} B "
+          f"(device {manifest.device_arena_bytes} B) -> {args.out}")
     if args.backend == "tensorrt":
         from deploy.tensorrt import backend as backend_trt
         if backend_trt.available():
