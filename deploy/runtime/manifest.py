@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+from csdf.model import EdgeId
 from sdf3.errors import InputError
 
 FORMAT = "memtrade-deployment"
@@ -52,9 +53,8 @@ def stored_as(edges: dict[str, dict[str, Any]]) -> dict[str, str]:
     first: dict[tuple, str] = {}
     out: dict[str, str] = {}
     for name in sorted(edges):
-        cnn, rest = name.split(".", 1)
-        e = edges[name]
-        key = (cnn, rest.split("->")[0], e.get("buffer"), e.get("offset"), e.get("bytes"))
+        edge, e = EdgeId.parse(name), edges[name]
+        key = (edge.cnn, edge.src, e.get("buffer"), e.get("offset"), e.get("bytes"))
         out[name] = first.setdefault(key, name)
     return out
 

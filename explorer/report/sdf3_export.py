@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from csdf.model import EdgeId
 from sdf3.graph import Graph
 
 TIME_UNIT = "ns"
@@ -34,11 +35,10 @@ def partition_graph(app, plan, part, evaluator=None) -> Graph:
 
     cnn = app.cnns[part.cnn]
     groups = {}
-    if (getattr(plan, "tilings", None) or {}).get(part.cnn):
+    if plan.tilings.get(part.cnn):
         # fused-tiled groups: one actor per group, one phase per tile (csdf/tiled_csdf.py)
         from csdf.tiled_csdf import tiled_csdf
-        from explorer.tiling.fused import tilings_from_json
-        tiled = tilings_from_json(plan.tilings)[part.cnn]
+        tiled = list(plan.tilings[part.cnn])
         groups = {g.name: g for g in tiled}
         graph = tiled_csdf(cnn, part.layers, plan.phases[part.cnn], tiled,
                            part.name.replace(".", "_"), self_loops=True)
@@ -46,9 +46,9 @@ def partition_graph(app, plan, part, evaluator=None) -> Graph:
         graph = to_csdf(cnn, part.layers, plan.phases[part.cnn], name=part.name.replace(".", "_"),
                         self_loops=True)
     for ch in graph.channels:
-        e = plan.edges.get(f"{part.cnn}.{ch.name}")
+        e = plan.edges.get(EdgeId.parse(f"{part.cnn}.{ch.name}"))
         if ch.src != ch.dst and e is not None:
-            ch.capacity = int(e["rows"])
+            ch.capacity = int(e.rows)
     if evaluator is not None:
         for actor in graph.actors.values():
             if actor.name in groups:

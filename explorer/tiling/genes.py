@@ -15,13 +15,13 @@ explorer.search.algorithm2.algorithm2 the labels and ranges of the longer chromo
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from csdf.tiling import Group, blocks, grid, segments
 from explorer.app.model import Application
 from explorer.plan.derive import ViewCache, plan_for, whole_phases
-from explorer.tiling.fused import Tilings, derive_tiled, fps as tiled_fps, tilings_json
+from explorer.tiling.fused import Tilings, derive_tiled, fps as tiled_fps
 from explorer.plan.genes import GeneSpace, gene_space
 from explorer.plan.model import Plan
 
@@ -176,5 +176,4 @@ def plan_tiled(app: Application, evaluate: TiledEvaluation, genes, fps: dict[str
     """plan.json of a chromosome: explorer.plan.derive.plan_for + the `tilings` key."""
     d, tilings = evaluate.derive(genes)
     plan = plan_for(app, d, fps, met, list(genes))
-    plan.tilings = tilings_json(tilings)
-    return plan
+    return replace(plan, tilings={c: tuple(gs) for c, gs in tilings.items() if gs})
