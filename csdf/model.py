@@ -129,7 +129,7 @@ class CNN:
         return sum(self.edge_elements(u, v) for u, v in self.edges())
 
 
-_EDGE_NAME = re.compile(r"^(?P<cnn>[^.]+)\.(?P<src>.+)->(?P<dst>.+?)(?:\((?P<copy>\d+)\))?$")
+_EDGE_NAME = re.compile(r"^(?P<cnn>[^.]+)\.(?P<src>.+)->(?P<dst>.+?)(?:\((?P<copy>[1-9]\d*)\))?$")
 
 
 @dataclass(frozen=True, order=True)
@@ -138,7 +138,8 @@ class EdgeId:
     or "cnn.src->dst(k)" for copy k (1 or 2) of a double-buffered pipeline edge (copy 0:
     the edge itself). A dst of "*" names one produced tensor stored once for all its
     readers (explorer/memory/tensors.py). `str` writes the name, `parse` reads it back; the
-    CNN's name holds no ".", a layer's may (src runs to the last "->")."""
+    CNN's name holds no ".", a layer's may (src runs to the last "->"). Each name has one
+    identity and back: "(0)" is no copy number, so "a.b->c(0)" is the edge to layer "c(0)"."""
 
     cnn: str
     src: str

@@ -170,7 +170,7 @@ def _tilings(plan: Plan, cnns, fail) -> dict[str, tuple]:
     return plan.tilings
 
 
-def copies(edges: dict[EdgeId, Any], cnn: str, src: str, dst: str) -> list[EdgeId]:
+def _copies(edges: dict[EdgeId, Any], cnn: str, src: str, dst: str) -> list[EdgeId]:
     """The plan's names of edge src -> dst: the edge itself, or its copies (1) and (2)."""
     one = EdgeId(cnn, src, dst)
     return [one] if one in edges else [one.with_copy(k) for k in (1, 2) if one.with_copy(k) in edges]
@@ -182,7 +182,7 @@ def _rings(cnns, parts, phases, firings, edges, inner, fail) -> None:
     owner = {(p.cnn, layer): p.name for p in parts for layer in p.layers}
     for cnn_name, cnn in cnns.items():
         for src, dst in cnn.edges():
-            names = copies(edges, cnn_name, src, dst)
+            names = _copies(edges, cnn_name, src, dst)
             if not names:
                 fail(f"edges: no entry for edge {EdgeId(cnn_name, src, dst)}")
             if owner[(cnn_name, src)] != owner[(cnn_name, dst)]:
@@ -200,7 +200,7 @@ def _rings(cnns, parts, phases, firings, edges, inner, fail) -> None:
         for t, layer in enumerate(firings[part.name]):
             steps[layer].append(t)
         for src, dst in internal_edges(cnn, order):
-            name = copies(edges, cnn.name, src, dst)[0]
+            name = _copies(edges, cnn.name, src, dst)[0]
             if name in inner:
                 continue
             _ring(name, edges[name].rows, steps[src], ph.get(src, 1),

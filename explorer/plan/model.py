@@ -115,9 +115,6 @@ class Plan:
     session_bytes: int = 0                     # measured session state, part of memory_bytes
     output_bytes: int = 0                      # the CNNs' output arrays, part of memory_bytes
 
-    def partition(self, name: str) -> PlanPartition:
-        return next(p for p in self.partitions if p.name == name)
-
     def placed(self) -> bool:
         """Every buffer has an arena offset (an offset planner's plan)."""
         return bool(self.buffers) and all(b.offset is not None for b in self.buffers)

@@ -16,6 +16,8 @@ from sdf3.errors import InputError
     ("mobilenet_v2.features.0/conv->features.1", ("mobilenet_v2", "features.0/conv", "features.1", 0)),
     ("m.a(3)x->b", ("m", "a(3)x", "b", 0)),
     ("m.src->*(2)", ("m", "src", "*", 2)),         # a tensor stored once for all readers
+    ("m.a->b(0)", ("m", "a", "b(0)", 0)),           # no copy 0: one name, one identity
+    ("m.a->b(12)", ("m", "a", "b", 12)),
 ])
 def test_parse_reads_each_field(name, fields):
     e = EdgeId.parse(name)
