@@ -3,8 +3,9 @@ is a file a user may edit or damage; a wrong one must be refused with one line b
 model is written, never deployed into a run that reads rows before they exist or overwrites
 rows still needed (docs/deploy.md, "Plans read back").
 
-Checked, in order: the schema (types, known CNNs, layers, partitions and edges, buffer
-indices in range), the phases (csdf.parts.check_phases), the partitions (every layer in
+The file's shape (keys, edge names) is checked as explorer/plan/plan_file.py reads it into a
+Plan. Checked here, in order: the values (types, known CNNs, layers, partitions and edges,
+buffer indices in range), the phases (csdf.parts.check_phases), the partitions (every layer in
 exactly one, producers' partitions before their consumers'), every partition's firings
 (each layer as many times as its phases say, nothing outside the partition), the
 schedule's precedence and ring sizes replayed row by row (no row read before its producer
