@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from csdf.model import EdgeId
 from sdf3.graph import Graph
 
 TIME_UNIT = "ns"
@@ -45,8 +44,9 @@ def partition_graph(app, plan, part, evaluator=None) -> Graph:
     else:
         graph = to_csdf(cnn, part.layers, plan.phases[part.cnn], name=part.name.replace(".", "_"),
                         self_loops=True)
-    for ch in graph.channels:
-        e = plan.edges.get(EdgeId.parse(f"{part.cnn}.{ch.name}"))
+    named = {str(k): e for k, e in plan.edges.items() if k.cnn == part.cnn}
+    for ch in graph.channels:          # channel "src->dst": the edge's name in its CNN
+        e = named.get(f"{part.cnn}.{ch.name}")
         if ch.src != ch.dst and e is not None:
             ch.capacity = int(e.rows)
     if evaluator is not None:
