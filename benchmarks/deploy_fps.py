@@ -80,7 +80,7 @@ def main() -> None:
         return
     from deploy.run.measure import measure
     from explorer.cli.main import main as explore
-    from explorer.plan.model import from_json
+    from explorer.plan.plan_file import from_json
     app = str(Path(args.app).resolve())
     few = max(5, args.frames // 10)
     runs = []

@@ -198,7 +198,7 @@ def mode_table(name: str, args) -> None:
         print(f"\n{'mode':<6} {'plan MB':>9} {'pred fps':>9} {'meas fps':>9} {'min..max':>13} {'calls':>7} "
               f"{'arena MB':>9} {'RSS MB':>8} {'max diff':>9}  groups")
         for res in sorted(rows, key=lambda r: (r["mode"], r["plan_memory"])):
-            groups = "; ".join(f"{g['layers'][0]}..{g['layers'][-1]} {g['grid'][0]}x{g['grid'][1]}"
+            groups = "; ".join(f"{g.layers[0]}..{g.layers[-1]} {g.n}x{g.m}"
                                for gs in res["tilings"].values() for g in gs)
             vals = [r[name] for r in res["fps_rounds"]]
             res["fps"] = median_fps(res, name)

@@ -154,7 +154,7 @@ def bench_cnn(cnn_name: str, args, tmp: Path) -> None:
         plan = plan_for(app, d, {cnn_name: fps}, True, genes)
         to_json(plan, tmp / f"{cnn_name}-plan{i}.json")
         folder = tmp / f"{cnn_name}-dep{i}"
-        deploy_plan(plan.to_dict(), app.cnns, folder)
+        deploy_plan(plan, app.cnns, folder)
         check = measure(folder, frames=1, threads=args.threads)
         rows.append((label, mem, fps, check["max_abs_diff"][cnn_name],
                      check["arena_bytes"] == plan.buffer_bytes))

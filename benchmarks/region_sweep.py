@@ -41,7 +41,7 @@ def main() -> None:
             model = name if name.endswith(".onnx") else f"zoo:{name}"
             (folder / "app.yaml").write_text(f"name: sweep\ncnns:\n  - {{name: net, model: '{model}'}}\n")
             app = load_app(folder / "app.yaml")
-            plan = plan_for(app, derive(app, uniform_phases(app, True)), {}, True).to_dict()
+            plan = plan_for(app, derive(app, uniform_phases(app, True)), {}, True)
             manifest = deploy_plan(plan, app.cnns, folder / "dep", regions=True)
             steps = [s for _, _, s in manifest.steps()]
             firings = sum(len(s.region or [s]) for s in steps)
@@ -50,7 +50,7 @@ def main() -> None:
             diff, size = result["max_abs_diff"]["net"], result["max_abs_output"]["net"]
             ok = diff <= RTOL["float32"] * size
             print(f"| {Path(name).stem} | {len(steps)} | {firings} | {diff:.2e} | {size:.3g} | "
-                  f"{result['arena_bytes'] == plan['buffer_bytes']} | {'PASS' if ok else 'FAIL'} "
+                  f"{result['arena_bytes'] == plan.buffer_bytes} | {'PASS' if ok else 'FAIL'} "
                   f"({time.perf_counter() - start:.0f} s) |", flush=True)
 
 

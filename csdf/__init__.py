@@ -2,6 +2,6 @@
 
 May import: sdf3.
 """
-from csdf.model import CNN, Layer, Shape, edge_name
+from csdf.model import CNN, EdgeId, Layer, Shape, edge_name
 
-__all__ = ["CNN", "Layer", "Shape", "edge_name"]
+__all__ = ["CNN", "EdgeId", "Layer", "Shape", "edge_name"]

@@ -10,12 +10,15 @@ one tensor need different amounts of it held.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Iterator
 
 import networkx as nx
 import numpy as np
+
+from sdf3.errors import InputError
 
 Shape = tuple[int, int, int, int]
 
@@ -130,8 +133,46 @@ class CNN:
         return sum(self.edge_elements(u, v) for u, v in self.edges())
 
 
-def edge_name(cnn: str, src: str, dst: str, copy: int | None = None) -> str:
-    """Qualified edge name used in plans and reports: "cnn.src->dst" (and "(1)", "(2)" for
-    the two copies of a double-buffered pipeline edge)."""
-    base = f"{cnn}.{src}->{dst}"
-    return base if copy is None else f"{base}({copy})"
+_EDGE_NAME = re.compile(r"^(?P<cnn>[^.]+)\.(?P<src>.+)->(?P<dst>.+?)(?:\((?P<copy>[1-9]\d*)\))?$")
+
+
+@dataclass(frozen=True, order=True)
+class EdgeId:
+    """The identity of one edge in plans, reports and deployments, written "cnn.src->dst",
+    or "cnn.src->dst(k)" for copy k (1 or 2) of a double-buffered pipeline edge (copy 0:
+    the edge itself). A dst of "*" names one produced tensor stored once for all its
+    readers (explorer/memory/tensors.py). `str` writes the name, `parse` reads it back; the
+    CNN's name holds no ".", a layer's may (src runs to the last "->"). Each name has one
+    identity and back: "(0)" is no copy number, so "a.b->c(0)" is the edge to layer "c(0)"."""
+
+    cnn: str
+    src: str
+    dst: str
+    copy: int = 0
+
+    def __str__(self) -> str:
+        base = f"{self.cnn}.{self.src}->{self.dst}"
+        return f"{base}({self.copy})" if self.copy else base
+
+    @classmethod
+    def parse(cls, name: object, where: str = "edge name") -> EdgeId:
+        """The identity written in `name`; InputError naming `where` for anything else."""
+        m = _EDGE_NAME.match(name) if isinstance(name, str) else None
+        if m is None:
+            raise InputError(f"{where}: {name!r} is not an edge name 'cnn.src->dst' or "
+                             f"'cnn.src->dst(k)'")
+        return cls(m["cnn"], m["src"], m["dst"], int(m["copy"] or 0))
+
+    @property
+    def ends(self) -> tuple[str, str]:
+        """(src, dst): the edge in its CNN's graph."""
+        return self.src, self.dst
+
+    def with_copy(self, copy: int) -> EdgeId:
+        """The same edge, copy `copy` (0: the edge itself)."""
+        return EdgeId(self.cnn, self.src, self.dst, copy)
+
+
+def edge_name(cnn: str, src: str, dst: str, copy: int = 0) -> str:
+    """Qualified edge name used in plans and reports: str(EdgeId(cnn, src, dst, copy))."""
+    return str(EdgeId(cnn, src, dst, copy))

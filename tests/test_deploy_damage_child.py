@@ -18,7 +18,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import deploy.build.derive as build
+import deploy.build.layer_step as build
 from deploy.runtime.child import child_env
 from explorer.cli.main import main
 from refusals import one_line, tiny_least_memory

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from csdf.model import edge_name
+from csdf.model import EdgeId, edge_name
 from explorer.app.appfile import load_app
 from explorer.plan.derive import Evaluation, derive, gene_labels, phases_of, plan_for, uniform_phases
 from explorer.memory.lifetimes import conflict, group_index
 from explorer.memory.buffers import Buffer
-from explorer.plan.model import from_json, to_json
+from explorer.plan.model import to_json
+from explorer.plan.plan_file import from_json
 from explorer.throughput.evaluator import make_evaluator
 from sdf3.errors import InputError
 
@@ -90,7 +91,7 @@ def test_plan_is_valid_and_complete(any_app, tmp_path, pick):
     genes = {"zeros": [0] * 7, "table10": table10_genes(app), "ones": [1] * 7}[pick]
     d, plan = _plan(app, genes)
     # every edge once; crossing edge of the pipeline doubled
-    names = set(plan.edges)
+    names = {str(e) for e in plan.edges}
     for cnn_name, cnn in app.cnns.items():
         for u, v in cnn.edges():
             if (cnn_name, u, v) == ("CNN2", "l2", "l3"):
@@ -99,35 +100,35 @@ def test_plan_is_valid_and_complete(any_app, tmp_path, pick):
                 assert edge_name(cnn_name, u, v) in names
     # sizes: each edge fits its buffer; buffers as big as their largest edge; bytes = elements x 4
     for name, e in plan.edges.items():
-        n, c, h, w = e["shape"]
-        assert e["elements"] == e["rows"] * n * c * w and 1 <= e["rows"] <= h
-        assert e["elements"] <= plan.buffers[e["buffer"]]["elements"]
-        assert name in plan.buffers[e["buffer"]]["edges"]
+        n, c, h, w = e.shape
+        assert e.elements == e.rows * n * c * w and 1 <= e.rows <= h
+        assert e.elements <= plan.buffers[e.buffer].elements
+        assert name in plan.buffers[e.buffer].edges
     for b in plan.buffers:
-        assert b["elements"] == max(plan.edges[x]["elements"] for x in b["edges"])
-        assert b["bytes"] == 4 * b["elements"]
+        assert b.elements == max(plan.edges[x].elements for x in b.edges)
+        assert b.bytes == 4 * b.elements
     if app.placement == "shared-objects":
-        assert plan.buffer_bytes == sum(b["bytes"] for b in plan.buffers)
-        at = [sum(b["bytes"] for b in plan.buffers[:i]) for i in range(len(plan.buffers))]
+        assert plan.buffer_bytes == sum(b.bytes for b in plan.buffers)
+        at = [sum(b.bytes for b in plan.buffers[:i]) for i in range(len(plan.buffers))]
     else:                            # offsets: the arena's extent
-        assert plan.buffer_bytes == max(b["offset"] + b["bytes"] for b in plan.buffers)
-        at = [b["offset"] for b in plan.buffers]
+        assert plan.buffer_bytes == max(b.offset + b.bytes for b in plan.buffers)
+        at = [b.offset for b in plan.buffers]
     assert plan.memory_bytes == plan.param_bytes + plan.buffer_bytes
     # no two edges alive together share a buffer or overlap in the arena (pairwise,
     # independently of check_plan)
     group = group_index(app.pipelines)
     uses = {x: u for u in d.uses for x in u.stored}      # edge -> the use storing it
     for b in plan.buffers:
-        inside = [uses[x] for x in b["edges"]]
+        inside = [uses[str(x)] for x in b.edges]
         # only the edges of one tensor (one use: written once, read by each) live together
         assert not any(conflict(a, c, group) for i, a in enumerate(inside) for c in inside[i + 1:]
                        if a is not c)
-    one = plan.edges[edge_name("CNN1", "l2", "l3")], plan.edges[edge_name("CNN1", "l2", "l4")]
+    one = plan.edges[EdgeId("CNN1", "l2", "l3")], plan.edges[EdgeId("CNN1", "l2", "l4")]
     if app.placement == "shared-objects":      # the paper's model: a buffer per edge
-        assert one[0]["buffer"] != one[1]["buffer"]
+        assert one[0].buffer != one[1].buffer
     else:                                      # one tensor read twice: one buffer, one ring
-        assert one[0]["buffer"] == one[1]["buffer"] and one[0]["rows"] == one[1]["rows"]
-    region = {x: (at[e["buffer"]], at[e["buffer"]] + e["elements"] * 4, e["buffer"])
+        assert one[0].buffer == one[1].buffer and one[0].rows == one[1].rows
+    region = {str(x): (at[e.buffer], at[e.buffer] + e.elements * 4, e.buffer)
               for x, e in plan.edges.items()}
     for x, (a0, a1, ka) in region.items():
         for y, (b0, b1, kb) in region.items():
@@ -135,8 +136,8 @@ def test_plan_is_valid_and_complete(any_app, tmp_path, pick):
                 assert not conflict(uses[x], uses[y], group), (x, y)
     # firings agree with the phases; plan.json round trip
     for part in plan.partitions:
-        counts = {x: plan.firings[part["name"]].count(x) for x in part["layers"]}
-        assert counts == {x: plan.phases[part["cnn"]][x] for x in part["layers"]}
+        counts = {x: plan.firings[part.name].count(x) for x in part.layers}
+        assert counts == {x: plan.phases[part.cnn][x] for x in part.layers}
     to_json(plan, tmp_path / "plan.json")
     assert from_json(tmp_path / "plan.json") == plan
 

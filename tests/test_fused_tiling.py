@@ -83,20 +83,20 @@ def test_plan_holds_per_tile_buffers_hand_count(app):
     genes = TWO_GROUPS
     mem, fps = ev(genes)
     plan = plan_tiled(app, ev, genes, fps, True)
-    e = plan.edges
+    e = {str(k): v for k, v in plan.edges.items()}
     # group 1, 4x4 on p1's 24 x 20 (tiles of 6 x 5): c0 computes 12 x 10 for each
-    assert e["small.c0->p1"]["elements"] == 8 * 12 * 10
+    assert e["small.c0->p1"].elements == 8 * 12 * 10
     # group 2, 2x2 on c5's 6 x 5 (3 rows; 3, 2 columns). Bottom-left tile: c5 rows 3..5 read
     # p4 rows 5..11 (7), columns 0..2 read 0..5 (6); p4 reads c3 rows 10..23, columns 0..11;
     # c3 (1x1) reads the same of c2
-    assert e["small.p4->c5"]["elements"] == 8 * 7 * 6
-    assert e["small.c3->p4"]["elements"] == 8 * 14 * 12
-    assert e["small.c2->c3"]["elements"] == 16 * 14 * 12
+    assert e["small.p4->c5"].elements == 8 * 7 * 6
+    assert e["small.c3->p4"].elements == 8 * 14 * 12
+    assert e["small.c2->c3"].elements == 16 * 14 * 12
     # the group's input and output stay whole tensors
-    assert e["small.input->c0"]["elements"] == 3 * 48 * 40
-    assert e["small.p1->c2"]["elements"] == 8 * 24 * 20
-    assert plan.tilings == {"small": [{"layers": ["c0", "p1"], "grid": [4, 4]},
-                                      {"layers": ["c2", "c3", "p4", "c5"], "grid": [2, 2]}]}
+    assert e["small.input->c0"].elements == 3 * 48 * 40
+    assert e["small.p1->c2"].elements == 8 * 24 * 20
+    assert plan.to_dict()["tilings"] == {"small": [{"layers": ["c0", "p1"], "grid": [4, 4]},
+                                                   {"layers": ["c2", "c3", "p4", "c5"], "grid": [2, 2]}]}
     assert plan.memory_bytes == mem == plan.param_bytes + plan.buffer_bytes
     # the per-tile buffers are smaller than whole layers, so tiling saves memory here
     assert mem < ev([0] * len(genes))[0]

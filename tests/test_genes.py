@@ -10,7 +10,8 @@ from explorer.app.model import SearchSettings
 from explorer.app.appfile import load_app
 from explorer.plan.derive import Evaluation, derive, gene_labels, phases_of, plan_for
 from explorer.plan.genes import gene_space, ladder
-from explorer.plan.model import from_dict, to_json
+from explorer.plan.model import to_json
+from explorer.plan.plan_file import from_dict
 from explorer.search.algorithm2 import algorithm2, mutate_one_gene, nsga2
 from explorer.throughput.evaluator import make_evaluator
 

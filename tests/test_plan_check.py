@@ -48,10 +48,11 @@ def _refused(plan, cnn, tmp_path, match):
 
 def test_the_explorers_plans_pass(cnn, parts_plan, tmp_path):
     from deploy.checks import plan_check
-    plan_check.check(parts_plan, {cnn.name: cnn})
-    plan_check.check(make_plan([cnn], {cnn.name: {n: 1 for n in cnn.order()}}), {cnn.name: cnn})
-    plan_check.check(make_plan([cnn], {cnn.name: all_parts(cnn)}, split={cnn.name: 9}, pipelined=True),
-                     {cnn.name: cnn})
+    from explorer.plan.plan_file import from_dict
+    plan_check.check(from_dict(parts_plan), {cnn.name: cnn})
+    plan_check.check(from_dict(make_plan([cnn], {cnn.name: {n: 1 for n in cnn.order()}})), {cnn.name: cnn})
+    plan_check.check(from_dict(make_plan([cnn], {cnn.name: all_parts(cnn)}, split={cnn.name: 9},
+                                         pipelined=True)), {cnn.name: cnn})
 
 
 def test_live_edges_in_one_buffer(cnn, parts_plan, tmp_path):
@@ -118,7 +119,10 @@ def test_ring_one_row_too_small(cnn, parts_plan, tmp_path):
     (lambda p: p["firings"].pop("tiny.all"), r"firings: no list of layer firings for partition tiny.all"),
     (lambda p: p["partitions"][0].update(cnn="other"), r"partitions.tiny.all: unknown CNN 'other'"),
     (lambda p: p["edges"].update({k.split(".", 1)[1]: p["edges"].pop(k) for k in [next(iter(p["edges"]))]}),
+     r"edges: 'x->conv1' is not an edge name 'cnn.src->dst'"),
+    (lambda p: p["edges"].update({"other." + k.split(".", 1)[1]: p["edges"].pop(k) for k in [next(iter(p["edges"]))]}),
      r"is not 'cnn.src->dst' of a CNN of the app"),
+    (lambda p: p.update(schema=3), r"key 'schema': expected 2, got 3"),
     (lambda p: p.update(edges=[]), r"key 'edges' must map"),
     (lambda p: p["buffers"][0].update(edges="x"), r"buffers\[0\]: expected"),
     (lambda p: p.update(pipelines=[["tiny.all"], ["tiny.all"]]), r"tiny.all is in two sets"),

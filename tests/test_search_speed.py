@@ -223,7 +223,7 @@ def _search(app, granularity, **stages):
         d = derive(app, evaluate.phases(p.genes))
         plan = plan_for(app, d, p.fps, True, p.genes)
         plans.append((plan.memory_bytes, plan.buffer_bytes, plan.fps, plan.firings,
-                      [(b["edges"], b["elements"], b.get("offset")) for b in plan.buffers]))
+                      [(b.edges, b.elements, b.offset) for b in plan.buffers]))
     return [(p.genes, p.memory_bytes, p.fps) for p in outcome.front], outcome.result.unique, plans
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from csdf.model import CNN
 from csdf.parts import phases_for_rows
+from explorer.plan.model import Plan
 from deploy.runtime.child import child_env
 from deploy.runtime.manifest_records import Step
 
@@ -39,14 +40,14 @@ def ladder_rows(cnn: CNN) -> list[int]:
     return ks
 
 
-def single_partition_plan(cnn: CNN, phases: dict[str, int], precision: str) -> dict:
-    """The plan (as plan.json holds it) of `cnn` in one partition under `phases`."""
+def cnn_plan(cnn: CNN, phases: dict[str, int], precision: str) -> Plan:
+    """The plan of `cnn` alone, one partition, under `phases` (as `explore` derives it)."""
     from explorer.app.model import PRECISIONS, Application, Partition
     from explorer.plan.derive import derive, plan_for
     app = Application(cnn.name, {cnn.name: cnn}, [Partition(f"{cnn.name}.all", cnn.name, cnn.order())],
                       [[f"{cnn.name}.all"]], PRECISIONS[precision])
     d = derive(app, {cnn.name: phases})
-    return plan_for(app, d, {cnn.name: 0.0}, True).to_dict()
+    return plan_for(app, d, {cnn.name: 0.0}, True)
 
 
 def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: str,
@@ -212,7 +213,7 @@ class Ladder:
         self.folders: list[tuple[Path, dict[str, int]]] = []
         for i, phases in enumerate(every):
             out = Path(folder) / f"run{i}"
-            deploy_plan(single_partition_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
+            deploy_plan(cnn_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
             self.folders.append((out, phases))
         # per deployment: what its step models hold as it runs them, per layer (bands.py):
         # every step of the whole deployment, the by-parts steps of the others (regions)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -175,10 +176,11 @@ def context(cnn: CNN, layers: dict, dtype: str, out: Path) -> Path:
     arena placed as `explore` plans it. A context of plain Convs only (MLAS's im2col
     buffers evicting more of the cache) predicted the ResNet-style plans 13 % slow."""
     from deploy.build.derive import derive
-    from deploy.profile.ladder import single_partition_plan
-    plan = single_partition_plan(cnn, {n: 1 for n in cnn.order()}, {"float32": "fp32", "float16": "fp16"}[dtype])
-    plan["primitives"] = {cnn.name: {n: ("ort_nchwc" if "ort_nchwc" in layers[n] else primitives.DEFAULT)
-                                     for n in cnn.order() if cnn.layer(n).op != INPUT}}
+    from deploy.profile.ladder import cnn_plan
+    plan = cnn_plan(cnn, {n: 1 for n in cnn.order()}, {"float32": "fp32", "float16": "fp16"}[dtype])
+    plan = replace(plan, primitives={
+        cnn.name: {n: ("ort_nchwc" if "ort_nchwc" in layers[n] else primitives.DEFAULT)
+                   for n in cnn.order() if cnn.layer(n).op != INPUT}})
     derive(plan, {cnn.name: cnn}, out)
     return out
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from csdf.model import EdgeId
 from deploy.runtime.manifest_records import FORMAT, VERSION, Manifest  # noqa: F401
 from sdf3.errors import InputError
 
@@ -64,9 +65,8 @@ def stored_as(edges: Mapping[str, Any]) -> dict[str, str]:
     first: dict[tuple, str] = {}
     out: dict[str, str] = {}
     for name in sorted(edges):
-        cnn, rest = name.split(".", 1)
-        e = edges[name]
-        key = (cnn, rest.split("->")[0], _place(e, "buffer"), _place(e, "offset"), _place(e, "bytes"))
+        edge, e = EdgeId.parse(str(name)), edges[name]
+        key = (edge.cnn, edge.src, _place(e, "buffer"), _place(e, "offset"), _place(e, "bytes"))
         out[name] = first.setdefault(key, name)
     return out
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from explorer.plan.model import Plan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,23 +29,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "`board_runner.py profile` on the target")
 
 
-def load_plan(path: str | Path) -> dict:
-    """plan.json as a dict, checked by explorer.plan.model (InputError naming the missing key)."""
-    from explorer.plan.model import from_json
-    return from_json(path).to_dict()
-
-
-def unmet_constraints(plan: dict) -> str:
+def unmet_constraints(plan: Plan) -> str:
     """Which of the plan's constraints it misses, in words ("" when met or none)."""
-    if plan.get("constraints_met", True):
+    if plan.constraints_met:
         return ""
-    cons = plan.get("constraints") or {}
     out = []
-    mem = cons.get("memory_bytes")
-    if mem is not None and plan.get("memory_bytes", 0) > mem:
-        out.append(f"memory {plan['memory_bytes']} B > {mem} B")
-    for cnn, want in (cons.get("fps") or {}).items():
-        got = (plan.get("fps") or {}).get(cnn)
+    mem = plan.constraints.memory_bytes
+    if mem is not None and plan.memory_bytes > mem:
+        out.append(f"memory {plan.memory_bytes} B > {mem} B")
+    for cnn, want in plan.constraints.fps.items():
+        got = plan.fps.get(cnn)
         if want and got is not None and got < want:
             out.append(f"{cnn} {got:.1f} fps < {want:g} fps")
     return ", ".join(out) or "constraints_met is false"
@@ -59,17 +56,18 @@ def run(args: argparse.Namespace) -> int:
 def _deploy(args: argparse.Namespace, out: Path) -> int:
     from deploy.build.derive import derive
     from explorer.app.appfile import load_app
+    from explorer.plan.plan_file import from_json
 
     if args.point is not None:
         from explorer.cli.front_point import plan_of_point
         plan = plan_of_point(args.plan, args.point)
     else:
-        plan = load_plan(args.plan)
+        plan = from_json(args.plan)
     unmet = unmet_constraints(plan)
     if unmet:
         print(f"explore deploy: warning: plan {args.plan} does not meet its constraints ({unmet}); "
               f"deploying it anyway", file=sys.stderr)
-    app = load_app(plan["app"])
+    app = load_app(plan.app)
     manifest = derive(plan, app.cnns, out, args.backend, args.with_profile, where=args.plan,
                       regions=args.steps == "regions")
     steps = sum(len(p.steps) for p in manifest.partitions)

@@ -272,7 +272,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
         "evaluator": args.evaluator, "tiling": getattr(args, "tiling", None),
         "local_rounds": settings.local_rounds,
         "evaluations": r.evaluations, "unique": r.unique, "seconds": round(r.seconds, 3),
-        "constraints": plan.constraints, "chosen": list(chosen.genes),
+        "constraints": plan.constraints.to_dict(), "chosen": list(chosen.genes),
         "rule": outcome.rule, "prefer": app.prefer,
         "time_limit": settings.time_limit, "stopped_on_time": r.stopped,
         "constraints_met": plan.constraints_met,

@@ -24,8 +24,8 @@ def pareto_beside(path: str | Path) -> Path:
     return front
 
 
-def plan_of_point(path: str | Path, n: int) -> dict:
-    """The plan (as plan.json holds it) of point `n` of the front in or beside `path`."""
+def plan_of_point(path: str | Path, n: int):
+    """The plan (explorer.plan.model.Plan) of point `n` of the front in or beside `path`."""
     from dataclasses import replace
 
     from explorer.app.appfile import load_app
@@ -60,4 +60,4 @@ def plan_of_point(path: str | Path, n: int) -> dict:
         raise InputError(f"{where}: point {n} derives to {plan.memory_bytes} B, not the "
                          f"{point['memory_bytes']} B it lists (the app or its models changed "
                          f"since `explore` ran); run `explore` again")
-    return plan.to_dict()
+    return plan

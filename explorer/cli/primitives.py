@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from explorer.report.outputs import claim_dir, claim_new_dir, safe_name
@@ -86,9 +87,8 @@ def run(args: argparse.Namespace) -> int:
         # its per-layer workspace term (explorer/memory.workspace_bytes: the largest step)
         with_ws = derive(app, uniform_phases(app, False), None,
                          costs.workspace_tables(chosen["choice"]))
-        plan = plan_for(app, with_ws, {c: 1000.0 / ms for c, ms in chosen["ms"].items()},
-                        result["met"])
-        plan.primitives = costs.names(chosen["choice"])
+        plan = replace(plan_for(app, with_ws, {c: 1000.0 / ms for c, ms in chosen["ms"].items()},
+                                result["met"]), primitives=costs.names(chosen["choice"]))
     except BaseException:
         if staged is not None:
             staged.discard()

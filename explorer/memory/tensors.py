@@ -25,24 +25,13 @@ stores in `EdgeUse.edges`. `--placement shared-objects` keeps the paper's per-ed
 """
 from __future__ import annotations
 
-import re
-
-from csdf.model import edge_name
+from csdf.model import EdgeId, edge_name
 from explorer.memory.lifetimes import EdgeUse, Rows, Span
-
-_EDGE = re.compile(r"^(?P<cnn>[^.]+)\.(?P<src>.+)->(?P<dst>.+?)(?:\((?P<copy>\d+)\))?$")
 
 
 def tensor_name(cnn: str, src: str, copy: int = 0) -> str:
-    return f"{cnn}.{src}->*" + (f"({copy})" if copy else "")
-
-
-def edge_ends(name: str) -> tuple[str, str, str, int]:
-    """(cnn, src, dst, copy) of an edge name "cnn.src->dst" or "cnn.src->dst(k)" (copy 0)."""
-    m = _EDGE.match(name)
-    if m is None:
-        raise ValueError(f"not an edge name: {name!r}")
-    return m["cnn"], m["src"], m["dst"], int(m["copy"] or 0)
+    """The use of `src`'s output stored once for all its readers: "cnn.src->*" (csdf.model.EdgeId)."""
+    return str(EdgeId(cnn, src, "*", copy))
 
 
 def merged_spans(uses: list[EdgeUse]) -> tuple[Span, ...]:
@@ -85,8 +74,8 @@ def tensor_uses(uses: list[EdgeUse]) -> list[EdgeUse]:
     order of each tensor's first edge (Algorithm 1's visiting order)."""
     groups: dict[tuple[str, str], list[tuple[EdgeUse, str, int]]] = {}
     for u in uses:
-        cnn, src, dst, copy = edge_ends(u.name)
-        groups.setdefault((cnn, src), []).append((u, dst, copy))
+        e = EdgeId.parse(u.name)
+        groups.setdefault((e.cnn, e.src), []).append((u, e.dst, e.copy))
     out: list[EdgeUse] = []
     for (cnn, src), members in groups.items():
         dsts = list(dict.fromkeys(dst for _, dst, _ in members))

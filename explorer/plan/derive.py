@@ -19,24 +19,22 @@ whose buffers fail explorer.memory.validity.check_plan.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from csdf.model import CNN, edge_name
+from csdf.model import CNN, EdgeId, edge_name
 from csdf.partition_analysis import PartitionAnalysis, analyse_partition, row_buffers
 from csdf.parts import can_split, phases_for, rows_per_phase
 from csdf.to_csdf import edge_windows
 from explorer.app.model import Application
 from explorer.plan.genes import GeneSpace, gene_space
-from explorer.plan.model import Plan
+from explorer.plan.model import Constraints, Plan, PlanBuffer, PlanEdge, PlanPartition
 from sdf3.analysis import AnalysisError
 from sdf3.errors import InputError
 from sdf3.notation import compact
 
 Phases = dict[str, dict[str, int]]
-_COPY = re.compile(r"\(\d+\)$")
 
 
 @dataclass
@@ -143,7 +141,7 @@ ViewCache = dict[tuple[str, tuple[int, ...]], PartView]
 CACHE_LIMIT = 2048          # partition views kept per search (oldest dropped first)
 
 
-def _cached_view(app: Application, part, phases: Phases, cache: ViewCache | None) -> PartView:
+def cached_view(app: Application, part, phases: Phases, cache: ViewCache | None) -> PartView:
     """part_view, cached by partition and its phases tuple: in a multi-CNN or pipelined app
     most chromosomes change one partition and the others recur. csdf's own (unbounded)
     per-CNN cache of full analyses is emptied as we go; the views are much smaller."""
@@ -171,7 +169,7 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
     from explorer.memory.buffers import memory_bytes, output_bytes, session_bytes, workspace_bytes
     from explorer.memory.placement import place
 
-    parts = {p.name: _cached_view(app, p, phases, cache) for p in app.partitions}
+    parts = {p.name: cached_view(app, p, phases, cache) for p in app.partitions}
     sizes: dict[str, int] = {}
     lives = {}
     for p in app.partitions:
@@ -227,12 +225,6 @@ class Evaluation:
         return plan_for(self.app, self.derive(genes), fps, met, genes)
 
 
-def _edge_parts(name: str) -> tuple[str, str, str]:
-    cnn, rest = name.split(".", 1)
-    src, dst = _COPY.sub("", rest).split("->")
-    return cnn, src, dst
-
-
 def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
              genes: tuple[int, ...] | list[int] = ()) -> Plan:
     """The plan.json of a derivation; raises RuntimeError when its buffers break the
@@ -243,23 +235,21 @@ def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
     if problems:
         raise RuntimeError("derived plan fails the buffer validity check: " + problems[0])
     data = app.precision.data_bytes
-    edges: dict[str, dict[str, Any]] = {}
-    buffers: list[dict[str, Any]] = []
+    edges: dict[EdgeId, PlanEdge] = {}
+    buffers: list[PlanBuffer] = []
     size_of = {u.name: int(u.size) for u in d.uses}
     stored = {u.name: u.stored for u in d.uses}
     for i, buf in enumerate(d.buffers):
-        names = [e for name in buf.edges for e in stored.get(name, (name,))]
+        names = [EdgeId.parse(e) for name in buf.edges for e in stored.get(name, (name,))]
         for name in buf.edges:
             for edge in stored.get(name, (name,)):      # a tensor use: every edge it stores
-                cnn, src, dst = _edge_parts(edge)
-                shape = [int(v) for v in app.cnns[cnn].edge_shape(src, dst)]
+                eid = EdgeId.parse(edge)
+                shape = tuple(int(v) for v in app.cnns[eid.cnn].edge_shape(eid.src, eid.dst))
                 row = shape[0] * shape[1] * shape[3]
                 elements = size_of.get(name, row * shape[2])
-                edges[edge] = {"buffer": i, "elements": elements, "rows": -(-elements // row),
-                               "shape": shape}
-        buffers.append({"edges": names, "elements": int(buf.size),
-                        "bytes": int(buf.size) * data}
-                       | ({} if buf.offset is None else {"offset": int(buf.offset) * data}))
+                edges[eid] = PlanEdge(i, -(-elements // row), elements, shape)
+        buffers.append(PlanBuffer(tuple(names), int(buf.size), int(buf.size) * data,
+                                  None if buf.offset is None else int(buf.offset) * data))
     firings = {p.name: list(d.parts[p.name].firings) for p in app.partitions}
     return Plan(
         app=str(app.path or ""), name=app.name, precision=app.precision.name,
@@ -268,14 +258,14 @@ def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
         workspace_bytes=d.workspace_bytes, session_bytes=d.session_bytes,
         output_bytes=d.output_bytes,
         fps={c: float(v) for c, v in fps.items()},
-        constraints={"memory_bytes": app.memory, "fps": dict(app.fps)},
+        constraints=Constraints(app.memory, dict(app.fps)),
         constraints_met=bool(met),
         phases={c: dict(ph) for c, ph in d.phases.items()},
         rows={c: {layer: rows_per_phase(app.cnns[c].layer(layer).output_shape[2], n)
                   for layer, n in ph.items()} for c, ph in d.phases.items()},
-        partitions=[{"name": p.name, "cnn": p.cnn, "layers": list(p.layers),
-                     "processor": p.processor} for p in app.partitions],
+        partitions=tuple(PlanPartition(p.name, p.cnn, tuple(p.layers), p.processor)
+                         for p in app.partitions),
         pipelines=[list(g) for g in app.pipelines],
         schedules={n: compact(f) for n, f in firings.items()},
-        firings=firings, edges=edges, buffers=buffers, genes=[int(g) for g in genes],
+        firings=firings, edges=edges, buffers=tuple(buffers), genes=[int(g) for g in genes],
         placement=app.placement)

@@ -1,18 +1,86 @@
 """The chosen plan: what `explore` writes as plan.json and `deploy` reads back.
 
-Keys are fixed in docs/architecture.md ("Plan"); `to_json`/`from_json` round-trip them.
+`Plan` and its records are frozen; plan.json's keys are fixed in docs/architecture.md
+("Plan"). `to_dict`/`to_json` write them with "schema": SCHEMA; explorer/plan/plan_file.py
+reads them back, plans without a schema key included.
+Values are kept as the file gives them: deploy/checks/plan_check.py checks them against
+the CNNs before anything is deployed.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sdf3.errors import InputError
+from csdf.model import EdgeId
+from csdf.tiling import Group
+
+SCHEMA = 2
 
 
-@dataclass
+@dataclass(frozen=True)
+class PlanPartition:
+    """A set of consecutive layers of one CNN on one processor."""
+    name: str                                  # qualified: "cnn.part"
+    cnn: str
+    layers: tuple[str, ...]
+    processor: str = "gpu"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "cnn": self.cnn, "layers": list(self.layers),
+                "processor": self.processor}
+
+
+@dataclass(frozen=True)
+class PlanEdge:
+    """Where one edge is stored: its buffer, the elements and rows it holds (rows < H: a ring
+    of rows), its tensor's [N, C, H, W]."""
+    buffer: int
+    rows: int
+    elements: int | None = None
+    shape: tuple[int, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"buffer": self.buffer}
+        if self.elements is not None:
+            out["elements"] = self.elements
+        out["rows"] = self.rows
+        if self.shape is not None:
+            out["shape"] = list(self.shape)
+        return out
+
+
+@dataclass(frozen=True)
+class PlanBuffer:
+    """One buffer: the edges stored in it, its size, and with an offset planner its place
+    in the arena (bytes)."""
+    edges: tuple[EdgeId, ...]
+    elements: int
+    bytes: int
+    offset: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"edges": [str(e) for e in self.edges], "elements": self.elements, "bytes": self.bytes}
+        return out if self.offset is None else out | {"offset": self.offset}
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """M^c (None: no memory constraint) and T^c per CNN."""
+    memory_bytes: int | None
+    fps: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"memory_bytes": self.memory_bytes, "fps": dict(self.fps)}
+
+
+def group_dict(g: Group) -> dict[str, Any]:
+    """A fused-tiled group as plan.json holds it: {layers, grid: [n, m]}."""
+    return {"layers": list(g.layers), "grid": [g.n, g.m]}
+
+
+@dataclass(frozen=True)
 class Plan:
     app: str                                   # absolute path of the app file ("" if none)
     name: str
@@ -23,56 +91,56 @@ class Plan:
     param_bytes: int
     buffer_bytes: int
     fps: dict[str, float]
-    constraints: dict[str, Any]                # {"memory_bytes": int | None, "fps": {cnn: v}}
+    constraints: Constraints
     constraints_met: bool
     phases: dict[str, dict[str, int]]          # every layer of every CNN
-    partitions: list[dict[str, Any]]           # [{name, cnn, layers, processor}]
+    partitions: tuple[PlanPartition, ...]
     pipelines: list[list[str]]
     schedules: dict[str, str]                  # compact, paper notation
     firings: dict[str, list[str]]
-    edges: dict[str, dict[str, Any]]           # {edge: {buffer, elements, rows, shape}}
-    buffers: list[dict[str, Any]]              # [{edges, elements, bytes}]
-    genes: list[int] = field(default_factory=list)   # the chromosome (extra key)
-    # explorer.memory.placement planner; with offsets every buffer has "offset" (bytes) in the
-    # arena and buffer_bytes is the arena's extent (extra key; absent = shared objects)
+    edges: dict[EdgeId, PlanEdge]
+    buffers: tuple[PlanBuffer, ...]
+    genes: list[int] = field(default_factory=list)   # the chromosome
+    # explorer.memory.placement planner; with offsets every buffer has an offset (bytes) in
+    # the arena and buffer_bytes is the arena's extent
     placement: str = "shared-objects"
-    # output rows per phase {cnn: {layer: k}}, k = ceil(H / phases); absent from plans
-    # written before granularity genes: there it follows from phases (1 or H)
+    # output rows per phase {cnn: {layer: k}}, k = ceil(H / phases); empty in plans that
+    # lack the key: there it follows from phases (1 or H)
     rows: dict[str, dict[str, int]] = field(default_factory=dict)
     # {cnn: {layer: primitive}} of deploy/steps/primitives (explore primitives); empty: ORT's own
     primitives: dict[str, dict[str, str]] = field(default_factory=dict)
-    # fused-tiled groups (explorer/tiling/fused.py): {cnn: [{layers, grid: [n, m]}]} (extra key)
-    tilings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # fused-tiled groups (explorer/tiling/fused.py) per CNN
+    tilings: dict[str, tuple[Group, ...]] = field(default_factory=dict)
     workspace_bytes: int = 0                   # measured backend scratch, part of memory_bytes
     session_bytes: int = 0                     # measured session state, part of memory_bytes
     output_bytes: int = 0                      # the CNNs' output arrays, part of memory_bytes
 
+    def placed(self) -> bool:
+        """Every buffer has an arena offset (an offset planner's plan)."""
+        return bool(self.buffers) and all(b.offset is not None for b in self.buffers)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-OPTIONAL = ("genes", "rows", "primitives", "tilings", "workspace_bytes", "session_bytes", "output_bytes",
-            "placement")
+        """plan.json's data."""
+        return {
+            "schema": SCHEMA, "app": self.app, "name": self.name, "precision": self.precision,
+            "data_bytes": self.data_bytes, "par_bytes": self.par_bytes,
+            "memory_bytes": self.memory_bytes, "param_bytes": self.param_bytes,
+            "buffer_bytes": self.buffer_bytes, "fps": dict(self.fps),
+            "constraints": self.constraints.to_dict(), "constraints_met": self.constraints_met,
+            "phases": {c: dict(ph) for c, ph in self.phases.items()},
+            "partitions": [p.to_dict() for p in self.partitions],
+            "pipelines": [list(g) for g in self.pipelines],
+            "schedules": dict(self.schedules),
+            "firings": {n: list(f) for n, f in self.firings.items()},
+            "edges": {str(k): e.to_dict() for k, e in self.edges.items()},
+            "buffers": [b.to_dict() for b in self.buffers],
+            "genes": list(self.genes), "placement": self.placement,
+            "rows": {c: dict(r) for c, r in self.rows.items()},
+            "primitives": {c: dict(p) for c, p in self.primitives.items()},
+            "tilings": {c: [group_dict(g) for g in gs] for c, gs in self.tilings.items()},
+            "workspace_bytes": self.workspace_bytes, "session_bytes": self.session_bytes,
+            "output_bytes": self.output_bytes}
 
 
 def to_json(plan: Plan, path: str | Path) -> None:
     Path(path).write_text(json.dumps(plan.to_dict(), indent=1) + "\n")
-
-
-def from_dict(data: dict[str, Any], where: str = "plan.json") -> Plan:
-    names = [f.name for f in fields(Plan)]
-    required = [f.name for f in fields(Plan) if f.name not in OPTIONAL]
-    missing = [k for k in required if k not in data]
-    if missing:
-        raise InputError(f"{where}: missing key {missing[0]!r}")
-    return Plan(**{k: data[k] for k in names if k in data})
-
-
-def from_json(path: str | Path) -> Plan:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"{path}: cannot read a plan ({err})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object")
-    return from_dict(data, str(path))

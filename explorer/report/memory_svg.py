@@ -21,6 +21,7 @@ import html
 from dataclasses import dataclass
 from math import prod
 
+from csdf.model import EdgeId
 from explorer.app.units import format_bytes
 
 WIDTH, HEIGHT, LEFT, TOP, BOTTOM = 640, 260, 70, 14, 34
@@ -45,20 +46,22 @@ class Block:
 
 
 def blocks(plan, derived) -> dict[str, list[Block]]:
-    """Partition name -> its rectangles, from the plan (offsets, bytes, shapes) and its
-    derivation (when each tensor holds data). Partitions with no stored tensor map to []."""
+    """Partition name -> its rectangles, from the plan (explorer.plan.model.Plan: offsets,
+    bytes, shapes) and its derivation (when each tensor holds data). Partitions with no
+    stored tensor map to []."""
     data = plan.data_bytes
     uses = {u.name: u for u in derived.uses}
-    out: dict[str, list[Block]] = {p["name"]: [] for p in plan.partitions}
+    out: dict[str, list[Block]] = {p.name: [] for p in plan.partitions}
     start = 0
     for i, (buf, placed) in enumerate(zip(plan.buffers, derived.buffers)):
-        offset = buf["offset"] if "offset" in buf else start
-        start += buf["bytes"]
+        offset = buf.offset if buf.offset is not None else start
+        start += buf.bytes
         for name in placed.edges:
             use = uses[name]
             stored = use.stored
-            edge = plan.edges[stored[0]]
-            ring = edge["elements"] < prod(edge["shape"])
+            edge = plan.edges[EdgeId.parse(stored[0])]
+            ring = edge.elements is not None and edge.shape is not None and \
+                edge.elements < prod(edge.shape)
             rows = use.rows
             for part, first, last in use.spans:
                 out.setdefault(part, []).append(Block(
@@ -115,6 +118,5 @@ def plan_pictures(plan, derived) -> dict[str, str]:
     """Partition name -> its SVG, every picture on the scale of the plan's whole arena."""
     per = blocks(plan, derived)
     extent = max([b.offset + b.size for rects in per.values() for b in rects] + [1])
-    return {p["name"]: partition_svg(p["name"], per.get(p["name"], []),
-                                     len(plan.firings[p["name"]]), extent)
+    return {p.name: partition_svg(p.name, per.get(p.name, []), len(plan.firings[p.name]), extent)
             for p in plan.partitions}

@@ -34,21 +34,21 @@ def partition_graph(app, plan, part, evaluator=None) -> Graph:
 
     cnn = app.cnns[part.cnn]
     groups = {}
-    if (getattr(plan, "tilings", None) or {}).get(part.cnn):
+    if plan.tilings.get(part.cnn):
         # fused-tiled groups: one actor per group, one phase per tile (csdf/tiled_csdf.py)
         from csdf.tiled_csdf import tiled_csdf
-        from explorer.tiling.fused import tilings_from_json
-        tiled = tilings_from_json(plan.tilings)[part.cnn]
+        tiled = list(plan.tilings[part.cnn])
         groups = {g.name: g for g in tiled}
         graph = tiled_csdf(cnn, part.layers, plan.phases[part.cnn], tiled,
                            part.name.replace(".", "_"), self_loops=True)
     else:
         graph = to_csdf(cnn, part.layers, plan.phases[part.cnn], name=part.name.replace(".", "_"),
                         self_loops=True)
-    for ch in graph.channels:
-        e = plan.edges.get(f"{part.cnn}.{ch.name}")
+    named = {str(k): e for k, e in plan.edges.items() if k.cnn == part.cnn}
+    for ch in graph.channels:          # channel "src->dst": the edge's name in its CNN
+        e = named.get(f"{part.cnn}.{ch.name}")
         if ch.src != ch.dst and e is not None:
-            ch.capacity = int(e["rows"])
+            ch.capacity = int(e.rows)
     if evaluator is not None:
         for actor in graph.actors.values():
             if actor.name in groups:

@@ -22,13 +22,10 @@ recomputed). In the derivation (DeriveApplicationWithReducedBufs with tilings):
 """
 from __future__ import annotations
 
-import re
-from typing import Any
-
-from csdf.model import edge_name
+from csdf.model import EdgeId, edge_name
 from csdf.tiling import Group, tile_buffer_elements, tile_group
 from explorer.app.model import Application
-from explorer.plan.derive import Derived, PartView, Phases, ViewCache, _cached_view
+from explorer.plan.derive import Derived, PartView, Phases, ViewCache, cached_view
 from explorer.memory.lifetimes import EdgeUse
 
 Tilings = dict[str, list[Group]]          # cnn -> its tiled groups
@@ -57,7 +54,7 @@ def contiguous(firings: list[str], groups: list[Group]) -> list[str]:
     return out
 
 
-def _stretch(uses: list[EdgeUse], app: Application, parts: dict[str, list[str]],
+def stretch_groups(uses: list[EdgeUse], app: Application, parts: dict[str, list[str]],
              tilings: Tilings) -> list[EdgeUse]:
     """Keep the group's input, inner and output edges alive over the group's steps."""
     span_of: dict[tuple[str, str], tuple[str, int, int]] = {}   # (cnn, layer) -> group steps
@@ -72,7 +69,7 @@ def _stretch(uses: list[EdgeUse], app: Application, parts: dict[str, list[str]],
         return uses
     out = []
     for u in uses:
-        src, dst = _ends(u.name)
+        src, dst = EdgeId.parse(u.name).ends
         spans = []
         for part, a, b in u.spans:
             reader = span_of.get((u.cnn, dst))
@@ -86,12 +83,6 @@ def _stretch(uses: list[EdgeUse], app: Application, parts: dict[str, list[str]],
     return out
 
 
-def _ends(name: str) -> tuple[str, str]:
-    """(src, dst) of an edge name "cnn.src->dst" or "cnn.src->dst(1)"."""
-    src, dst = re.sub(r"\(\d+\)$", "", name.split(".", 1)[1]).split("->")
-    return src, dst
-
-
 def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
                  cache: ViewCache | None = None, workspace: dict | None = None) -> Derived:
     """explorer.plan.derive.derive with tiled groups (module doc). `workspace`: measured tables
@@ -101,7 +92,7 @@ def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
     from explorer.memory.reuse import algorithm1
 
     phases = force_whole(phases, tilings)
-    views = {p.name: _cached_view(app, p, phases, cache) for p in app.partitions}
+    views = {p.name: cached_view(app, p, phases, cache) for p in app.partitions}
     firings = {p.name: contiguous(list(views[p.name].firings), tilings.get(p.cnn, []))
                for p in app.partitions}
     sizes: dict[str, int] = {}
@@ -112,7 +103,7 @@ def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
         for g in groups:
             for (src, dst), n in tile_buffer_elements(app.cnns[cnn], g).items():
                 sizes[edge_name(cnn, src, dst)] = int(n)
-    uses = _stretch(edge_uses(app, firings, sizes), app, firings, tilings)
+    uses = stretch_groups(edge_uses(app, firings, sizes), app, firings, tilings)
     buffers = algorithm1(uses, app.pipelines)
     param, buf, total = memory_bytes(app, buffers)
     ws = workspace_bytes(app, phases, tile_workspace(app, tilings, workspace))
@@ -205,13 +196,3 @@ def fps(evaluator, phases: Phases, tilings: Tilings) -> dict[str, float]:
     return {c: (1000.0 / ms if ms > 0 else float("inf"))
             for c, ms in frame_ms(evaluator, phases, tilings).items()}
 
-
-def tilings_json(tilings: Tilings) -> dict[str, list[dict[str, Any]]]:
-    """The plan's `tilings` key: {cnn: [{layers, grid: [n, m]}]}."""
-    return {c: [{"layers": list(g.layers), "grid": [g.n, g.m]} for g in gs]
-            for c, gs in tilings.items() if gs}
-
-
-def tilings_from_json(data: dict[str, Any]) -> Tilings:
-    return {c: [Group(tuple(g["layers"]), int(g["grid"][0]), int(g["grid"][1])) for g in gs]
-            for c, gs in (data or {}).items()}

@@ -15,13 +15,13 @@ chromosome, so the search (NSGA-II with its operators) runs unchanged.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from csdf.tiling import Group, blocks, grid, segments
 from explorer.app.model import Application
 from explorer.plan.derive import ViewCache, plan_for, whole_phases
-from explorer.tiling.fused import Tilings, derive_tiled, fps as tiled_fps, tilings_json
+from explorer.tiling.fused import Tilings, derive_tiled, fps as tiled_fps
 from explorer.plan.genes import GeneSpace, gene_space
 from explorer.plan.model import Plan
 
@@ -196,5 +196,4 @@ def plan_tiled(app: Application, evaluate: TiledEvaluation, genes, fps: dict[str
     """plan.json of a chromosome: explorer.plan.derive.plan_for + the `tilings` key."""
     d, tilings = evaluate.derive_tilings(genes)
     plan = plan_for(app, d, fps, met, list(genes))
-    plan.tilings = tilings_json(tilings)
-    return plan
+    return replace(plan, tilings={c: tuple(gs) for c, gs in tilings.items() if gs})

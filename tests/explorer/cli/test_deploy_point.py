@@ -36,8 +36,8 @@ def test_every_point_holds_its_listed_memory(explored):
     front = json.loads((explored / "pareto.json").read_text())
     for n, point in enumerate(front["points"]):
         plan = plan_of_point(explored / "pareto.json", n)
-        assert plan["memory_bytes"] == point["memory_bytes"] and plan["genes"] == point["genes"]
-        assert plan["constraints_met"] == (point["fps"]["net"] >= 900)
+        assert plan.memory_bytes == point["memory_bytes"] and list(plan.genes) == point["genes"]
+        assert plan.constraints_met == (point["fps"]["net"] >= 900)
 
 
 def test_point_out_of_range_is_one_line(explored, tmp_path, capsys):
