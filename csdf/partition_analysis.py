@@ -7,7 +7,8 @@ a producer runs ahead only when nothing downstream can. This is the policy of sd
 `min_buffer_schedule`, kept here so that the CNN side does not depend on heuristics tuned to
 CSDF token counts, which undercount sliding windows (see docs/parts.md). With one phase per
 layer the schedule is the partition's topological order (`CNN.order()`), as the
-architecture fixes. Results are cached per CNN by (layers, phases).
+architecture fixes. Given a csdf.analysis_cache.AnalysisCache, results are kept per CNN by
+(layers, phases).
 
 Real buffer sizes (what a deployment with circular row buffers needs) come from the rows
 each edge holds under the schedule, counted at every producer firing; see `edge_occupancy`
@@ -21,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from csdf.analysis_cache import AnalysisCache
 from csdf.model import CNN
 from csdf.to_csdf import edge_windows, to_csdf
 from sdf3.errors import InputError
@@ -33,7 +35,7 @@ Edge = tuple[str, str]
 
 @dataclass
 class PartitionAnalysis:
-    """Results for one partition; treat as read-only (results are cached per CNN)."""
+    """Results for one partition; treat as read-only (an AnalysisCache hands it out again)."""
 
     layers: list[str]                           # the partition, topological order
     phases: dict[str, int]                      # every layer of the partition
@@ -65,13 +67,12 @@ class PartitionAnalysis:
         return {(ch.src, ch.dst): tokens[ch.name] for ch in self.graph.channels}
 
 
-_FIRST_READ: dict[int, tuple[list[range], list[int]]] = {}
-
-
-def first_reads(windows: list[range], height: int) -> list[int]:
+def first_reads(windows: list[range], height: int, cache: AnalysisCache | None = None
+                ) -> list[int]:
     """For each consumer phase p, the lowest row any phase >= p reads (`height` if none):
-    kept per windows list (edge_windows hands out one per edge and phase count)."""
-    hit = _FIRST_READ.get(id(windows))
+    kept in `cache` per windows list (edge_windows hands out one per edge and phase count)."""
+    kept = None if cache is None else cache.first_reads
+    hit = None if kept is None else kept.get(id(windows))
     if hit is None or hit[0] is not windows:
         low, out = height, [height] * len(windows)
         for p in range(len(windows) - 1, -1, -1):
@@ -79,14 +80,17 @@ def first_reads(windows: list[range], height: int) -> list[int]:
             if rows and rows[0] < low:
                 low = rows[0]
             out[p] = low
-        if len(_FIRST_READ) > 8192:
-            _FIRST_READ.clear()
-        hit = _FIRST_READ[id(windows)] = (windows, out)
+        if kept is None:
+            return out
+        if len(kept) > cache.FIRST_READS:
+            kept.clear()
+        hit = kept[id(windows)] = (windows, out)
     return hit[1]
 
 
 def edge_occupancy(prod: list[int], prod_steps: list[int], windows: list[range],
-                   cons_steps: list[int], height: int) -> tuple[int, int, int]:
+                   cons_steps: list[int], height: int, cache: AnalysisCache | None = None
+                   ) -> tuple[int, int, int]:
     """Largest number of rows of one edge held at once, and the first and last step it holds
     any. Row r is claimed when the producer firing that writes it starts; it is freed at the
     end of the consumer phase after which neither it nor any earlier row is read again (rows
@@ -104,7 +108,7 @@ def edge_occupancy(prod: list[int], prod_steps: list[int], windows: list[range],
         # a whole producer or a whole consumer (one phase, all rows) holds the whole tensor
         end = next((t for t, rows in zip(reversed(cons_steps), reversed(windows)) if rows), -1)
         return height, prod_steps[0], max(prod_steps[-1], end)
-    low = first_reads(windows, height)
+    low = first_reads(windows, height, cache)
     n_cons = len(cons_steps)
     best = begin = 0
     for n, step in zip(prod, prod_steps):
@@ -128,7 +132,8 @@ def ring_rows(held: int, part: int, height: int) -> int:
     return min(height, -(-held // part) * part)
 
 
-def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[str]
+def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[str],
+                cache: AnalysisCache | None = None
                 ) -> tuple[dict[Edge, int], dict[Edge, tuple[int, int]]]:
     """Rows each internal edge's ring needs under the schedule `firings` (any valid one):
     the most it holds at once (`edge_occupancy`), rounded up to whole parts of its producer
@@ -144,7 +149,7 @@ def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[st
         edge = (ch.src, ch.dst)
         height = sum(ch.prod)
         held, first, last = edge_occupancy(ch.prod, at[ch.src], windows[edge], at[ch.dst],
-                                           height)
+                                           height, cache)
         rows[edge], spans[edge] = ring_rows(held, ch.prod[0], height), (first, last)
     return rows, spans
 
@@ -258,26 +263,28 @@ def phase_numbers(firings: list[str]) -> list[int]:
     return out
 
 
-def analyse_partition(cnn: CNN, layers: list[str], phases: dict[str, int]) -> PartitionAnalysis:
+def analyse_partition(cnn: CNN, layers: list[str], phases: dict[str, int],
+                      cache: AnalysisCache | None = None) -> PartitionAnalysis:
     """CSDF graph, schedule and real row-buffer sizes of the partition `layers` of `cnn`
-    (any order; a missing phase count means 1). Cached per CNN by (layers, phases)."""
-    cache = cnn.graph.graph.setdefault("_partition_analysis", {})
+    (any order; a missing phase count means 1). `cache` keeps them per CNN by (layers,
+    phases), and the windows and rates they are made of."""
+    kept = None if cache is None else cache.of(cnn).analyses
     key = (tuple(layers), tuple(int(phases.get(name, 1)) for name in layers))
-    if key in cache:
-        return cache[key]
+    if kept is not None and key in kept:
+        return kept.get(key)
     unknown = [name for name in layers if name not in cnn.graph]
     if unknown:
         raise InputError(f"CNN {cnn.name}: partition names unknown layer {unknown[0]!r}")
     inside = set(layers)
     order = [name for name in cnn.order() if name in inside]
     ph = {name: int(phases.get(name, 1)) for name in order}
-    windows = edge_windows(cnn, order, ph)
-    graph = to_csdf(cnn, order, ph, windows=windows)
+    windows = edge_windows(cnn, order, ph, cache)
+    graph = to_csdf(cnn, order, ph, windows=windows, cache=cache)
     if all(n == 1 for n in ph.values()):   # whole layers: the partition's topological order
         firings = list(order)
     else:
         firings = demand_schedule(graph, order)
-    rows, spans = row_buffers(graph, windows, firings)
+    rows, spans = row_buffers(graph, windows, firings, cache)
     counts = Counter(firings)
     result = PartitionAnalysis(
         layers=order, phases=ph, graph=graph, firings=firings,
@@ -287,5 +294,6 @@ def analyse_partition(cnn: CNN, layers: list[str], phases: dict[str, int]) -> Pa
         edge_elements={(ch.src, ch.dst): rows[(ch.src, ch.dst)] * ch.token_size
                        for ch in graph.channels},
         edge_steps=spans, windows=windows)
-    cache[key] = result
+    if kept is not None:
+        kept.put(key, result)
     return result

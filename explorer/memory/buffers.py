@@ -25,6 +25,7 @@ from typing import Iterable
 
 from csdf.model import CNN
 from csdf.regions import beside_parts, region_params, region_sizes, ring_side
+from explorer.memory.cache import RunCache
 
 
 @dataclass
@@ -38,12 +39,14 @@ class Buffer:
     offset: int | None = None
 
 
-def param_elements(cnn: CNN) -> int:
-    """Parameters stored for `cnn` (folded), cached on the graph: the search asks often."""
-    cache = cnn.graph.graph
-    if "_param_elements" not in cache:
-        cache["_param_elements"] = int(cnn.param_count)
-    return cache["_param_elements"]
+def param_elements(cnn: CNN, cache: RunCache | None = None) -> int:
+    """Parameters stored for `cnn` (folded), kept in `cache`: the search asks often."""
+    if cache is None:
+        return int(cnn.param_count)
+    kept = cache.of(cnn)
+    if kept.params is None:
+        kept.params = int(cnn.param_count)
+    return kept.params
 
 
 def buffer_elements(buffers: Iterable[Buffer]) -> int:
@@ -66,9 +69,10 @@ def arena_offsets(buffers: list[Buffer]) -> list[int]:
     return out
 
 
-def memory_bytes(app, buffers: Iterable[Buffer]) -> tuple[int, int, int]:
+def memory_bytes(app, buffers: Iterable[Buffer], cache: RunCache | None = None
+                 ) -> tuple[int, int, int]:
     """(param_bytes, buffer_bytes, total) of `app` with `buffers` (Eq. 1-4)."""
-    params = sum(param_elements(cnn) for cnn in app.cnns.values()) * app.precision.par_bytes
+    params = sum(param_elements(cnn, cache) for cnn in app.cnns.values()) * app.precision.par_bytes
     bufs = buffer_elements(buffers) * app.precision.data_bytes
     return params, bufs, params + bufs
 

@@ -7,8 +7,8 @@ is the same). What a gene means is explorer.plan.genes' business (granularity la
 paper's binary gene). For a chromosome:
 
   genes -> phases (explorer.plan.genes.GeneSpace.decode, or Eq. 6 csdf.parts.phases_for) -> per partition: CSDF graph, schedule and
-  minimal row buffers (csdf.partition_analysis.analyse_partition, cached by partition and
-  its phases) -> edge lifetimes (explorer.memory.lifetimes) -> Algorithm 1 (explorer.memory.reuse) ->
+  minimal row buffers (csdf.partition_analysis.analyse_partition; a search's views of them
+  are kept by partition and its phases in explorer.memory.cache.RunCache) -> edge lifetimes (explorer.memory.lifetimes) -> Algorithm 1 (explorer.memory.reuse) ->
   memory (Eq. 1-4, explorer.memory.buffers).
 
 An explicit schedule of the app file wins for its partition when it fires every layer as
@@ -29,6 +29,7 @@ from csdf.partition_analysis import PartitionAnalysis, analyse_partition, row_bu
 from csdf.parts import can_split, phases_for, rows_per_phase
 from csdf.to_csdf import edge_windows
 from explorer.app.model import Application
+from explorer.memory.cache import RunCache
 from explorer.plan.genes import GeneSpace
 from explorer.plan.model import Plan
 from sdf3.analysis import AnalysisError
@@ -101,69 +102,65 @@ def uniform_phases(app: Application, by_parts: bool) -> Phases:
     return phases_of(app, [int(by_parts)] * len(gene_layers(app)))
 
 
-def _analyse(cnn: CNN, part_name: str, layers: list[str], phases: dict[str, int]
-             ) -> PartitionAnalysis:
+def _analyse(cnn: CNN, part_name: str, layers: list[str], phases: dict[str, int],
+             cache: RunCache | None = None) -> PartitionAnalysis:
     try:
-        return analyse_partition(cnn, layers, phases)
+        return analyse_partition(cnn, layers, phases, None if cache is None else cache.analysis)
     except AnalysisError as err:
         raise InputError(f"partition {part_name}: dataflow analysis failed: {err}") from None
 
 
-def part_view(app: Application, part_name: str, phases: Phases) -> PartView:
+def part_view(app: Application, part_name: str, phases: Phases,
+              cache: RunCache | None = None) -> PartView:
     """Schedule and row buffers of one partition; the app's explicit schedule wins when it
     fits the phases. `shared-objects` keeps the paper's ring per edge; every other placement
     one ring per tensor (csdf/shared_rings.py) and the row lives of tensors stored by rows."""
     part = app.partition(part_name)
     cnn = app.cnns[part.cnn]
-    a = _analyse(cnn, part_name, part.layers, phases.get(part.cnn, {}))
+    a = _analyse(cnn, part_name, part.layers, phases.get(part.cnn, {}), cache)
     given = app.schedules.get(part_name)
     fits = bool(given) and Counter(given) == Counter(a.firing_counts)
     per_tensor = app.placement != "shared-objects"
     if not fits and per_tensor:
         from explorer.memory.policies import choose      # schedules chosen for total memory
-        c = choose(app, part_name, a)
+        c = choose(app, part_name, a, cache)
         return PartView(c.firings, c.rows, c.elements, c.lives)
     if not fits or list(given) == a.firings:
         firings, rows = list(a.firings), a.edge_rows
     else:
         firings = list(given)
         try:
-            rows, _ = row_buffers(a.graph, edge_windows(cnn, a.layers, a.phases), firings)
+            analysis = None if cache is None else cache.analysis
+            rows, _ = row_buffers(a.graph, edge_windows(cnn, a.layers, a.phases, analysis), firings,
+                                  analysis)
         except (AnalysisError, IndexError, KeyError) as err:
             raise InputError(f"schedules.{part_name}: cannot run under phases {a.phases}: {err}") from None
     if per_tensor:
         from explorer.memory.policies import tensor_rows
-        rows, elements, lives = tensor_rows(app, part_name, a, firings, rows)
+        rows, elements, lives = tensor_rows(app, part_name, a, firings, rows, cache=cache)
         return PartView(firings, rows, elements, lives)
     elements = {e: rows[e] * (a.edge_elements[e] // max(1, a.edge_rows[e])) for e in rows}
     return PartView(firings, dict(rows), elements)
 
 
-ViewCache = dict[tuple[str, tuple[int, ...]], PartView]
-CACHE_LIMIT = 2048          # partition views kept per search (oldest dropped first)
-
-
-def _cached_view(app: Application, part, phases: Phases, cache: ViewCache | None) -> PartView:
-    """part_view, cached by partition and its phases tuple: in a multi-CNN or pipelined app
-    most chromosomes change one partition and the others recur. csdf's own (unbounded)
-    per-CNN cache of full analyses is emptied as we go; the views are much smaller."""
+def _cached_view(app: Application, part, phases: Phases, cache: RunCache | None) -> PartView:
+    """part_view, kept in `cache.views` by partition and its phases tuple: in a multi-CNN or
+    pipelined app most chromosomes change one partition and the others recur."""
     if cache is None:
         return part_view(app, part.name, phases)
     ph = phases.get(part.cnn, {})
     key = (part.name, tuple(int(ph.get(x, 1)) for x in part.layers))
-    view = cache.get(key)
+    view = cache.views.get(key)
     if view is None:
-        view = cache[key] = part_view(app, part.name, phases)
-        app.cnns[part.cnn].graph.graph.pop("_partition_analysis", None)
-        if len(cache) > CACHE_LIMIT:
-            del cache[next(iter(cache))]
+        view = cache.views.put(key, part_view(app, part.name, phases, cache))
     return view
 
 
-def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
+def derive(app: Application, phases: Phases, cache: RunCache | None = None,
            workspace: dict | None = None) -> Derived:
     """DeriveApplicationWithReducedBufs: buffers and memory of the app under `phases`.
-    `cache` (a dict the caller keeps across calls) reuses partitions already analysed.
+    `cache` (explorer.memory.cache.RunCache, kept by the caller across calls) reuses
+    partitions already analysed; without one a fresh one serves this call.
     `workspace`: measured per-layer tables ({cnn: {layer: LayerTimes}}) whose workspace
     and session state enter the memory, and the CNNs' output arrays (explorer/memory/buffers.py
     workspace_bytes, session_bytes, output_bytes)."""
@@ -171,6 +168,7 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
     from explorer.memory.buffers import memory_bytes, output_bytes, session_bytes, workspace_bytes
     from explorer.memory.placement import place
 
+    cache = RunCache() if cache is None else cache
     parts = {p.name: _cached_view(app, p, phases, cache) for p in app.partitions}
     sizes: dict[str, int] = {}
     lives = {}
@@ -179,12 +177,12 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
             sizes[edge_name(p.cnn, src, dst)] = int(n)
         for (src, dst), life in parts[p.name].lives.items():
             lives[edge_name(p.cnn, src, dst)] = life
-    uses = edge_uses(app, {n: v.firings for n, v in parts.items()}, sizes, lives)
+    uses = edge_uses(app, {n: v.firings for n, v in parts.items()}, sizes, lives, cache)
     if app.placement != "shared-objects":
         from explorer.memory.tensors import tensor_uses
         uses = tensor_uses(uses)
-    buffers = place(uses, app.pipelines, app.placement)
-    param, buf, total = memory_bytes(app, buffers)
+    buffers = place(uses, app.pipelines, app.placement, cache)
+    param, buf, total = memory_bytes(app, buffers, cache)
     ws = workspace_bytes(app, phases, workspace)
     state = session_bytes(app, phases, workspace)
     outs = output_bytes(app, workspace)
@@ -199,7 +197,7 @@ class Evaluation:
     evaluator: Any                             # explorer.throughput.evaluator.Evaluator (.fps)
     space: GeneSpace | None = None             # None: binary genes of Equation 6
     where: list[tuple[str, str]] = field(default_factory=list)
-    cache: ViewCache = field(default_factory=dict)
+    cache: RunCache = field(default_factory=RunCache)
 
     def __post_init__(self) -> None:
         self.where = gene_layers(self.app)

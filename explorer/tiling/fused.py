@@ -28,7 +28,8 @@ from typing import Any
 from csdf.model import edge_name
 from csdf.tiling import Group, tile_buffer_elements, tile_group
 from explorer.app.model import Application
-from explorer.plan.derive import Derived, PartView, Phases, ViewCache, _cached_view
+from explorer.memory.cache import RunCache
+from explorer.plan.derive import Derived, PartView, Phases, _cached_view
 from explorer.memory.lifetimes import EdgeUse
 
 Tilings = dict[str, list[Group]]          # cnn -> its tiled groups
@@ -93,7 +94,7 @@ def _ends(name: str) -> tuple[str, str]:
 
 
 def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
-                 cache: ViewCache | None = None, workspace: dict | None = None) -> Derived:
+                 cache: RunCache | None = None, workspace: dict | None = None) -> Derived:
     """explorer.plan.derive.derive with tiled groups (module doc). `workspace`: measured tables
     as there; a group's layers count theirs as `tile_workspace` scales it."""
     from explorer.memory.lifetimes import edge_uses
@@ -112,9 +113,9 @@ def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
         for g in groups:
             for (src, dst), n in tile_buffer_elements(app.cnns[cnn], g).items():
                 sizes[edge_name(cnn, src, dst)] = int(n)
-    uses = _stretch(edge_uses(app, firings, sizes), app, firings, tilings)
+    uses = _stretch(edge_uses(app, firings, sizes, cache=cache), app, firings, tilings)
     buffers = algorithm1(uses, app.pipelines)
-    param, buf, total = memory_bytes(app, buffers)
+    param, buf, total = memory_bytes(app, buffers, cache)
     ws = workspace_bytes(app, phases, tile_workspace(app, tilings, workspace))
     state = session_bytes(app, phases, workspace)    # a tile model: its layers' whole ones
     outs = output_bytes(app, workspace)
