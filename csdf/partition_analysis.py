@@ -3,9 +3,9 @@ buffers small, and the real size of every internal edge's row buffer.
 
 The schedule is demand-driven (`demand_schedule`): among the layers that can fire, one whose
 consumer is starved of its rows (or a sink) goes first, latest in topological order first;
-a producer runs ahead only when nothing downstream can. This is the policy of sdf3's
-`min_buffer_schedule`, kept here so that the CNN side does not depend on heuristics tuned to
-CSDF token counts, which undercount sliding windows (see docs/parts.md). With one phase per
+a producer runs ahead only when nothing downstream can. This is sdf3's `min_buffer_schedule`
+without its first class (firings that raise no channel above the fill it reached), which is
+tuned to CSDF token counts, and these undercount sliding windows (see docs/parts.md). With one phase per
 layer the schedule is the partition's topological order (`CNN.order()`), as the
 architecture fixes. Given a csdf.analysis_cache.AnalysisCache, results are kept per CNN by
 (layers, phases).
@@ -16,7 +16,6 @@ and docs/parts.md.
 """
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,10 +24,11 @@ from functools import cached_property
 from csdf.analysis_cache import AnalysisCache
 from csdf.model import CNN
 from csdf.to_csdf import edge_windows, to_csdf
+from sdf3.analysis import Deadlock
 from sdf3.errors import InputError
 from sdf3.graph import Graph
 from sdf3.notation import compact
-from sdf3.schedule import run_schedule
+from sdf3.schedule import demand_schedule as sdf3_demand_schedule, run_schedule
 
 Edge = tuple[str, str]
 
@@ -157,100 +157,13 @@ def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[st
 def demand_schedule(graph: Graph, order: list[str]) -> list[str]:
     """One iteration of an acyclic CSDF graph (each actor through its phases once), one
     firing at a time: the ready actor with a starved consumer (or none) latest in `order`
-    first, else the ready actor latest in `order`. Returns the actor of every step.
-
-    Event-driven: the heap holds exactly one live entry, with its current key, per ready
-    actor (older entries are recognised by a stamp and skipped). A firing of `a` can make a
-    consumer of `a` ready (its key, which depends on its own consumers, is unchanged), and
-    can change the key of `a` and of its producers (their consumer `a` moved on), so only
-    those are looked at again. tests/test_search_speed.py checks the result against a
-    scan of every actor at every step."""
-    index = {name: i for i, name in enumerate(order)}
-    n = len(order)
-    phases = [graph.actors[name].phases for name in order]
-    tok: list[int] = []
-    ins: list[list[tuple[int, list[int]]]] = [[] for _ in order]
-    outs: list[list[tuple[int, list[int], list[int], int]]] = [[] for _ in order]
-    producers: list[list[int]] = [[] for _ in order]
-    consumers: list[list[int]] = [[] for _ in order]
-    for ch in graph.channels:
-        if ch.src == ch.dst:
-            continue
-        k, s, d = len(tok), index[ch.src], index[ch.dst]
-        tok.append(ch.initial_tokens)
-        ins[d].append((k, ch.cons))
-        outs[s].append((k, ch.prod, ch.cons, d))
-        producers[d].append(s)
-        consumers[s].append(d)
-    nxt = [0] * n
-
-    def ready(a: int) -> bool:
-        p = nxt[a]
-        if p >= phases[a]:
-            return False
-        for k, cons in ins[a]:
-            if tok[k] < cons[p]:
-                return False
-        return True
-
-    def starved(a: int) -> int:
-        """0 when a consumer of `a` waits for rows (or `a` is a sink), else 1."""
-        if not outs[a]:
-            return 0
-        for k, _, cons, d in outs[a]:
-            q = nxt[d]
-            if q < phases[d] and tok[k] < cons[q]:
-                return 0
-        return 1
-
-    live: list[int | None] = [None] * n       # the key flag of each ready actor's entry
-    stamp = [0] * n
-    heap: list[tuple[int, int, int]] = []
-    push = heapq.heappush
-
-    def refresh(a: int) -> None:
-        """Give `a` a live entry with its current key if it is ready, none otherwise."""
-        if ready(a):
-            flag = starved(a)
-            if live[a] != flag:
-                live[a] = flag
-                stamp[a] += 1
-                push(heap, (flag, -a, stamp[a]))
-        elif live[a] is not None:
-            live[a] = None
-            stamp[a] += 1
-
-    for a in range(n):
-        refresh(a)
-    firings: list[str] = []
-    append = firings.append
-    pop = heapq.heappop
-    while heap:
-        _, neg, st = pop(heap)
-        a = -neg
-        if st != stamp[a]:
-            continue                            # superseded
-        live[a] = None
-        stamp[a] += 1
-        p = nxt[a]
-        append(order[a])
-        for k, prod, _, _ in outs[a]:
-            tok[k] += prod[p]
-        for k, cons in ins[a]:
-            tok[k] -= cons[p]
-        nxt[a] = p + 1
-        refresh(a)
-        for b in producers[a]:
-            if live[b] is not None:
-                refresh(b)
-        for d in consumers[a]:
-            if live[d] is None:
-                refresh(d)
-    stuck = [a for a in range(n) if nxt[a] < phases[a]]
-    if stuck:
-        raise InputError(f"graph {graph.name}: deadlock, layer {order[stuck[0]]} cannot finish "
-                         f"its {phases[stuck[0]]} phases")
-    return firings
+    first, else the ready actor latest in `order` (sdf3.schedule.demand_schedule). Returns
+    the actor of every step; a graph that cannot finish is one line naming the layer."""
+    try:
+        return sdf3_demand_schedule(graph, order)
+    except Deadlock as err:
+        raise InputError(f"graph {graph.name}: deadlock, layer {err.actor} cannot finish "
+                         f"its {graph.actors[err.actor].phases} phases") from None
 
 
 def phase_numbers(firings: list[str]) -> list[int]:
