@@ -77,7 +77,7 @@ def scan_schedule(graph, order):
     return firings
 
 
-def replay_rows(graph, windows, firings):
+def replay_rows(graph, windows, firings, cache=None):
     """Rows of every edge by replaying each row's life: claimed when the producer firing
     writing it starts, freed at the end of the consumer phase after which neither it nor
     an earlier row is read again; the most alive at once, rounded to whole parts."""
