@@ -2,5 +2,5 @@
 chromosome into buffers, schedules and memory (analysis -> memory -> placement), and the
 Plan that `explore` writes and `deploy` reads.
 
-May import: explorer.app, explorer.memory, csdf, sdf3.
+May import: explorer.app, explorer.memory, explorer.throughput, csdf, sdf3.
 """

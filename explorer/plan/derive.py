@@ -162,10 +162,11 @@ def derive(app: Application, phases: Phases, cache: RunCache | None = None,
     `cache` (explorer.memory.cache.RunCache, kept by the caller across calls) reuses
     partitions already analysed; without one a fresh one serves this call.
     `workspace`: measured per-layer tables ({cnn: {layer: LayerTimes}}) whose workspace
-    and session state enter the memory, and the CNNs' output arrays (explorer/memory/buffers.py
-    workspace_bytes, session_bytes, output_bytes)."""
+    and session state enter the memory, and the CNNs' output arrays
+    (explorer.throughput.runtime_costs)."""
     from explorer.memory.lifetimes import edge_uses
-    from explorer.memory.buffers import memory_bytes, output_bytes, session_bytes, workspace_bytes
+    from explorer.memory.buffers import memory_bytes
+    from explorer.throughput.runtime_costs import runtime_costs
     from explorer.memory.placement import place
 
     cache = RunCache() if cache is None else cache
@@ -183,11 +184,9 @@ def derive(app: Application, phases: Phases, cache: RunCache | None = None,
         uses = tensor_uses(uses)
     buffers = place(uses, app.pipelines, app.placement, cache)
     param, buf, total = memory_bytes(app, buffers, cache)
-    ws = workspace_bytes(app, phases, workspace)
-    state = session_bytes(app, phases, workspace)
-    outs = output_bytes(app, workspace)
-    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws + state + outs),
-                   sizes, ws, state, outs)
+    rt = runtime_costs(app, phases, workspace)
+    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + rt.total),
+                   sizes, rt.workspace, rt.session, rt.outputs)
 
 
 @dataclass
@@ -202,7 +201,7 @@ class Evaluation:
     def __post_init__(self) -> None:
         self.where = gene_layers(self.app)
         self._whole = whole_phases(self.app)
-        # measured per-layer tables: their workspace counts in the memory (explorer/memory/buffers.py)
+        # measured per-layer tables: their runtime bytes count in the memory (explorer/throughput/runtime_costs.py)
         self.workspace = getattr(self.evaluator, "_tables", None) or None
 
     def phases(self, genes) -> Phases:

@@ -98,7 +98,8 @@ def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
     """explorer.plan.derive.derive with tiled groups (module doc). `workspace`: measured tables
     as there; a group's layers count theirs as `tile_workspace` scales it."""
     from explorer.memory.lifetimes import edge_uses
-    from explorer.memory.buffers import memory_bytes, output_bytes, session_bytes, workspace_bytes
+    from explorer.memory.buffers import memory_bytes
+    from explorer.throughput.runtime_costs import output_bytes, session_bytes, workspace_bytes
     from explorer.memory.reuse import algorithm1
 
     phases = force_whole(phases, tilings)
@@ -138,11 +139,12 @@ def tile_workspace(app: Application, tilings: Tilings, tables: dict | None) -> d
             tiles = tile_group(model, list(g.layers), g.n, g.m)
             for k, layer in enumerate(g.layers):
                 t = table.get(layer)
-                if t is None or not t.whole_ws_bytes:
+                if t is None or not t.bytes.whole_ws_bytes:
                     continue
                 h, w = (int(v) for v in model.layer(layer).output_shape[2:])
                 most = max(tt.layers[k].out_h.size * tt.layers[k].out_w.size for tt in tiles)
-                table[layer] = replace(t, whole_ws_bytes=-(-t.whole_ws_bytes * most // (h * w)))
+                ws = -(-t.bytes.whole_ws_bytes * most // (h * w))
+                table[layer] = replace(t, bytes=replace(t.bytes, whole_ws_bytes=ws))
     return out
 
 
