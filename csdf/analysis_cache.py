@@ -50,7 +50,7 @@ class Recent(Generic[V]):
 
 def graph_stamp(cnn: CNN) -> tuple[int, int]:
     """(layers, edges) of the CNN's graph: what changes when a layer is added or removed."""
-    return cnn.graph.number_of_nodes(), cnn.graph.number_of_edges()
+    return len(cnn.graph), len(cnn.graph.edges)     # len(edges): a third of number_of_edges' time
 
 
 class PerCNN(Generic[T]):

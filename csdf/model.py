@@ -91,7 +91,7 @@ class CNN:
     def _cached(self, what: str, make):
         """`make()` kept in `memo` until a layer or edge is added or removed (a copy is
         returned, callers may edit it)."""
-        stamp = (self.graph.number_of_nodes(), self.graph.number_of_edges())
+        stamp = (len(self.graph), len(self.graph.edges))
         memo = self.memo
         if memo.stamp != stamp:
             memo.stamp, memo.orders = stamp, {}
