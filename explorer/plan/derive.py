@@ -7,9 +7,10 @@ is the same). What a gene means is explorer.plan.genes' business (granularity la
 paper's binary gene). For a chromosome:
 
   genes -> phases (explorer.plan.genes.GeneSpace.decode, or Eq. 6 csdf.parts.phases_for) -> per partition: CSDF graph, schedule and
-  minimal row buffers (csdf.partition_analysis.analyse_partition; a search's views of them
-  are kept by partition and its phases in explorer.memory.cache.RunCache) -> edge lifetimes (explorer.memory.lifetimes) -> Algorithm 1 (explorer.memory.reuse) ->
-  memory (Eq. 1-4, explorer.memory.buffers).
+  minimal row buffers (csdf.partition_analysis.analyse_partition; a search keeps its views
+  by partition and phases in explorer.memory.cache.RunCache) -> edge lifetimes
+  (explorer.memory.lifetimes) -> Algorithm 1 (explorer.memory.reuse) -> memory (Eq. 1-4,
+  explorer.memory.buffers; the runtime's own bytes, explorer.throughput.runtime_costs).
 
 An explicit schedule of the app file wins for its partition when it fires every layer as
 many times as the phases say (a schedule of whole layers no longer fits once a layer goes
@@ -201,7 +202,8 @@ class Evaluation:
     def __post_init__(self) -> None:
         self.where = gene_layers(self.app)
         self._whole = whole_phases(self.app)
-        # measured per-layer tables: their runtime bytes count in the memory (explorer/throughput/runtime_costs.py)
+        # measured per-layer tables: their runtime bytes count in the memory
+        # (explorer/throughput/runtime_costs.py)
         self.workspace = getattr(self.evaluator, "_tables", None) or None
 
     def phases(self, genes) -> Phases:

@@ -142,7 +142,8 @@ class TiledEvaluation:
         slots = () if self.mode == "parts" else tuple(tile_slots(self.app))
         self.space = TiledSpace(layer, slots)
         self._whole = whole_phases(self.app)
-        # measured per-layer tables: their runtime bytes count in the memory (explorer/throughput/runtime_costs.py)
+        # measured per-layer tables: their runtime bytes count in the memory
+        # (explorer/throughput/runtime_costs.py)
         self.workspace = getattr(self.evaluator, "_tables", None) or None
 
     @property
