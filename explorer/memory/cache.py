@@ -23,7 +23,7 @@ from csdf.analysis_cache import AnalysisCache, PerCNN, Recent
 from csdf.model import CNN
 
 VIEWS = 2048          # partition views kept (oldest dropped first)
-ANALYSES = 16         # full partition analyses kept per CNN: the views are what recur
+ANALYSES = 2          # full partition analyses kept per CNN: the views are what recur
 PLACEMENTS = 8        # placements kept
 
 
