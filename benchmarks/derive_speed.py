@@ -26,7 +26,6 @@ from explorer.app.appfile import load_app  # noqa: E402
 from explorer.plan.derive import Evaluation  # noqa: E402
 from explorer.plan.genes import gene_space  # noqa: E402
 from explorer.throughput.evaluator import make_evaluator  # noqa: E402
-import explorer.memory.placement as placement  # noqa: E402
 import explorer.memory.placement.rows as rows  # noqa: E402
 
 NETS = ("mobilenet_v2", "resnet50", "inception_v2", "efficientnet_b0", "yolov2_16",
@@ -46,7 +45,6 @@ def chromosomes(evaluation: Evaluation, granularity: str, rnd: random.Random):
 def rate(app, granularity: str, fast: bool, seconds: float, seed: int) -> tuple[float, int]:
     """(seconds per derivation, derivations timed) within about `seconds`."""
     rows.FAST = fast
-    placement._RECENT.clear()
     space = gene_space(app, "ladder") if granularity == "ladder" else None
     evaluation = Evaluation(app, make_evaluator(app), space=space)
     stream = chromosomes(evaluation, granularity, random.Random(seed))

@@ -9,7 +9,7 @@ for every model; reported as runtime_init_bytes) and the imports.
 
 For every model: `explore profile` measures each layer's time and workspace on this machine;
 `explore APP --evaluator PROFILE --mem 1GB` gives the reuse-only plan and `--mem 0` the
-least-memory plan (their memory counts that workspace, explorer/memory/buffers.py); `explore deploy`
+least-memory plan (their memory counts that workspace, explorer/throughput/runtime_costs.py); `explore deploy`
 builds both. Each run is its own process (`--child`): the footprint is the peak RSS minus
 the RSS after imports, before anything of the model is loaded (deploy/runtime/footprint.py), for
 the plain session exactly as for the deployments. vgg11 is a VGG-11 (configuration A of

@@ -61,6 +61,14 @@ class Layer:
 
 
 @dataclass
+class GraphMemo:
+    """Orders a CNN works out from its own graph (`CNN.order`, `CNN.edges`), kept until a
+    layer or edge is added or removed: the search asks for them thousands of times."""
+    stamp: tuple[int, int] = (0, 0)                  # (layers, edges) when they were made
+    orders: dict[str, tuple] = field(default_factory=dict)
+
+
+@dataclass
 class CNN:
     """A DAG of layers. Node attribute "layer" holds the Layer; edge attribute "shape" the
     [N, C, H, W] of the tensor it carries (the producer's output)."""
@@ -77,6 +85,7 @@ class CNN:
     # whose dynamic batch dimension became 1
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     batch_fixed: tuple[str, ...] = ()
+    memo: GraphMemo = field(default_factory=GraphMemo, init=False, repr=False, compare=False)
 
     def add_layer(self, layer: Layer) -> None:
         self.graph.add_node(layer.name, layer=layer)
@@ -87,20 +96,23 @@ class CNN:
         return self.graph.nodes[name]["layer"]
 
     def _cached(self, what: str, make):
-        """`make()` kept on the graph until a layer or edge is added or removed (the search
-        asks for the order thousands of times; a copy is returned, callers may edit it)."""
-        stamp = (self.graph.number_of_nodes(), self.graph.number_of_edges())
-        hit = self.graph.graph.get(what)
-        if hit is None or hit[0] != stamp:
-            hit = self.graph.graph[what] = (stamp, tuple(make()))
-        return list(hit[1])
+        """`make()` kept in `memo` until a layer or edge is added or removed (a copy is
+        returned, callers may edit it)."""
+        stamp = (len(self.graph), len(self.graph.edges))
+        memo = self.memo
+        if memo.stamp != stamp:
+            memo.stamp, memo.orders = stamp, {}
+        hit = memo.orders.get(what)
+        if hit is None:
+            hit = memo.orders[what] = tuple(make())
+        return list(hit)
 
     def order(self) -> list[str]:
         """Layer names in a deterministic topological order (ties by insertion order)."""
         def make():
             index = {n: i for i, n in enumerate(self.graph.nodes)}
             return nx.lexicographical_topological_sort(self.graph, key=index.__getitem__)
-        return self._cached("_order", make)
+        return self._cached("order", make)
 
     def layers(self) -> Iterator[Layer]:
         for name in self.order():
@@ -111,7 +123,7 @@ class CNN:
         def make():
             pos = {n: i for i, n in enumerate(self.order())}
             return sorted(self.graph.edges, key=lambda e: (pos[e[0]], pos[e[1]]))
-        return self._cached("_edges", make)
+        return self._cached("edges", make)
 
     def edge_shape(self, src: str, dst: str) -> Shape:
         return self.graph.edges[src, dst]["shape"]

@@ -3,11 +3,12 @@ buffers small, and the real size of every internal edge's row buffer.
 
 The schedule is demand-driven (`demand_schedule`): among the layers that can fire, one whose
 consumer is starved of its rows (or a sink) goes first, latest in topological order first;
-a producer runs ahead only when nothing downstream can. This is the policy of sdf3's
-`min_buffer_schedule`, kept here so that the CNN side does not depend on heuristics tuned to
-CSDF token counts, which undercount sliding windows (see docs/parts.md). With one phase per
+a producer runs ahead only when nothing downstream can. This is sdf3's `min_buffer_schedule`
+without its first class (firings that raise no channel above the fill it reached), which is
+tuned to CSDF token counts, and these undercount sliding windows (see docs/parts.md). With one phase per
 layer the schedule is the partition's topological order (`CNN.order()`), as the
-architecture fixes. Results are cached per CNN by (layers, phases).
+architecture fixes. Given a csdf.analysis_cache.AnalysisCache, results are kept per CNN by
+(layers, phases).
 
 Real buffer sizes (what a deployment with circular row buffers needs) come from the rows
 each edge holds under the schedule, counted at every producer firing; see `edge_occupancy`
@@ -15,25 +16,26 @@ and docs/parts.md.
 """
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from csdf.analysis_cache import AnalysisCache
 from csdf.model import CNN
 from csdf.to_csdf import edge_windows, to_csdf
+from sdf3.analysis import Deadlock
 from sdf3.errors import InputError
 from sdf3.graph import Graph
 from sdf3.notation import compact
-from sdf3.schedule import run_schedule
+from sdf3.schedule import demand_schedule as sdf3_demand_schedule, run_schedule
 
 Edge = tuple[str, str]
 
 
 @dataclass
 class PartitionAnalysis:
-    """Results for one partition; treat as read-only (results are cached per CNN)."""
+    """Results for one partition; treat as read-only (an AnalysisCache hands it out again)."""
 
     layers: list[str]                           # the partition, topological order
     phases: dict[str, int]                      # every layer of the partition
@@ -65,13 +67,12 @@ class PartitionAnalysis:
         return {(ch.src, ch.dst): tokens[ch.name] for ch in self.graph.channels}
 
 
-_FIRST_READ: dict[int, tuple[list[range], list[int]]] = {}
-
-
-def first_reads(windows: list[range], height: int) -> list[int]:
+def first_reads(windows: list[range], height: int, cache: AnalysisCache | None = None
+                ) -> list[int]:
     """For each consumer phase p, the lowest row any phase >= p reads (`height` if none):
-    kept per windows list (edge_windows hands out one per edge and phase count)."""
-    hit = _FIRST_READ.get(id(windows))
+    kept in `cache` per windows list (edge_windows hands out one per edge and phase count)."""
+    kept = None if cache is None else cache.first_reads
+    hit = None if kept is None else kept.get(id(windows))
     if hit is None or hit[0] is not windows:
         low, out = height, [height] * len(windows)
         for p in range(len(windows) - 1, -1, -1):
@@ -79,14 +80,17 @@ def first_reads(windows: list[range], height: int) -> list[int]:
             if rows and rows[0] < low:
                 low = rows[0]
             out[p] = low
-        if len(_FIRST_READ) > 8192:
-            _FIRST_READ.clear()
-        hit = _FIRST_READ[id(windows)] = (windows, out)
+        if kept is None:
+            return out
+        if len(kept) > cache.FIRST_READS:
+            kept.clear()
+        hit = kept[id(windows)] = (windows, out)
     return hit[1]
 
 
 def edge_occupancy(prod: list[int], prod_steps: list[int], windows: list[range],
-                   cons_steps: list[int], height: int) -> tuple[int, int, int]:
+                   cons_steps: list[int], height: int, cache: AnalysisCache | None = None
+                   ) -> tuple[int, int, int]:
     """Largest number of rows of one edge held at once, and the first and last step it holds
     any. Row r is claimed when the producer firing that writes it starts; it is freed at the
     end of the consumer phase after which neither it nor any earlier row is read again (rows
@@ -104,7 +108,7 @@ def edge_occupancy(prod: list[int], prod_steps: list[int], windows: list[range],
         # a whole producer or a whole consumer (one phase, all rows) holds the whole tensor
         end = next((t for t, rows in zip(reversed(cons_steps), reversed(windows)) if rows), -1)
         return height, prod_steps[0], max(prod_steps[-1], end)
-    low = first_reads(windows, height)
+    low = first_reads(windows, height, cache)
     n_cons = len(cons_steps)
     best = begin = 0
     for n, step in zip(prod, prod_steps):
@@ -128,7 +132,8 @@ def ring_rows(held: int, part: int, height: int) -> int:
     return min(height, -(-held // part) * part)
 
 
-def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[str]
+def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[str],
+                cache: AnalysisCache | None = None
                 ) -> tuple[dict[Edge, int], dict[Edge, tuple[int, int]]]:
     """Rows each internal edge's ring needs under the schedule `firings` (any valid one):
     the most it holds at once (`edge_occupancy`), rounded up to whole parts of its producer
@@ -144,7 +149,7 @@ def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[st
         edge = (ch.src, ch.dst)
         height = sum(ch.prod)
         held, first, last = edge_occupancy(ch.prod, at[ch.src], windows[edge], at[ch.dst],
-                                           height)
+                                           height, cache)
         rows[edge], spans[edge] = ring_rows(held, ch.prod[0], height), (first, last)
     return rows, spans
 
@@ -152,100 +157,13 @@ def row_buffers(graph: Graph, windows: dict[Edge, list[range]], firings: list[st
 def demand_schedule(graph: Graph, order: list[str]) -> list[str]:
     """One iteration of an acyclic CSDF graph (each actor through its phases once), one
     firing at a time: the ready actor with a starved consumer (or none) latest in `order`
-    first, else the ready actor latest in `order`. Returns the actor of every step.
-
-    Event-driven: the heap holds exactly one live entry, with its current key, per ready
-    actor (older entries are recognised by a stamp and skipped). A firing of `a` can make a
-    consumer of `a` ready (its key, which depends on its own consumers, is unchanged), and
-    can change the key of `a` and of its producers (their consumer `a` moved on), so only
-    those are looked at again. tests/test_search_speed.py checks the result against a
-    scan of every actor at every step."""
-    index = {name: i for i, name in enumerate(order)}
-    n = len(order)
-    phases = [graph.actors[name].phases for name in order]
-    tok: list[int] = []
-    ins: list[list[tuple[int, list[int]]]] = [[] for _ in order]
-    outs: list[list[tuple[int, list[int], list[int], int]]] = [[] for _ in order]
-    producers: list[list[int]] = [[] for _ in order]
-    consumers: list[list[int]] = [[] for _ in order]
-    for ch in graph.channels:
-        if ch.src == ch.dst:
-            continue
-        k, s, d = len(tok), index[ch.src], index[ch.dst]
-        tok.append(ch.initial_tokens)
-        ins[d].append((k, ch.cons))
-        outs[s].append((k, ch.prod, ch.cons, d))
-        producers[d].append(s)
-        consumers[s].append(d)
-    nxt = [0] * n
-
-    def ready(a: int) -> bool:
-        p = nxt[a]
-        if p >= phases[a]:
-            return False
-        for k, cons in ins[a]:
-            if tok[k] < cons[p]:
-                return False
-        return True
-
-    def starved(a: int) -> int:
-        """0 when a consumer of `a` waits for rows (or `a` is a sink), else 1."""
-        if not outs[a]:
-            return 0
-        for k, _, cons, d in outs[a]:
-            q = nxt[d]
-            if q < phases[d] and tok[k] < cons[q]:
-                return 0
-        return 1
-
-    live: list[int | None] = [None] * n       # the key flag of each ready actor's entry
-    stamp = [0] * n
-    heap: list[tuple[int, int, int]] = []
-    push = heapq.heappush
-
-    def refresh(a: int) -> None:
-        """Give `a` a live entry with its current key if it is ready, none otherwise."""
-        if ready(a):
-            flag = starved(a)
-            if live[a] != flag:
-                live[a] = flag
-                stamp[a] += 1
-                push(heap, (flag, -a, stamp[a]))
-        elif live[a] is not None:
-            live[a] = None
-            stamp[a] += 1
-
-    for a in range(n):
-        refresh(a)
-    firings: list[str] = []
-    append = firings.append
-    pop = heapq.heappop
-    while heap:
-        _, neg, st = pop(heap)
-        a = -neg
-        if st != stamp[a]:
-            continue                            # superseded
-        live[a] = None
-        stamp[a] += 1
-        p = nxt[a]
-        append(order[a])
-        for k, prod, _, _ in outs[a]:
-            tok[k] += prod[p]
-        for k, cons in ins[a]:
-            tok[k] -= cons[p]
-        nxt[a] = p + 1
-        refresh(a)
-        for b in producers[a]:
-            if live[b] is not None:
-                refresh(b)
-        for d in consumers[a]:
-            if live[d] is None:
-                refresh(d)
-    stuck = [a for a in range(n) if nxt[a] < phases[a]]
-    if stuck:
-        raise InputError(f"graph {graph.name}: deadlock, layer {order[stuck[0]]} cannot finish "
-                         f"its {phases[stuck[0]]} phases")
-    return firings
+    first, else the ready actor latest in `order` (sdf3.schedule.demand_schedule). Returns
+    the actor of every step; a graph that cannot finish is one line naming the layer."""
+    try:
+        return sdf3_demand_schedule(graph, order)
+    except Deadlock as err:
+        raise InputError(f"graph {graph.name}: deadlock, layer {err.actor} cannot finish "
+                         f"its {graph.actors[err.actor].phases} phases") from None
 
 
 def phase_numbers(firings: list[str]) -> list[int]:
@@ -258,26 +176,28 @@ def phase_numbers(firings: list[str]) -> list[int]:
     return out
 
 
-def analyse_partition(cnn: CNN, layers: list[str], phases: dict[str, int]) -> PartitionAnalysis:
+def analyse_partition(cnn: CNN, layers: list[str], phases: dict[str, int],
+                      cache: AnalysisCache | None = None) -> PartitionAnalysis:
     """CSDF graph, schedule and real row-buffer sizes of the partition `layers` of `cnn`
-    (any order; a missing phase count means 1). Cached per CNN by (layers, phases)."""
-    cache = cnn.graph.graph.setdefault("_partition_analysis", {})
+    (any order; a missing phase count means 1). `cache` keeps them per CNN by (layers,
+    phases), and the windows and rates they are made of."""
+    kept = None if cache is None else cache.of(cnn).analyses
     key = (tuple(layers), tuple(int(phases.get(name, 1)) for name in layers))
-    if key in cache:
-        return cache[key]
+    if kept is not None and key in kept:
+        return kept.get(key)
     unknown = [name for name in layers if name not in cnn.graph]
     if unknown:
         raise InputError(f"CNN {cnn.name}: partition names unknown layer {unknown[0]!r}")
     inside = set(layers)
     order = [name for name in cnn.order() if name in inside]
     ph = {name: int(phases.get(name, 1)) for name in order}
-    windows = edge_windows(cnn, order, ph)
-    graph = to_csdf(cnn, order, ph, windows=windows)
+    windows = edge_windows(cnn, order, ph, cache)
+    graph = to_csdf(cnn, order, ph, windows=windows, cache=cache)
     if all(n == 1 for n in ph.values()):   # whole layers: the partition's topological order
         firings = list(order)
     else:
         firings = demand_schedule(graph, order)
-    rows, spans = row_buffers(graph, windows, firings)
+    rows, spans = row_buffers(graph, windows, firings, cache)
     counts = Counter(firings)
     result = PartitionAnalysis(
         layers=order, phases=ph, graph=graph, firings=firings,
@@ -287,5 +207,6 @@ def analyse_partition(cnn: CNN, layers: list[str], phases: dict[str, int]) -> Pa
         edge_elements={(ch.src, ch.dst): rows[(ch.src, ch.dst)] * ch.token_size
                        for ch in graph.channels},
         edge_steps=spans, windows=windows)
-    cache[key] = result
+    if kept is not None:
+        kept.put(key, result)
     return result

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+from csdf.analysis_cache import AnalysisCache
 from csdf.partition_analysis import first_reads, ring_rows
 from sdf3.graph import Graph
 
@@ -25,12 +26,13 @@ Edge = tuple[str, str]
 
 
 def tensor_occupancy(prod: list[int], prod_steps: list[int],
-                     readers: list[tuple[list[range], list[int]]], height: int) -> int:
+                     readers: list[tuple[list[range], list[int]]], height: int,
+                     cache: AnalysisCache | None = None) -> int:
     """Most rows of one tensor held at once by a ring shared by `readers` ((windows, steps)
-    of each, as `edge_occupancy` takes one): module doc."""
+    of each, as `edge_occupancy` takes one): module doc. `cache` keeps the first-read tables."""
     if len(prod) == 1 or any(len(steps) == 1 for _, steps in readers):
         return height
-    lows = [(first_reads(windows, height), steps) for windows, steps in readers]
+    lows = [(first_reads(windows, height, cache), steps) for windows, steps in readers]
     best = begin = 0
     for n, step in zip(prod, prod_steps):
         end = begin + n
@@ -47,8 +49,8 @@ def tensor_occupancy(prod: list[int], prod_steps: list[int],
 
 
 def share_rings(graph: Graph, windows: dict[Edge, list[range]], firings: list[str],
-                rows: dict[Edge, int], whole: frozenset[str] | set[str] = frozenset()
-                ) -> dict[Edge, int]:
+                rows: dict[Edge, int], whole: frozenset[str] | set[str] = frozenset(),
+                cache: AnalysisCache | None = None) -> dict[Edge, int]:
     """`rows` (per edge, csdf.partition_analysis.row_buffers) with every edge of a tensor
     read by several layers given the tensor's one ring; tensors of `whole` (producers also
     read outside the partition, where a crossing edge holds them whole) keep every row."""
@@ -71,7 +73,7 @@ def share_rings(graph: Graph, windows: dict[Edge, list[range]], firings: list[st
                     steps[name].append(t)
             held = tensor_occupancy(chans[0].prod, steps[src],
                                     [(windows[(src, ch.dst)], steps[ch.dst]) for ch in chans],
-                                    height)
+                                    height, cache)
             ring = ring_rows(held, chans[0].prod[0], height)
         for ch in chans:
             out[(src, ch.dst)] = ring

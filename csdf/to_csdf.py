@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from itertools import accumulate
 
+from csdf.analysis_cache import AnalysisCache, CNNAnalyses
 from csdf.model import CNN
 from csdf.parts import check_phases, phase_windows, rows_per_phase
 from sdf3.graph import Actor, Channel, Graph
@@ -43,54 +44,66 @@ def internal_edges(cnn: CNN, layers: list[str]) -> list[tuple[str, str]]:
     return [(u, v) for u, v in cnn.edges() if u in inside and v in inside]
 
 
-def edge_windows(cnn: CNN, layers: list[str], phases: dict[str, int]
-                 ) -> dict[tuple[str, str], list[range]]:
-    """Per internal edge, the rows of it each phase of its consumer reads (cached per CNN
-    by edge and phase count: the search asks for the same windows thousands of times;
-    treat the lists as read-only)."""
-    cache = cnn.graph.graph.setdefault("_phase_windows", {})
+def edge_windows(cnn: CNN, layers: list[str], phases: dict[str, int],
+                 cache: AnalysisCache | None = None) -> dict[tuple[str, str], list[range]]:
+    """Per internal edge, the rows of it each phase of its consumer reads. With a `cache`
+    one list is handed out per edge, phase count and shapes (the search asks for the same
+    windows thousands of times; treat the lists as read-only)."""
+    kept = None if cache is None else cache.of(cnn).windows
     out = {}
     for src, dst in internal_edges(cnn, layers):
         n = phases.get(dst, 1)
+        if kept is None:
+            out[(src, dst)] = phase_windows(cnn, dst, src, n)
+            continue
         key = (src, dst, n, tuple(cnn.edge_shape(src, dst)), tuple(cnn.layer(dst).output_shape))
-        reads = cache.get(key)
+        reads = kept.get(key)
         if reads is None:
-            reads = cache[key] = phase_windows(cnn, dst, src, n)
+            reads = kept[key] = phase_windows(cnn, dst, src, n)
         out[(src, dst)] = reads
     return out
 
 
-def channel_rates(cnn: CNN, src: str, dst: str, n_src: int, reads: list[range]
-                  ) -> tuple[list[int], list[int], int]:
+def channel_rates(cnn: CNN, src: str, dst: str, n_src: int, reads: list[range],
+                  kept: CNNAnalyses | None = None) -> tuple[list[int], list[int], int]:
     """Production and consumption rates and token size of one edge. The search builds the
-    same channels thousands of times, so they are kept per edge and producer phase count
-    for this very `reads` list (edge_windows hands out one list per edge and consumer phase
-    count; the entry holds the list, so its identity cannot be reused)."""
-    cache = cnn.graph.graph.setdefault("_channel_rates", {})
+    same channels thousands of times, so `kept` (AnalysisCache.of(cnn)) holds them per edge
+    and producer phase count for this very `reads` list (edge_windows hands out one list
+    per edge and consumer phase count; the entry holds the list, so its identity cannot be
+    reused)."""
+    if kept is None:
+        height = int(cnn.edge_shape(src, dst)[2])
+        return production_rates(height, n_src), consumption_rates(reads, height), \
+            token_size(cnn, src, dst)
+    rates = kept.rates
     key = (src, dst, n_src, len(reads))
-    hit = cache.get(key)
+    hit = rates.get(key)
     if hit is None or hit[0] is not reads:
         height = int(cnn.edge_shape(src, dst)[2])
-        hit = cache[key] = (reads, production_rates(height, n_src),
+        hit = rates[key] = (reads, production_rates(height, n_src),
                             consumption_rates(reads, height), token_size(cnn, src, dst))
     return hit[1], hit[2], hit[3]
 
 
 def to_csdf(cnn: CNN, layers: list[str], phases: dict[str, int], name: str | None = None,
             self_loops: bool = False,
-            windows: dict[tuple[str, str], list[range]] | None = None) -> Graph:
+            windows: dict[tuple[str, str], list[range]] | None = None,
+            cache: AnalysisCache | None = None) -> Graph:
     """The CSDF graph of a partition. `self_loops` adds to each actor a channel "L->L"
     holding one token, which tells SDF3 a layer runs its phases one after another (SDF3
-    otherwise allows unbounded auto-concurrency); our own analyses do not need it."""
+    otherwise allows unbounded auto-concurrency); our own analyses do not need it.
+    `windows`: edge_windows of the partition when the caller has them; `cache` reuses
+    windows and rates already worked out."""
     graph = Graph(name or cnn.name)
     for layer in layers:
         n = phases.get(layer, 1)
         check_phases(cnn, layer, n)
         graph.add_actor(Actor(layer, n, [1] * n, type=cnn.layer(layer).op))
     if windows is None:
-        windows = edge_windows(cnn, layers, phases)
+        windows = edge_windows(cnn, layers, phases, cache)
+    kept = None if cache is None else cache.of(cnn)
     for (src, dst), reads in windows.items():
-        prod, cons, size = channel_rates(cnn, src, dst, phases.get(src, 1), reads)
+        prod, cons, size = channel_rates(cnn, src, dst, phases.get(src, 1), reads, kept)
         graph.add_channel(Channel(
             f"{src}->{dst}", src, dst, prod=list(prod), cons=list(cons), token_size=size,
             src_port=f"out_{dst}", dst_port=f"in_{src}"))

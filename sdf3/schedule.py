@@ -42,39 +42,91 @@ class Schedule:
         return sum(self.buffers.values())
 
 
-def _simulate(graph: Graph, capacities: dict[str, int] | None,
-              ) -> tuple[list[tuple[str, int]], dict[str, int], Deadlock | None]:
-    """Fire actors one at a time until each has fired its repetition count, or nothing can.
+@dataclass
+class _Wiring:
+    """A graph as arrays for a run: actors by their priority rank (index in `names`),
+    channels by their index in graph.channels."""
+    names: list[str]
+    q: list[int]                    # firings per actor in one iteration
+    nph: list[int]                  # phases per actor
+    src: list[int]
+    dst: list[int]
+    prod: list[list[int]]
+    cons: list[list[int]]
+    tok: list[int]                  # initial tokens
+    cap: list[int | None]           # capacity in tokens, None: unbounded
+    ins: list[list[int]]            # channels into each actor
+    outs: list[list[int]]           # channels out of each actor
+    touch: list[list[int]]          # channels at either end of each actor
+    sink: list[bool]                # only self-loops leave it
 
-    With `capacities` a firing also needs room for its output on each bounded channel.
-    Returns (firings, max fill per channel, the deadlock or None).
-    """
-    q_named = repetition_vector(graph)
-    names = topo_order(graph)                    # index = topological rank
+
+def _wire(graph: Graph, names: list[str], q: list[int],
+          capacities: dict[str, int] | None) -> _Wiring:
     idx = {a: i for i, a in enumerate(names)}
     n = len(names)
-    q = [q_named[a] for a in names]
-    nph = [graph.actors[a].phases for a in names]
     chs = graph.channels
-    m = len(chs)
     src = [idx[c.src] for c in chs]
     dst = [idx[c.dst] for c in chs]
-    prod = [c.prod for c in chs]
-    cons = [c.cons for c in chs]
-    tok = [c.initial_tokens for c in chs]
     caps = capacities or {}
-    cap = [caps.get(c.name) for c in chs]
-    buf = list(tok)
     ins: list[list[int]] = [[] for _ in range(n)]
     outs: list[list[int]] = [[] for _ in range(n)]
     touch: list[list[int]] = [[] for _ in range(n)]
-    for k in range(m):
+    for k in range(len(chs)):
         outs[src[k]].append(k)
         ins[dst[k]].append(k)
         touch[src[k]].append(k)
         if dst[k] != src[k]:
             touch[dst[k]].append(k)
-    sink = [all(dst[k] == a for k in outs[a]) for a in range(n)]
+    return _Wiring(names, q, [graph.actors[a].phases for a in names], src, dst,
+                   [c.prod for c in chs], [c.cons for c in chs],
+                   [c.initial_tokens for c in chs], [caps.get(c.name) for c in chs],
+                   ins, outs, touch, [all(dst[k] == a for k in outs[a]) for a in range(n)])
+
+
+def _simulate(graph: Graph, capacities: dict[str, int] | None,
+              order: list[str] | None = None, free_first: bool = True,
+              ) -> tuple[list[tuple[str, int]], dict[str, int], Deadlock | None]:
+    """Fire actors one at a time until each has fired its repetition count, or nothing can.
+
+    The ready actor fired next is the first by (class, latest rank): with `free_first`,
+    class -1 for a firing that raises no channel above the fill it already reached; class
+    0 for a producer of a starved consumer, or a sink; class 1 for the rest. Ranks are
+    positions in `order`; without one, in the topological order, and one iteration is the
+    repetition vector's; with one, each actor goes through its phases once.
+    With `capacities` a firing also needs room for its output on each bounded channel.
+    Returns (firings, max fill per channel, the deadlock or None).
+    """
+    if order is None:
+        names = topo_order(graph)
+        reps = repetition_vector(graph)
+        q = [reps[a] for a in names]
+    else:
+        names = list(order)
+        q = [graph.actors[a].phases for a in names]
+    w = _wire(graph, names, q, capacities)
+    firings, buf, cnt, ph, tok = _run(w, free_first)
+    chs = graph.channels
+    buffers = {chs[k].name: buf[k] for k in range(len(chs))}
+    dead = None
+    if len(firings) < sum(q):
+        dead = _explain(graph, names, q, cnt, ph, tok, w.cap, w.ins, w.outs)
+    return firings, buffers, dead
+
+
+def _run(w: _Wiring, free_first: bool
+         ) -> tuple[list[tuple[str, int]], list[int], list[int], list[int], list[int]]:
+    """The firing loop of `_simulate`. Event-driven: a channel is `short` while its consumer
+    waits for tokens on it and `full` while its producer waits for room; an actor is ready
+    when `missing` (its short inputs and full outputs) is 0, and `demand` counts its short
+    outputs. Heap entries are re-checked when popped (a stale key is pushed again), and an
+    actor is pushed whenever it may have become ready or its key may have dropped.
+    Returns (firings, max fill per channel, firings and next phase per actor, tokens)."""
+    names, q, nph, src, dst = w.names, w.q, w.nph, w.src, w.dst
+    prod, cons, cap, ins, outs, touch, sink = w.prod, w.cons, w.cap, w.ins, w.outs, w.touch, w.sink
+    tok = list(w.tok)
+    buf = list(tok)
+    n, m = len(names), len(src)
     ph = [0] * n
     cnt = [0] * n
     missing = [0] * n
@@ -82,6 +134,7 @@ def _simulate(graph: Graph, capacities: dict[str, int] | None,
     short = [False] * m
     full = [False] * m
     heap: list[tuple[int, int, int]] = []
+    push, pop = heapq.heappush, heapq.heappop
 
     def free(a: int) -> bool:
         # firing a raises no channel above the fill it already reached
@@ -92,9 +145,7 @@ def _simulate(graph: Graph, capacities: dict[str, int] | None,
         return True
 
     def key(a: int) -> tuple[int, int, int]:
-        # free firings first, then starved consumers' producers and sinks, then the rest;
-        # latest in topological order first within each class
-        if free(a):
+        if free_first and free(a):
             return (-1, -a, a)
         return (0 if (sink[a] or demand[a]) else 1, -a, a)
 
@@ -108,11 +159,11 @@ def _simulate(graph: Graph, capacities: dict[str, int] | None,
                 if s != d:
                     demand[s] += 1
                     if demand[s] == 1 and missing[s] == 0 and cnt[s] < q[s]:
-                        heapq.heappush(heap, key(s))
+                        push(heap, key(s))
             else:
                 missing[d] -= 1
                 if missing[d] == 0 and cnt[d] < q[d]:
-                    heapq.heappush(heap, key(d))
+                    push(heap, key(d))
                 if s != d:
                     demand[s] -= 1
         c = cap[k]
@@ -125,22 +176,22 @@ def _simulate(graph: Graph, capacities: dict[str, int] | None,
                 else:
                     missing[s] -= 1
                     if missing[s] == 0 and cnt[s] < q[s]:
-                        heapq.heappush(heap, key(s))
+                        push(heap, key(s))
 
     for k in range(m):
         refresh(k)
     for a in range(n):
         if missing[a] == 0 and cnt[a] < q[a]:
-            heapq.heappush(heap, key(a))
+            push(heap, key(a))
     firings: list[tuple[str, int]] = []
     while heap:
-        entry = heapq.heappop(heap)
+        entry = pop(heap)
         a = entry[2]
         if missing[a] or cnt[a] >= q[a]:
             continue
         now = key(a)
         if now != entry:
-            heapq.heappush(heap, now)
+            push(heap, now)
             continue
         p = ph[a]
         firings.append((names[a], p))
@@ -151,21 +202,17 @@ def _simulate(graph: Graph, capacities: dict[str, int] | None,
             tok[k] = t
         for k in ins[a]:
             tok[k] -= cons[k][p]
-            if cons[k][p]:  # its producer may now fire for free
+            if free_first and cons[k][p]:  # its producer may now fire for free
                 b = src[k]
                 if b != a and missing[b] == 0 and cnt[b] < q[b]:
-                    heapq.heappush(heap, key(b))
+                    push(heap, key(b))
         cnt[a] += 1
         ph[a] = p + 1 if p + 1 < nph[a] else 0
         for k in touch[a]:
             refresh(k)
         if missing[a] == 0 and cnt[a] < q[a]:
-            heapq.heappush(heap, key(a))
-    buffers = {chs[k].name: buf[k] for k in range(m)}
-    dead = None
-    if len(firings) < sum(q):
-        dead = _explain(graph, names, q, cnt, ph, tok, cap, ins, outs)
-    return firings, buffers, dead
+            push(heap, key(a))
+    return firings, buf, cnt, ph, tok
 
 
 def _explain(graph, names, q, cnt, ph, tok, cap, ins, outs) -> Deadlock:
@@ -201,6 +248,17 @@ def min_buffer_schedule(graph: Graph) -> Schedule:
     if dead is not None:
         raise dead
     return Schedule(firings, buffers)
+
+
+def demand_schedule(graph: Graph, order: list[str]) -> list[str]:
+    """One iteration of a CSDF graph, each actor through its phases once, by the policy of
+    `min_buffer_schedule` without its first class: the ready actor with a starved consumer
+    (or none) latest in `order` first, else the ready actor latest in `order`. Returns the
+    actor of every firing. Raises sdf3.analysis.Deadlock when the iteration cannot finish."""
+    firings, _, dead = _simulate(graph, None, order, free_first=False)
+    if dead is not None:
+        raise dead
+    return [a for a, _ in firings]
 
 
 def check_deadlock(graph: Graph, capacities: dict[str, int] | None = None) -> None:

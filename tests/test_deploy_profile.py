@@ -51,16 +51,16 @@ def test_profile_file_feeds_the_evaluator(app_file, tmp_path):
     assert plan["fps"]["tiny"] == pytest.approx(whole, rel=1e-6)
     # the workspace profile measured enters the plan's memory: every layer whole, one
     # partition, so it is the largest whole-layer workspace, on top of params + buffers
-    ws = max(t.whole_ws_bytes or 0 for t in table.values())
+    ws = max(t.bytes.whole_ws_bytes or 0 for t in table.values())
     assert plan["workspace_bytes"] == ws
     # and the state of every step model's session: one whole model per layer,
     # with each layer's one call's binding (the frame copy has neither)
-    sessions = sum((t.whole_session_bytes or 0) + (t.call_bytes or 0) for n, t in table.items()
+    sessions = sum((t.bytes.whole_session_bytes or 0) + (t.bytes.call_bytes or 0) for n, t in table.items()
                    if cnn.layer(n).op != INPUT)
     assert plan["session_bytes"] == sessions
     if workspace_probe.available():
-        assert all(t.whole_session_bytes > 0 for n, t in table.items() if cnn.layer(n).op != INPUT)
-        assert len({t.call_bytes for t in table.values()}) == 1 and table[cnn.order()[0]].call_bytes > 0
+        assert all(t.bytes.whole_session_bytes > 0 for n, t in table.items() if cnn.layer(n).op != INPUT)
+        assert len({t.bytes.call_bytes for t in table.values()}) == 1 and table[cnn.order()[0]].bytes.call_bytes > 0
     # and the CNN's output array the executor hands over (one copy: a sequential CNN), with
     # the runtime measured (session state: where the probe runs)
     outputs = 4 * sum(int(np.prod(cnn.layer(n).output_shape)) for n in cnn.order()
@@ -186,12 +186,12 @@ def test_band_bytes_lie_between_alone_and_the_ladder_by_region():
     between what it held alone (region = its own parameters) and in the ladder's region at
     the nearest measured Φ, linear in the region's parameters, clamped; without a region
     (or alone) the measured figures themselves."""
-    from explorer.throughput.device_profile import LayerTimes
+    from explorer.throughput.layer_times import from_flat
 
-    t = LayerTimes(1.0, by_phases={4: 1.0, 8: 1.0}, region={4: 1010.0, 8: 2010.0},
-                   alone={4: 1.0, 8: 1.0}, band_session_bytes={4: 100, 8: 50},
-                   band_ws_bytes={4: 10, 8: 10}, alone_session_bytes={4: 300, 8: 500},
-                   alone_ws_bytes={4: 30, 8: 20})
+    t = from_flat(1.0, by_phases={4: 1.0, 8: 1.0}, region={4: 1010.0, 8: 2010.0},
+                  alone={4: 1.0, 8: 1.0}, band_session_bytes={4: 100, 8: 50},
+                  band_ws_bytes={4: 10, 8: 10}, alone_session_bytes={4: 300, 8: 500},
+                  alone_ws_bytes={4: 30, 8: 20})
     assert t.band_bytes(4) == (100, 10) and t.band_bytes(4, alone=True) == (300, 30)
     assert t.band_bytes(4, region=510.0, own=10.0) == (200, 20)        # half way
     assert t.band_bytes(8, region=1010.0, own=10.0) == (275, 15)       # region 1010 of 2010
@@ -205,18 +205,18 @@ def test_a_whole_layer_beside_parts_counts_its_side(tmp_path):
     it never had; a plain number, as older profiles filed it, for every side); the file
     keeps the sides and refuses others with one line."""
     from explorer.throughput.device_profile import DeviceProfile, load_profile, save_profile
-    from explorer.throughput.layer_times import LayerTimes
+    from explorer.throughput.layer_times import from_flat
     from sdf3.errors import InputError
 
-    t = LayerTimes(1.0, beside_session_bytes={"in": 100, "both": 300},
-                   beside_ws_bytes={"in": 10, "both": 90})
+    t = from_flat(1.0, beside_session_bytes={"in": 100, "both": 300},
+                  beside_ws_bytes={"in": 10, "both": 90})
     assert t.band_bytes(1, side="in") == (100, 10)
     assert t.band_bytes(1, side="both") == (300, 90)
     assert t.band_bytes(1, side="out") == (300, 90)
-    assert LayerTimes(1.0, beside_session_bytes=7, beside_ws_bytes=3).band_bytes(1, side="in") == (7, 3)
+    assert from_flat(1.0, beside_session_bytes=7, beside_ws_bytes=3).band_bytes(1, side="in") == (7, 3)
     path = save_profile(DeviceProfile(name="p", models={"m": {"a": t}}), tmp_path / "p.yaml")
     back = load_profile(path).models["m"]["a"]
-    assert back.beside_ws_bytes == {"in": 10, "both": 90}
+    assert back.bytes.beside_ws_bytes == {"in": 10, "both": 90}
     path.write_text(path.read_text().replace("both:", "up:"))
     with pytest.raises(InputError, match="sides must be in, out or both"):
         load_profile(path)

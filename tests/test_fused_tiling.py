@@ -156,14 +156,14 @@ def test_group_time_with_a_measured_profile_charges_calls_as_phases(app):
 def test_tiled_layers_count_workspace_of_their_largest_tile(app):
     """Measured whole-layer workspace, scaled for a tiled layer by its largest tile's share
     of the output (c2: 24 x 20, 2x2 tiles computing at most 13 x 11 with the halo)."""
-    from explorer.throughput.device_profile import LayerTimes
+    from explorer.throughput.layer_times import from_flat
     from explorer.tiling.fused import derive_tiled
     from explorer.plan.derive import whole_phases
 
     cnn = app.cnns["small"]
-    table = {n: LayerTimes(1.0, whole_ws_bytes=0) for n in cnn.order() if n != "input"}
-    table["c2"] = LayerTimes(1.0, whole_ws_bytes=24 * 20 * 100)
-    table["c0"] = LayerTimes(1.0, whole_ws_bytes=1000)
+    table = {n: from_flat(1.0, whole_ws_bytes=0) for n in cnn.order() if n != "input"}
+    table["c2"] = from_flat(1.0, whole_ws_bytes=24 * 20 * 100)
+    table["c0"] = from_flat(1.0, whole_ws_bytes=1000)
     group = Group(("c2", "c3", "p4", "c5"), 2, 2)
     tiles = tile_group(cnn, list(group.layers), 2, 2)
     most = max(t.layers[0].out_h.size * t.layers[0].out_w.size for t in tiles)

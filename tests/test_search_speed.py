@@ -27,6 +27,7 @@ from csdf.model import CNN
 from csdf.schedule_policies import asap_schedule
 from csdf.to_csdf import edge_windows, to_csdf
 from explorer.app.appfile import load_app
+from explorer.memory.cache import RunCache
 from explorer.plan.derive import Evaluation, derive, plan_for, whole_phases
 from explorer.plan.genes import gene_space
 from explorer.memory.placement.rows import Geometry, has_rows
@@ -76,7 +77,7 @@ def scan_schedule(graph, order):
     return firings
 
 
-def replay_rows(graph, windows, firings):
+def replay_rows(graph, windows, firings, cache=None):
     """Rows of every edge by replaying each row's life: claimed when the producer firing
     writing it starts, freed at the end of the consumer phase after which neither it nor
     an earlier row is read again; the most alive at once, rounded to whole parts."""
@@ -206,17 +207,16 @@ def test_order_cache_follows_the_graph():
     assert cnn.edges() == [("a", "b"), ("a", "c"), ("b", "c")]
 
 
-def _search(app, granularity, **stages):
+def _search(app, granularity, cache=None, **stages):
     """A short search on `app` and its front's plans. The stages after NSGA-II (path
     relinking, local search) only ask `evaluate` for more chromosomes, so they are off unless
-    `stages` turns them on (explorer.search.algorithm2 counts them apart)."""
+    `stages` turns them on (explorer.search.algorithm2 counts them apart). `cache`: the
+    evaluation's explorer.memory.cache.RunCache (default: a fresh one)."""
     settings = replace(app.search, population=8, generations=3, seed=5,
                        granularity=granularity, relink_rounds=0, local_rounds=0)
     settings = replace(settings, **stages)
-    for cnn in app.cnns.values():                 # nothing carried over from earlier runs
-        for key in [k for k in cnn.graph.graph if k.startswith("_")]:
-            del cnn.graph.graph[key]
-    evaluate = Evaluation(app, make_evaluator(app), space=gene_space(app, granularity))
+    evaluate = Evaluation(app, make_evaluator(app), space=gene_space(app, granularity),
+                          cache=cache or RunCache())
     outcome = algorithm2(app, evaluate, settings)
     plans = []
     for p in outcome.front:
@@ -237,13 +237,12 @@ def test_search_front_and_plans_equal_the_obvious_path(app1, monkeypatch, granul
         for mod in (pa, policies, dv):
             m.setattr(mod, "row_buffers", replay_rows)
         m.setattr(CNN, "_cached", lambda self, what, make: list(make()))
-        m.setattr(tc, "channel_rates", lambda cnn, s, d, n, reads: (
+        m.setattr(tc, "channel_rates", lambda cnn, s, d, n, reads, kept=None: (
             tc.production_rates(int(cnn.edge_shape(s, d)[2]), n),
             tc.consumption_rates(reads, int(cnn.edge_shape(s, d)[2])), tc.token_size(cnn, s, d)))
-        m.setattr(placement, "RECENT_LIMIT", 0)
         m.setattr(best_fit, "best_offsets", every_order_offsets)
         m.setattr(rows_mod, "FAST", False)
-        slow = _search(app1, granularity)
+        slow = _search(app1, granularity, RunCache(analyses=0, placements=0))
     assert slow == fast
     assert len(fast[0]) >= 3
 

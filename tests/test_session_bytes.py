@@ -1,8 +1,10 @@
-"""Session state in the plan's memory (explorer/memory/buffers.session_bytes):
+"""Session state in the plan's memory (explorer/throughput/runtime_costs.session_bytes):
 every loaded step model keeps its session, so with a measured profile the plan counts each
 layer's model once (a layer by parts whose last part is shorter: two part models), on top of
 parameters, buffers and workspace. Figures here are computed from the table in the test."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,9 +12,9 @@ import pytest
 from deploy.build.derive import derive as deploy
 from deploy.ort.backend import OrtBackend
 from deploy.runtime.executor import Executor
-from explorer.memory.buffers import parity_bound, session_bytes
+from explorer.throughput.runtime_costs import parity_bound, session_bytes
 from explorer.plan.derive import derive
-from explorer.throughput.device_profile import LayerTimes
+from explorer.throughput.layer_times import from_flat
 from test_deploy_fixtures import make_app, plan_of, tiny_cnn
 
 
@@ -20,9 +22,9 @@ def table(cnn) -> dict:
     """Made-up measurements: whole 1000 + 10 i bytes, a part model 5000 + 10 i."""
     out = {}
     for i, name in enumerate(cnn.order()):
-        out[name] = LayerTimes(1.0, 0.1, int(cnn.layer(name).output_shape[2]),
-                               whole_session_bytes=1000 + 10 * i,
-                               part_session_bytes=5000 + 10 * i)
+        out[name] = from_flat(1.0, part_ms=0.1, phases=int(cnn.layer(name).output_shape[2]),
+                              whole_session_bytes=1000 + 10 * i,
+                              part_session_bytes=5000 + 10 * i)
     return out
 
 
@@ -45,7 +47,7 @@ def test_session_state_is_counted_per_loaded_model(tmp_path):
 
 
 def test_every_call_of_a_frame_counts_its_binding(tmp_path):
-    """With a profile that measured what a call holds (LayerTimes.call_bytes: its ONNX
+    """With a profile that measured what a call holds (LayerBytes.call_bytes: its ONNX
     Runtime binding, deploy/profile/ladder.py), each layer adds that for each of its Φ calls
     (a whole layer one; the frame copy, no binding, none), on top of its session state."""
     cnn = tiny_cnn(tmp_path)
@@ -55,7 +57,8 @@ def test_every_call_of_a_frame_counts_its_binding(tmp_path):
     phases = {"tiny": {n: 1 for n in order} | {"conv1": 4, "dw2": 3}}
     without = session_bytes(app, phases, tables)
     for k, name in enumerate(order):
-        tables["tiny"][name].call_bytes = 300 + k
+        t = tables["tiny"][name]
+        t.bytes = replace(t.bytes, call_bytes=300 + k)
     calls = sum((300 + k) * phases["tiny"][n] for k, n in enumerate(order) if n != "x")
     assert calls == sum(300 + k for k in range(1, len(order))) + 3 * (300 + order.index("conv1")) \
         + 2 * (300 + order.index("dw2"))
@@ -63,7 +66,7 @@ def test_every_call_of_a_frame_counts_its_binding(tmp_path):
 
 
 def test_layers_by_parts_count_their_measured_models(tmp_path):
-    """With a profile that measured its ladder's by-parts step models (LayerTimes.band_*:
+    """With a profile that measured its ladder's by-parts step models (LayerBytes.band_*:
     every layer by parts; alone_*: neighbours whole; per Φ of the ladder), a layer by parts
     beside another by parts in its partition counts its band figures at the nearest measured
     Φ, a layer by parts alone (or whose neighbour by parts is in another partition) its alone
@@ -73,15 +76,15 @@ def test_layers_by_parts_count_their_measured_models(tmp_path):
     order = cnn.order()
     i = {n: k for k, n in enumerate(order)}
 
-    def times(n: str, alone: bool) -> LayerTimes:
-        return LayerTimes(1.0, 0.1, int(cnn.layer(n).output_shape[2]),
-                          whole_ws_bytes=100 + i[n], part_ws_bytes=200 + i[n],
-                          whole_session_bytes=1000 + 10 * i[n], part_session_bytes=5000 + 10 * i[n],
-                          band_session_bytes={2: 7000 + 10 * i[n], 8: 9000 + 10 * i[n]},
-                          band_ws_bytes={2: 3000 + i[n], 8: 4000 + i[n]},
-                          alone_session_bytes={2: 6000 + 10 * i[n]} if alone else {},
-                          alone_ws_bytes={2: 3500 + i[n]} if alone else {},
-                          beside_session_bytes=8000 + 10 * i[n], beside_ws_bytes=50 + i[n])
+    def times(n: str, alone: bool):
+        return from_flat(1.0, part_ms=0.1, phases=int(cnn.layer(n).output_shape[2]),
+                         whole_ws_bytes=100 + i[n], part_ws_bytes=200 + i[n],
+                         whole_session_bytes=1000 + 10 * i[n], part_session_bytes=5000 + 10 * i[n],
+                         band_session_bytes={2: 7000 + 10 * i[n], 8: 9000 + 10 * i[n]},
+                         band_ws_bytes={2: 3000 + i[n], 8: 4000 + i[n]},
+                         alone_session_bytes={2: 6000 + 10 * i[n]} if alone else {},
+                         alone_ws_bytes={2: 3500 + i[n]} if alone else {},
+                         beside_session_bytes=8000 + 10 * i[n], beside_ws_bytes=50 + i[n])
 
     def beside(phases: dict, members) -> set[str]:
         """Whole layers with a neighbour by parts in their partition (counted `beside_*`)."""
@@ -117,8 +120,9 @@ def test_layers_by_parts_count_their_measured_models(tmp_path):
     assert session_bytes(two, phases, tables) == expected
     # filed per side: conv1 whole writes dw2's rows ring ("out"), add3 reads pw3's ("in")
     for n in ("conv1", "add3"):
-        tables["tiny"][n].beside_session_bytes = {"in": 100 + i[n], "out": 200 + i[n],
-                                                  "both": 300 + i[n]}
+        t = tables["tiny"][n]
+        t.bytes = replace(t.bytes, beside_session_bytes={"in": 100 + i[n], "out": 200 + i[n],
+                                                         "both": 300 + i[n]})
     expected += (200 + i["conv1"]) - (8000 + 10 * i["conv1"])
     expected += (100 + i["add3"]) - (8000 + 10 * i["add3"])
     assert session_bytes(two, phases, tables) == expected
@@ -127,7 +131,7 @@ def test_layers_by_parts_count_their_measured_models(tmp_path):
 def test_the_cnn_outputs_are_counted_with_the_runtime_bytes(tmp_path):
     """The executor hands each CNN's outputs over in arrays outside the arena (two when its
     stages pipeline frames): with measured tables the plan counts them; without, nothing."""
-    from explorer.memory.buffers import output_bytes
+    from explorer.throughput.runtime_costs import output_bytes
     cnn = tiny_cnn(tmp_path)
     tables = {"tiny": table(cnn)}
     sinks = [n for n in cnn.order() if cnn.graph.out_degree(n) == 0]
@@ -171,7 +175,8 @@ def test_the_layers_bound_per_parity_are_the_deployments(tmp_path, pipelined, pl
     assert bool(twice) == pipelined
     tables = {"tiny": table(cnn)}
     for k, name in enumerate(order):
-        tables["tiny"][name].call_bytes = 300 + k
+        t = tables["tiny"][name]
+        t.bytes = replace(t.bytes, call_bytes=300 + k)
     calls = sum((300 + k) * phases["tiny"][n] * (2 if n in twice else 1)
                 for k, n in enumerate(order) if n != "x")
     without = {"tiny": table(cnn)}

@@ -19,10 +19,10 @@ the blocked layout reads and writes NCHWc arena views with no reorder: MobileNet
 reuse-only plan counted 5.6 MiB of workspace from the per-layer probe, which runs it
 between ONNX Runtime's reorders, and held 0.2. `explore profile` measures the steps of its
 ladder's deployments (deploy/profile/ladder.py): every step of the whole deployment
-(LayerTimes.whole_session_bytes, whole_ws_bytes) and, with `--steps regions`, the by-parts
+(LayerBytes.whole_session_bytes, whole_ws_bytes) and, with `--steps regions`, the by-parts
 steps of the others, per layer and Φ: every layer by parts (band_session_bytes,
 band_ws_bytes), each layer by parts with its neighbours whole (alone_*), and whole layers
-beside parts (beside_*); explorer/memory/buffers.py counts the context a plan puts the
+beside parts (beside_*); explorer/throughput/runtime_costs.py counts the context a plan puts the
 layer in.
 
 A region model's state is shared among its layers by their firings in it; a part model's

@@ -66,7 +66,7 @@ def step_workspace(path: Path, backend: OrtBackend, layout: str, feeds: dict, fe
     outputs and weights (kernel scratch such as im2col buffers, NCHWc reorders, gathered
     windows), measured by deploy/profile/workspace_probe.py (peak RSS of a fresh thread in a child
     process, ONNX Runtime's arena off). In a deployment these bytes come from the one arena
-    all steps share, so the plan counts the largest step's (explorer/memory/buffers.py). None where
+    all steps share, so the plan counts the largest step's (explorer/throughput/runtime_costs.py). None where
     the peak cannot be reset (not Linux)."""
     if not workspace_probe.available():
         return None

@@ -5,7 +5,7 @@ Writes DIR/primitives.json and primitives.csv (the exact fronts of both memory s
 the time-only, memory-only and greedy points, the GA-vs-ILP hypervolume ratio, solver
 times), report.html (the front, drawn by explorer/report/pareto.py) and plan.json (every layer
 whole, buffers by Algorithm 1, key `primitives`: the chosen primitive per layer; its
-`workspace_bytes` and `memory_bytes` by explorer/memory/buffers.py's workspace term, fed with the
+`workspace_bytes` and `memory_bytes` by explorer/throughput/runtime_costs.py's workspace term, fed with the
 chosen steps' measured workspaces) for `explore deploy`. With --mem: the fastest plan within it (Eq. 13); with --fps: the least
 memory at that speed (Eq. 14, or Eq. 15 with --strategy workspace); neither: time-only.
 Exit 3 when no plan meets the constraints (the least-memory plan is written).
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                        ga_generations=args.ga_generations)
         chosen = result["chosen"]
         # the plan's memory by memtrade's model, the chosen steps' measured workspaces as
-        # its per-layer workspace term (explorer/memory.workspace_bytes: the largest step)
+        # its per-layer workspace term (explorer/throughput/runtime_costs.workspace_bytes: the largest step)
         with_ws = derive(app, uniform_phases(app, False), None,
                          costs.workspace_tables(chosen["choice"]))
         plan = replace(plan_for(app, with_ws, {c: 1000.0 / ms for c, ms in chosen["ms"].items()},

@@ -58,7 +58,8 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
     from deploy.profile.ladder import ladder_rows, profile_ladder
     from deploy.profile.layers import profile_cnn
     from explorer.app.appfile import load_app
-    from explorer.throughput.device_profile import DeviceProfile, LayerTimes, save_profile
+    from explorer.throughput.device_profile import DeviceProfile, save_profile
+    from explorer.throughput.layer_times import from_flat
     from sdf3.errors import InputError
 
     app = load_app(args.app, precision=args.precision)
@@ -84,21 +85,22 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
                                                         file=sys.stderr), runs[name],
                                 args.rounds, args.steps == "regions")
         # whole layers' bytes as the ladder's whole deployment runs them, where it measured
-        models[name] = {layer: LayerTimes(ladder.get(layer, {}).get("whole_ms", t["whole_ms"]),
-                                          t.get("part_ms"), t.get("phases"),
-                                          ladder.get(layer, {}).get("whole_ws_bytes", t.get("whole_ws_bytes")),
-                                          t.get("part_ws_bytes"),
-                                          ladder.get(layer, {}).get("whole_session_bytes",
-                                                                    t.get("whole_session_bytes")),
-                                          t.get("part_session_bytes"),
-                                          beside_ms=ladder.get(layer, {}).get("beside_ms"),
-                                          **{key: ladder.get(layer, {}).get(key)
-                                             for key in ("beside_session_bytes", "beside_ws_bytes",
-                                                         "call_bytes")},
-                                          **{key: ladder.get(layer, {}).get(key, {})
-                                             for key in ("by_phases", "region", "alone",
-                                                         "band_session_bytes", "band_ws_bytes",
-                                                         "alone_session_bytes", "alone_ws_bytes")})
+        models[name] = {layer: from_flat(ladder.get(layer, {}).get("whole_ms", t["whole_ms"]),
+                                         part_ms=t.get("part_ms"), phases=t.get("phases"),
+                                         whole_ws_bytes=ladder.get(layer, {}).get(
+                                             "whole_ws_bytes", t.get("whole_ws_bytes")),
+                                         part_ws_bytes=t.get("part_ws_bytes"),
+                                         whole_session_bytes=ladder.get(layer, {}).get(
+                                             "whole_session_bytes", t.get("whole_session_bytes")),
+                                         part_session_bytes=t.get("part_session_bytes"),
+                                         beside_ms=ladder.get(layer, {}).get("beside_ms"),
+                                         **{key: ladder.get(layer, {}).get(key)
+                                            for key in ("beside_session_bytes", "beside_ws_bytes",
+                                                        "call_bytes")},
+                                         **{key: ladder.get(layer, {}).get(key, {})
+                                            for key in ("by_phases", "region", "alone",
+                                                        "band_session_bytes", "band_ws_bytes",
+                                                        "alone_session_bytes", "alone_ws_bytes")})
                         for layer, t in table.items()}
         rungs[name] = ladder_rows(cnn)
         if args.primitives:

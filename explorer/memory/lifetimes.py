@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from math import prod
 
 from csdf.model import CNN, edge_name
+from explorer.memory.cache import RunCache
 from sdf3.errors import InputError
 
 Span = tuple[str, int, int]
@@ -80,13 +81,15 @@ class EdgeUse:
         return max(0, hi - lo) * self.rows.row
 
 
-def _cnn_edges(cnn: CNN) -> list[tuple[str, str, str, int]]:
-    """(src, dst, name, elements) of every edge, cached on the graph (CNN.edges() sorts)."""
-    cache = cnn.graph.graph
-    if "_edge_uses_edges" not in cache:
-        cache["_edge_uses_edges"] = [(u, v, edge_name(cnn.name, u, v), prod(cnn.edge_shape(u, v)))
-                                     for u, v in cnn.edges()]
-    return cache["_edge_uses_edges"]
+def cnn_edges(cnn: CNN, cache: RunCache | None = None) -> list[tuple[str, str, str, int]]:
+    """(src, dst, name, elements) of every edge, kept in `cache` (CNN.edges() sorts)."""
+    kept = None if cache is None else cache.of(cnn)
+    if kept is not None and kept.edges is not None:
+        return kept.edges
+    out = [(u, v, edge_name(cnn.name, u, v), prod(cnn.edge_shape(u, v))) for u, v in cnn.edges()]
+    if kept is not None:
+        kept.edges = out
+    return out
 
 
 def group_index(pipelines: list[list[str]]) -> dict[str, int]:
@@ -121,13 +124,15 @@ def _positions(schedule: list[str]) -> tuple[dict[str, int], dict[str, int]]:
 
 def edge_uses(app, schedules: dict[str, list[str]] | None = None,
               sizes: dict[str, int] | None = None,
-              rows: dict[str, Rows] | None = None) -> list[EdgeUse]:
+              rows: dict[str, Rows] | None = None, cache: RunCache | None = None
+              ) -> list[EdgeUse]:
     """The edge uses of `app` in Algorithm 1's visiting order.
 
     `schedules` (qualified partition name -> flat firing list) win over the app's explicit
     `schedules`, which win over the default (the partition's layers in CNN.order()).
     `sizes` (edge name -> elements) replace whole tensors; a missing edge holds its whole
-    tensor. Edges crossing partitions should be given whole (docs/architecture.md)."""
+    tensor. Edges crossing partitions should be given whole (docs/architecture.md).
+    `cache` keeps each CNN's edge list."""
     schedules = schedules or {}
     sizes = sizes or {}
     rows = rows or {}
@@ -147,7 +152,7 @@ def edge_uses(app, schedules: dict[str, list[str]] | None = None,
     keyed: list[tuple[tuple[int, int, int, int, int], EdgeUse]] = []
     for cnn_name, cnn in app.cnns.items():
         layer_of = where.get(cnn_name, {})
-        for src, dst, name, elements in _cnn_edges(cnn):
+        for src, dst, name, elements in cnn_edges(cnn, cache):
             try:
                 i, j = layer_of[src], layer_of[dst]
                 s = pos[i][0][src]

@@ -30,6 +30,7 @@ from csdf.shared_rings import share_rings
 from csdf.to_csdf import edge_windows
 from explorer.memory.lifetimes import EdgeUse, Rows
 from explorer.memory.buffers import buffer_elements
+from explorer.memory.cache import RunCache
 from explorer.memory.placement import live_bound, place
 from explorer.memory.reorder import partition_order
 from explorer.memory.staircase import row_lives
@@ -48,9 +49,10 @@ class Candidate:
     lives: dict[Edge, Rows] = field(default_factory=dict)   # whole edges stored by rows
 
 
-def _firings(app, part_name: str, a: PartitionAnalysis) -> list[tuple[str, list[str]]]:
+def _firings(app, part_name: str, a: PartitionAnalysis, cache: RunCache | None
+             ) -> list[tuple[str, list[str]]]:
     whole = all(n == 1 for n in a.phases.values())
-    order = partition_order(app, part_name).order
+    order = partition_order(app, part_name, kept=cache).order
     out = [("demand", list(a.firings))]
     if whole:
         if order != a.firings:
@@ -93,46 +95,50 @@ def read_outside(app, part_name: str) -> set[str]:
 
 
 def tensor_rows(app, part_name: str, a: PartitionAnalysis, firings: list[str],
-                rows: dict[Edge, int], windows=None) -> tuple[dict[Edge, int], dict[Edge, int],
-                                                             dict[Edge, Rows]]:
+                rows: dict[Edge, int], windows=None, cache: RunCache | None = None
+                ) -> tuple[dict[Edge, int], dict[Edge, int], dict[Edge, Rows]]:
     """(rows, elements, lives) of the partition's internal edges under `firings` with one
     buffer per tensor: `rows` (per edge) shared per tensor, and every edge of a tensor
     stored by rows given its row lives."""
     cnn = app.cnns[app.partition(part_name).cnn]
     row = {(ch.src, ch.dst): ch.token_size for ch in a.graph.channels if ch.src != ch.dst}
-    windows = windows or a.windows or edge_windows(cnn, a.layers, a.phases)
-    rows = share_rings(a.graph, windows, firings, rows, read_outside(app, part_name))
+    analysis = None if cache is None else cache.analysis
+    windows = windows or a.windows or edge_windows(cnn, a.layers, a.phases, analysis)
+    rows = share_rings(a.graph, windows, firings, rows, read_outside(app, part_name), analysis)
     elements = {e: rows[e] * row[e] for e in rows}
     return rows, elements, row_lives(cnn, a.layers, a.phases, firings, rows, tensors=True,
                                      windows=windows)
 
 
-def candidates(app, part_name: str, a: PartitionAnalysis) -> list[Candidate]:
+def candidates(app, part_name: str, a: PartitionAnalysis, cache: RunCache | None = None
+               ) -> list[Candidate]:
     """Every policy's schedule with its rows, elements and arena. A candidate whose live
     bound (explorer.memory.placement.live_bound: no placement goes below it) already reaches the
     least arena of the earlier ones cannot win (ties go to the earlier), so it is not
     placed and its `arena` is that bound."""
     cnn = app.partition(part_name).cnn
-    windows = a.windows or edge_windows(app.cnns[cnn], a.layers, a.phases)
+    analysis = None if cache is None else cache.analysis
+    windows = a.windows or edge_windows(app.cnns[cnn], a.layers, a.phases, analysis)
     out: list[Candidate] = []
-    made = _firings(app, part_name, a)
+    made = _firings(app, part_name, a, cache)
     for policy, firings in made:
         if policy == "demand":
             rows = a.edge_rows
         else:
-            rows, _ = row_buffers(a.graph, windows, firings)
-        rows, elements, lives = tensor_rows(app, part_name, a, firings, rows, windows)
+            rows, _ = row_buffers(a.graph, windows, firings, analysis)
+        rows, elements, lives = tensor_rows(app, part_name, a, firings, rows, windows, cache)
         c = Candidate(policy, firings, rows, elements, 0, lives)
         if len(made) > 1:
             uses = tensor_uses(uses_of(part_name, cnn, firings, elements, lives))
             least = min((o.arena for o in out), default=None)
             c.arena = live_bound(uses, []) if least is not None else 0
             if least is None or c.arena < least:
-                c.arena = buffer_elements(place(uses, [[part_name]], app.placement))
+                c.arena = buffer_elements(place(uses, [[part_name]], app.placement, cache))
         out.append(c)
     return out
 
 
-def choose(app, part_name: str, a: PartitionAnalysis) -> Candidate:
-    """The candidate with the least arena (the first on ties)."""
-    return min(candidates(app, part_name, a), key=lambda c: c.arena)
+def choose(app, part_name: str, a: PartitionAnalysis, cache: RunCache | None = None
+           ) -> Candidate:
+    """The candidate with the least arena (the first on ties); `cache`: explorer.memory.cache."""
+    return min(candidates(app, part_name, a, cache), key=lambda c: c.arena)

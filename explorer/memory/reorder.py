@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from explorer.memory.cache import RunCache
+
 WIDTH = 2000          # states kept per level before the beam cuts in
 
 
@@ -152,12 +154,17 @@ def _elements(cnn, src: str, dst: str) -> int:
     return n
 
 
-def partition_order(app, part_name: str, sizes: dict[str, int] | None = None) -> Order:
-    """The least-peak order of a partition's whole layers, cached on the CNN's graph by
+def partition_order(app, part_name: str, sizes: dict[str, int] | None = None,
+                    kept: RunCache | None = None) -> Order:
+    """The least-peak order of a partition's whole layers; `kept` holds them per CNN by
     (partition layers, sizes of its edges)."""
     part = app.partition(part_name)
     cnn = app.cnns[part.cnn]
-    cache = cnn.graph.graph.setdefault("_reorder", {})
+    if kept is None:
+        inside = set(part.layers)
+        return best_order([x for x in cnn.order() if x in inside],
+                          partition_tensors(app, part_name, sizes))
+    cache = kept.of(cnn).orders
     fast = (part_name, tuple(part.layers), tuple(map(tuple, app.pipelines)))
     if not sizes and fast in cache:
         return cache[fast]

@@ -3,5 +3,5 @@ chromosome into buffers, schedules and memory (analysis -> memory -> placement),
 Plan that `explore` writes and `deploy` reads (model: its frozen records; plan_file: plan.json
 read back).
 
-May import: explorer.app, explorer.memory, csdf, sdf3.
+May import: explorer.app, explorer.memory, explorer.throughput, csdf, sdf3.
 """

@@ -7,9 +7,10 @@ is the same). What a gene means is explorer.plan.genes' business (granularity la
 paper's binary gene). For a chromosome:
 
   genes -> phases (explorer.plan.genes.GeneSpace.decode, or Eq. 6 csdf.parts.phases_for) -> per partition: CSDF graph, schedule and
-  minimal row buffers (csdf.partition_analysis.analyse_partition, cached by partition and
-  its phases) -> edge lifetimes (explorer.memory.lifetimes) -> Algorithm 1 (explorer.memory.reuse) ->
-  memory (Eq. 1-4, explorer.memory.buffers).
+  minimal row buffers (csdf.partition_analysis.analyse_partition; a search keeps its views
+  by partition and phases in explorer.memory.cache.RunCache) -> edge lifetimes
+  (explorer.memory.lifetimes) -> Algorithm 1 (explorer.memory.reuse) -> memory (Eq. 1-4,
+  explorer.memory.buffers; the runtime's own bytes, explorer.throughput.runtime_costs).
 
 An explicit schedule of the app file wins for its partition when it fires every layer as
 many times as the phases say (a schedule of whole layers no longer fits once a layer goes
@@ -28,6 +29,7 @@ from csdf.partition_analysis import PartitionAnalysis, analyse_partition, row_bu
 from csdf.parts import can_split, phases_for, rows_per_phase
 from csdf.to_csdf import edge_windows
 from explorer.app.model import Application
+from explorer.memory.cache import RunCache
 from explorer.plan.genes import GeneSpace, gene_space
 from explorer.plan.model import Constraints, Plan, PlanBuffer, PlanEdge, PlanPartition
 from sdf3.analysis import AnalysisError
@@ -99,76 +101,74 @@ def uniform_phases(app: Application, by_parts: bool) -> Phases:
     return phases_of(app, [int(by_parts)] * len(gene_layers(app)))
 
 
-def _analyse(cnn: CNN, part_name: str, layers: list[str], phases: dict[str, int]
-             ) -> PartitionAnalysis:
+def _analyse(cnn: CNN, part_name: str, layers: list[str], phases: dict[str, int],
+             cache: RunCache | None = None) -> PartitionAnalysis:
     try:
-        return analyse_partition(cnn, layers, phases)
+        return analyse_partition(cnn, layers, phases, None if cache is None else cache.analysis)
     except AnalysisError as err:
         raise InputError(f"partition {part_name}: dataflow analysis failed: {err}") from None
 
 
-def part_view(app: Application, part_name: str, phases: Phases) -> PartView:
+def part_view(app: Application, part_name: str, phases: Phases,
+              cache: RunCache | None = None) -> PartView:
     """Schedule and row buffers of one partition; the app's explicit schedule wins when it
     fits the phases. `shared-objects` keeps the paper's ring per edge; every other placement
     one ring per tensor (csdf/shared_rings.py) and the row lives of tensors stored by rows."""
     part = app.partition(part_name)
     cnn = app.cnns[part.cnn]
-    a = _analyse(cnn, part_name, part.layers, phases.get(part.cnn, {}))
+    a = _analyse(cnn, part_name, part.layers, phases.get(part.cnn, {}), cache)
     given = app.schedules.get(part_name)
     fits = bool(given) and Counter(given) == Counter(a.firing_counts)
     per_tensor = app.placement != "shared-objects"
     if not fits and per_tensor:
         from explorer.memory.policies import choose      # schedules chosen for total memory
-        c = choose(app, part_name, a)
+        c = choose(app, part_name, a, cache)
         return PartView(c.firings, c.rows, c.elements, c.lives)
     if not fits or list(given) == a.firings:
         firings, rows = list(a.firings), a.edge_rows
     else:
         firings = list(given)
         try:
-            rows, _ = row_buffers(a.graph, edge_windows(cnn, a.layers, a.phases), firings)
+            analysis = None if cache is None else cache.analysis
+            rows, _ = row_buffers(a.graph, edge_windows(cnn, a.layers, a.phases, analysis), firings,
+                                  analysis)
         except (AnalysisError, IndexError, KeyError) as err:
             raise InputError(f"schedules.{part_name}: cannot run under phases {a.phases}: {err}") from None
     if per_tensor:
         from explorer.memory.policies import tensor_rows
-        rows, elements, lives = tensor_rows(app, part_name, a, firings, rows)
+        rows, elements, lives = tensor_rows(app, part_name, a, firings, rows, cache=cache)
         return PartView(firings, rows, elements, lives)
     elements = {e: rows[e] * (a.edge_elements[e] // max(1, a.edge_rows[e])) for e in rows}
     return PartView(firings, dict(rows), elements)
 
 
-ViewCache = dict[tuple[str, tuple[int, ...]], PartView]
-CACHE_LIMIT = 2048          # partition views kept per search (oldest dropped first)
-
-
-def cached_view(app: Application, part, phases: Phases, cache: ViewCache | None) -> PartView:
-    """part_view, cached by partition and its phases tuple: in a multi-CNN or pipelined app
-    most chromosomes change one partition and the others recur. csdf's own (unbounded)
-    per-CNN cache of full analyses is emptied as we go; the views are much smaller."""
+def cached_view(app: Application, part, phases: Phases, cache: RunCache | None) -> PartView:
+    """part_view, kept in `cache.views` by partition and its phases tuple: in a multi-CNN or
+    pipelined app most chromosomes change one partition and the others recur."""
     if cache is None:
         return part_view(app, part.name, phases)
     ph = phases.get(part.cnn, {})
     key = (part.name, tuple(int(ph.get(x, 1)) for x in part.layers))
-    view = cache.get(key)
+    view = cache.views.get(key)
     if view is None:
-        view = cache[key] = part_view(app, part.name, phases)
-        app.cnns[part.cnn].graph.graph.pop("_partition_analysis", None)
-        if len(cache) > CACHE_LIMIT:
-            del cache[next(iter(cache))]
+        view = cache.views.put(key, part_view(app, part.name, phases, cache))
     return view
 
 
-def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
+def derive(app: Application, phases: Phases, cache: RunCache | None = None,
            workspace: dict | None = None) -> Derived:
     """DeriveApplicationWithReducedBufs: buffers and memory of the app under `phases`.
-    `cache` (a dict the caller keeps across calls) reuses partitions already analysed.
+    `cache` (explorer.memory.cache.RunCache, kept by the caller across calls) reuses
+    partitions already analysed; without one a fresh one serves this call.
     `workspace`: measured per-layer tables ({cnn: {layer: LayerTimes}}) whose workspace
-    and session state enter the memory, and the CNNs' output arrays (explorer/memory/buffers.py
-    workspace_bytes, session_bytes, output_bytes)."""
+    and session state enter the memory, and the CNNs' output arrays
+    (explorer.throughput.runtime_costs)."""
     from explorer.memory.lifetimes import edge_uses
-    from explorer.memory.buffers import memory_bytes, output_bytes, session_bytes, workspace_bytes
+    from explorer.memory.buffers import memory_bytes
+    from explorer.throughput.runtime_costs import runtime_costs
     from explorer.memory.placement import place
 
+    cache = RunCache() if cache is None else cache
     parts = {p.name: cached_view(app, p, phases, cache) for p in app.partitions}
     sizes: dict[str, int] = {}
     lives = {}
@@ -177,17 +177,15 @@ def derive(app: Application, phases: Phases, cache: ViewCache | None = None,
             sizes[edge_name(p.cnn, src, dst)] = int(n)
         for (src, dst), life in parts[p.name].lives.items():
             lives[edge_name(p.cnn, src, dst)] = life
-    uses = edge_uses(app, {n: v.firings for n, v in parts.items()}, sizes, lives)
+    uses = edge_uses(app, {n: v.firings for n, v in parts.items()}, sizes, lives, cache)
     if app.placement != "shared-objects":
         from explorer.memory.tensors import tensor_uses
         uses = tensor_uses(uses)
-    buffers = place(uses, app.pipelines, app.placement)
-    param, buf, total = memory_bytes(app, buffers)
-    ws = workspace_bytes(app, phases, workspace)
-    state = session_bytes(app, phases, workspace)
-    outs = output_bytes(app, workspace)
-    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + ws + state + outs),
-                   sizes, ws, state, outs)
+    buffers = place(uses, app.pipelines, app.placement, cache)
+    param, buf, total = memory_bytes(app, buffers, cache)
+    rt = runtime_costs(app, phases, workspace)
+    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + rt.total),
+                   sizes, rt.workspace, rt.session, rt.outputs)
 
 
 @dataclass
@@ -198,14 +196,15 @@ class Evaluation:
     evaluator: Any                             # explorer.throughput.evaluator.Evaluator (.fps)
     space: GeneSpace | None = None             # None: binary genes of Equation 6
     where: list[tuple[str, str]] = field(default_factory=list)
-    cache: ViewCache = field(default_factory=dict)
+    cache: RunCache = field(default_factory=RunCache)
 
     def __post_init__(self) -> None:
         if self.space is None:                 # Equation 6: the two-rung ladder (H, 1)
             self.space = gene_space(self.app, "binary")
         self.where = gene_layers(self.app)
         self._whole = whole_phases(self.app)
-        # measured per-layer tables: their workspace counts in the memory (explorer/memory/buffers.py)
+        # measured per-layer tables: their runtime bytes count in the memory
+        # (explorer/throughput/runtime_costs.py)
         self.workspace = getattr(self.evaluator, "_tables", None) or None
 
     def phases(self, genes) -> Phases:

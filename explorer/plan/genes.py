@@ -86,7 +86,7 @@ class GeneSpace:
         when its ladder is shorter), r = 1, 2, ..., one per rung of the longest ladder; then
         the same prefixes in parts of k = 1, 2, 4, ... rows (`at_rows`, the profile's ladder
         runs). Why the last: where a layer by parts costs session state of its own
-        (measured, explorer/memory/buffers.py), parts save memory only as a chain of early
+        (measured, explorer/throughput/runtime_costs.py), parts save memory only as a chain of early
         layers in parts of several rows (MobileNetV2 on ONNX Runtime: its first 10 layers in
         parts of 4 rows, 19.6 MiB planned against 21.3 whole; ResNet-50's first 20, 110.2
         against 111.7), which neither a row-by-row prefix nor a uniform rung holds, nor

@@ -99,12 +99,14 @@ class CostModel:
     def workspace_tables(self, choice) -> dict[str, dict[str, Any]]:
         """{cnn: {layer: LayerTimes}} with each step's time and workspace under `choice`:
         the per-layer workspace term memtrade's memory model reads
-        (explorer/memory.workspace_bytes via explorer.plan.derive.derive)."""
-        from explorer.throughput.device_profile import LayerTimes
+        (explorer.throughput.runtime_costs.workspace_bytes via explorer.plan.derive.derive)."""
+        from explorer.throughput.layer_times import LayerTimes
+        from explorer.throughput.runtime_costs import LayerBytes
         out: dict[str, dict[str, Any]] = {c: {} for c in self.cnns}
         for i, ws in enumerate(self.step_workspaces(choice)):
             cnn, layer = self.layers[i]
-            out[cnn][layer] = LayerTimes(self.options[i][choice[i]].ms, whole_ws_bytes=ws)
+            out[cnn][layer] = LayerTimes(self.options[i][choice[i]].ms,
+                                           bytes=LayerBytes(whole_ws_bytes=ws))
         return out
 
     def names(self, choice) -> dict[str, dict[str, str]]:

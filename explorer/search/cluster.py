@@ -51,7 +51,11 @@ WORKER_ENV = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
               "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s"}
 
 
-_LOADED: dict[str, Callable[[Key], Result]] = {}    # on a worker: token -> the evaluation
+# On a worker: token -> the evaluation, unpickled once. Process state by necessity: Dask runs
+# `_remote` as a plain function in each task, and only the worker process outlives a task,
+# so the evaluation (and the RunCache it carries, explorer/memory/cache.py) is kept here,
+# one search's at a time. The explorer's own process never fills it.
+_LOADED: dict[str, Callable[[Key], Result]] = {}
 
 
 def _remote(keys: list[Key], blob: bytes, token: str) -> list[Result]:

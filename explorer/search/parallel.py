@@ -6,8 +6,7 @@ NSGA-II hands over, per generation, the chromosomes it has not met before
 (explorer.search.nsga2); each worker derives some of them (explorer.plan.derive.Evaluation: row
 replay, schedules, placement) and `Pool.map` returns the answers in the order asked, so the
 front, the cache and every count are the ones a single process gets: an evaluation is a
-pure function of its genes (the caches inside explorer.plan.derive and explorer.memory.placement only
-save work). Workers are forked, so they start with the parent's application, profile and
+pure function of its genes (its explorer.memory.cache.RunCache only saves work). Workers are forked, so they start with the parent's application, profile and
 caches without pickling them; where `fork` is not offered, or one worker is asked for, the
 evaluations run in this process.
 """

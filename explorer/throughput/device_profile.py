@@ -14,7 +14,7 @@ Two kinds of entries, which may be mixed in one file (docs/throughput.md shows b
   phase when run in `phases` phases; optional whole_ws_bytes / part_ws_bytes are the
   backend's measured workspace (scratch) of the layer whole / one phase, and optional
   whole_session_bytes / part_session_bytes the state its whole / part step model's session
-  keeps, both of which the memory model counts (explorer/memory/buffers.py); optional `by_phases` {Φ: ms} is the layer's measured
+  keeps, both of which the plan's memory counts (explorer/throughput/runtime_costs.py); optional `by_phases` {Φ: ms} is the layer's measured
   time per frame in Φ phases (parts of the granularity ladder, measured in the deployment's
   own layout and threads), interpolated between measured Φ; optional `region` {Φ: parameters
   of the by-parts region around the layer when by_phases was measured} and `alone` {Φ: ms
@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from explorer.app.yamlload import StrictLoader
-from explorer.throughput.layer_times import LayerTimes
+from explorer.throughput.layer_times import LayerTimes, from_flat, to_flat
 from sdf3.errors import InputError
 
 FORMAT = "memtrade-profile"
@@ -186,9 +186,9 @@ def _layer_times(where: str, key: str, data: Any) -> LayerTimes:
     if by["alone"] and set(by["region"]) != set(by["by_phases"]):
         raise InputError(f"{where}: {key}.region needs the phase counts of {key}.by_phases "
                          f"({sorted(by['by_phases'])}), got {sorted(by['region'])}")
-    return LayerTimes(_num(where, f"{key}.whole_ms", data["whole_ms"]),
-                      None if part is None else _num(where, f"{key}.part_ms", part),
-                      phases, **optional, **by)
+    return from_flat(_num(where, f"{key}.whole_ms", data["whole_ms"]),
+                     part_ms=None if part is None else _num(where, f"{key}.part_ms", part),
+                     phases=phases, **optional, **by)
 
 
 def _by_phases(where: str, key: str, data: Any) -> dict[int, float]:
@@ -300,7 +300,7 @@ def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:
             data["speedup"] = dict(profile.speedup)
         if profile.default_phase_us:
             data["default_phase_us"] = profile.default_phase_us
-        data["models"] = {m: {layer: _clean(asdict(t)) for layer, t in table.items()}
+        data["models"] = {m: {layer: _clean(to_flat(t)) for layer, t in table.items()}
                           for m, table in profile.models.items()}
     if profile.primitives:
         data["primitives"] = profile.primitives

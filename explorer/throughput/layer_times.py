@@ -7,20 +7,21 @@ csdf/regions.py says why regions matter).
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from itertools import accumulate
+from typing import Any
+
+from explorer.throughput.runtime_costs import LayerBytes
+
+BYTES = tuple(f.name for f in fields(LayerBytes))       # a profile's per-layer byte keys
 
 
-@dataclass
+@dataclass(slots=True)
 class LayerTimes:
-    """Measured times of one layer (milliseconds)."""
+    """Measured times of one layer (milliseconds), and the runtime's bytes for it (`bytes`)."""
     whole_ms: float
     part_ms: float | None = None     # one phase, when run in `phases` phases
     phases: int | None = None
-    whole_ws_bytes: int | None = None   # backend workspace of the layer run whole
-    part_ws_bytes: int | None = None    # ... of one phase (explorer/memory/buffers.py counts them)
-    whole_session_bytes: int | None = None  # session state of the layer's whole step model
-    part_session_bytes: int | None = None   # ... of its part model (explorer/memory/buffers.py)
     # measured time of the whole layer per frame (all its phases) at phase counts Φ of the
     # granularity ladder {Φ: ms} (explore profile; docs/throughput.md); wins when present
     by_phases: dict[int, float] = field(default_factory=dict)
@@ -32,55 +33,15 @@ class LayerTimes:
     # the layer whole with a neighbour in parts (it reads or writes rows rings, not ONNX
     # Runtime's blocked layout): median over the profile's deployments where it was so
     beside_ms: float | None = None
-    # region steps (`explore profile --steps regions`): in the ladder's deployment at Φ,
-    # the session state of the by-parts models the layer is computed in (band models shared
-    # by the layer's firings in them), and the largest workspace of those models
-    # (deploy/profile/bands.py; explorer/memory/buffers.py counts them)
-    band_session_bytes: dict[int, float] = field(default_factory=dict)
-    band_ws_bytes: dict[int, float] = field(default_factory=dict)
-    # the same with every neighbour whole (the ladder's alone deployments)
-    alone_session_bytes: dict[int, float] = field(default_factory=dict)
-    alone_ws_bytes: dict[int, float] = field(default_factory=dict)
-    # the layer whole beside a layer by parts (its model reads or writes a rows ring): the
-    # largest over the ladder's deployments where it was so
-    # ({side: bytes}, side "in" reading a ring, "out" writing one, "both"; a plain number:
-    # any side, as older profile files have it)
-    beside_session_bytes: int | dict[str, int] | None = None
-    beside_ws_bytes: int | dict[str, int] | None = None
-    # what each call of the layer's steps holds in a deployment (its ONNX Runtime binding
-    # and the executor's views; deploy/profile/ladder.py `step_times`)
-    call_bytes: int | None = None
+    # the runtime's bytes of the layer's step models (explorer/throughput/runtime_costs.py)
+    bytes: LayerBytes = field(default_factory=LayerBytes)
 
     def band_bytes(self, phases: int, alone: bool = False, region: float | None = None,
                    own: float = 0.0, side: str | None = None) -> tuple[int, int] | None:
-        """(session state, workspace) of the models computing this layer in `phases`
-        phases beside layers by parts (or `alone`), at the ladder's nearest Φ; whole
-        (`phases` 1) beside a layer by parts; None where the profile measured none.
-        `region` (the parameters of its by-parts region; `own`: the layer's): between the
-        figures alone and the ladder's by `share`, as its time (`ms_in`). Why: a band model
-        holds a base state besides its nodes' (~20 KiB against ~2.6 KiB a node), shared in
-        the ladder by every layer of a region that spans the CNN; MobileNetV2's first nine
-        layers by parts held 1.5 MiB of by-parts session state where the ladder's shares
-        gave 0.76 and the layers alone 1.81. Whole beside parts: the figures of its `side`
-        ("in": it reads a rows ring, "out": writes one, "both"), the largest measured where
-        that side was not: YOLOv2-16's conv8 needs 8.4 MiB of workspace writing a ring and
-        reading one, and its front plan with conv8 reading one held 5 MiB less than planned."""
-        if phases <= 1:
-            if self.beside_session_bytes is None:
-                return None
-            return _side(self.beside_session_bytes, side), _side(self.beside_ws_bytes, side)
-        state = self.alone_session_bytes if alone else self.band_session_bytes
-        ws = self.alone_ws_bytes if alone else self.band_ws_bytes
-        if not state:
-            return None
-        near = min(state, key=lambda f: (abs(f - phases), -f))
-        got = int(state[near]), int(ws.get(near, 0))
-        if alone or region is None or not self.alone_session_bytes:
-            return got
-        lone = self.band_bytes(phases, alone=True)
-        w = self.share(phases, region, own)
-        return (int(round(lone[0] + w * (got[0] - lone[0]))),
-                int(round(lone[1] + w * (got[1] - lone[1]))))
+        """LayerBytes.band_bytes with the `share` of a by-parts region of `region`
+        parameters (`own`: the layer's) between the layer alone and the ladder's region."""
+        share = None if region is None else self.share(phases, region, own)
+        return self.bytes.band_bytes(phases, alone, share, side)
 
     def share(self, phases: int, region: float, own: float) -> float:
         """Where a by-parts region of `region` parameters lies between the layer alone (0:
@@ -146,8 +107,15 @@ def _interpolate(points: dict[int, float], x: int, monotone: bool = True) -> flo
     return max(0.0, ys[lo] + slope * (x - xs[lo]))
 
 
-def _side(value: int | dict[str, int] | None, side: str | None) -> int:
-    """A beside figure for `side`: the side's own, else the largest measured."""
-    if isinstance(value, dict):
-        return int(value[side]) if side in value else int(max(value.values(), default=0))
-    return int(value or 0)
+def from_flat(whole_ms: float, **flat: Any) -> LayerTimes:
+    """A LayerTimes from one layer's entry as a profile file keeps it: times and bytes under
+    one level of keys (None: not measured)."""
+    got = {k: v for k, v in flat.items() if v is not None}
+    return LayerTimes(whole_ms, **{k: v for k, v in got.items() if k not in BYTES},
+                      bytes=LayerBytes(**{k: v for k, v in got.items() if k in BYTES}))
+
+
+def to_flat(t: LayerTimes) -> dict[str, Any]:
+    """One layer's entry as a profile file keeps it (from_flat's inverse)."""
+    out = {k: v for k, v in asdict(t).items() if k != "bytes"}
+    return out | asdict(t.bytes)

@@ -25,7 +25,8 @@ from __future__ import annotations
 from csdf.model import EdgeId, edge_name
 from csdf.tiling import Group, tile_buffer_elements, tile_group
 from explorer.app.model import Application
-from explorer.plan.derive import Derived, PartView, Phases, ViewCache, cached_view
+from explorer.memory.cache import RunCache
+from explorer.plan.derive import Derived, PartView, Phases, cached_view
 from explorer.memory.lifetimes import EdgeUse
 
 Tilings = dict[str, list[Group]]          # cnn -> its tiled groups
@@ -84,11 +85,12 @@ def stretch_groups(uses: list[EdgeUse], app: Application, parts: dict[str, list[
 
 
 def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
-                 cache: ViewCache | None = None, workspace: dict | None = None) -> Derived:
+                 cache: RunCache | None = None, workspace: dict | None = None) -> Derived:
     """explorer.plan.derive.derive with tiled groups (module doc). `workspace`: measured tables
     as there; a group's layers count theirs as `tile_workspace` scales it."""
     from explorer.memory.lifetimes import edge_uses
-    from explorer.memory.buffers import memory_bytes, output_bytes, session_bytes, workspace_bytes
+    from explorer.memory.buffers import memory_bytes
+    from explorer.throughput.runtime_costs import output_bytes, session_bytes, workspace_bytes
     from explorer.memory.reuse import algorithm1
 
     phases = force_whole(phases, tilings)
@@ -103,9 +105,9 @@ def derive_tiled(app: Application, phases: Phases, tilings: Tilings,
         for g in groups:
             for (src, dst), n in tile_buffer_elements(app.cnns[cnn], g).items():
                 sizes[edge_name(cnn, src, dst)] = int(n)
-    uses = stretch_groups(edge_uses(app, firings, sizes), app, firings, tilings)
+    uses = stretch_groups(edge_uses(app, firings, sizes, cache=cache), app, firings, tilings)
     buffers = algorithm1(uses, app.pipelines)
-    param, buf, total = memory_bytes(app, buffers)
+    param, buf, total = memory_bytes(app, buffers, cache)
     ws = workspace_bytes(app, phases, tile_workspace(app, tilings, workspace))
     state = session_bytes(app, phases, workspace)    # a tile model: its layers' whole ones
     outs = output_bytes(app, workspace)
@@ -128,11 +130,12 @@ def tile_workspace(app: Application, tilings: Tilings, tables: dict | None) -> d
             tiles = tile_group(model, list(g.layers), g.n, g.m)
             for k, layer in enumerate(g.layers):
                 t = table.get(layer)
-                if t is None or not t.whole_ws_bytes:
+                if t is None or not t.bytes.whole_ws_bytes:
                     continue
                 h, w = (int(v) for v in model.layer(layer).output_shape[2:])
                 most = max(tt.layers[k].out_h.size * tt.layers[k].out_w.size for tt in tiles)
-                table[layer] = replace(t, whole_ws_bytes=-(-t.whole_ws_bytes * most // (h * w)))
+                ws = -(-t.bytes.whole_ws_bytes * most // (h * w))
+                table[layer] = replace(t, bytes=replace(t.bytes, whole_ws_bytes=ws))
     return out
 
 

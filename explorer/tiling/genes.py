@@ -20,7 +20,8 @@ from typing import Any
 
 from csdf.tiling import Group, blocks, grid, segments
 from explorer.app.model import Application
-from explorer.plan.derive import ViewCache, plan_for, whole_phases
+from explorer.memory.cache import RunCache
+from explorer.plan.derive import plan_for, whole_phases
 from explorer.tiling.fused import Tilings, derive_tiled, fps as tiled_fps
 from explorer.plan.genes import GeneSpace, gene_space
 from explorer.plan.model import Plan
@@ -145,7 +146,7 @@ class TiledEvaluation:
     mode: str = "both"
     granularity: str = "binary"
     space: TiledSpace | None = None
-    cache: ViewCache = field(default_factory=dict)
+    cache: RunCache = field(default_factory=RunCache)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -154,7 +155,8 @@ class TiledEvaluation:
         slots = () if self.mode == "parts" else tuple(tile_slots(self.app))
         self.space = TiledSpace(layer, slots)
         self._whole = whole_phases(self.app)
-        # measured per-layer tables: their workspace counts in the memory (explorer/memory/buffers.py)
+        # measured per-layer tables: their runtime bytes count in the memory
+        # (explorer/throughput/runtime_costs.py)
         self.workspace = getattr(self.evaluator, "_tables", None) or None
 
     @property

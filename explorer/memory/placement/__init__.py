@@ -26,6 +26,7 @@ from typing import Callable
 
 from explorer.memory.lifetimes import EdgeUse
 from explorer.memory.buffers import Buffer
+from explorer.memory.cache import RunCache
 from explorer.memory.placement.conflicts import conflict_graph, live_bound
 
 __all__ = ["DEFAULT", "NAMES", "Planner", "conflict_graph", "live_bound", "place", "planner"]
@@ -50,19 +51,16 @@ def planner(name: str) -> Planner:
     return place
 
 
-_RECENT: dict[tuple, list[Buffer]] = {}
-RECENT_LIMIT = 8
-
-
-def place(uses: list[EdgeUse], pipelines: list[list[str]], name: str = DEFAULT) -> list[Buffer]:
-    """Buffers for `uses` by the planner called `name`. The last few answers are kept:
+def place(uses: list[EdgeUse], pipelines: list[list[str]], name: str = DEFAULT,
+          cache: RunCache | None = None) -> list[Buffer]:
+    """Buffers for `uses` by the planner called `name`. `cache` keeps the last few answers:
     during a search explorer.memory.policies places each candidate schedule's edges and then
     explorer.plan.derive places the winner's again, often the very same uses (same names, sizes,
     spans and order), which give the same buffers (planners are deterministic)."""
+    if cache is None:
+        return planner(name)(uses, pipelines)
     key = (tuple(uses), tuple(tuple(g) for g in pipelines), name)
-    hit = _RECENT.get(key)
+    hit = cache.placements.get(key)
     if hit is None:
-        hit = _RECENT[key] = planner(name)(uses, pipelines)
-        if len(_RECENT) > RECENT_LIMIT:
-            del _RECENT[next(iter(_RECENT))]
+        hit = cache.placements.put(key, planner(name)(uses, pipelines))
     return [Buffer(list(b.edges), b.size, b.offset) for b in hit]
