@@ -41,6 +41,9 @@ class Layer:
     onnx_nodes: list[str] = field(default_factory=list)
     # params taken verbatim from an ONNX tensor: key -> tensor name (shared tensors count once)
     param_sources: dict[str, str] = field(default_factory=dict)
+    # the ONNX tensor the layer computes (set by the ONNX import; None for zoo-built layers):
+    # where a deployment stores the layer's output, its fp16 reference rounds that tensor
+    output_tensor: str | None = None
 
     @property
     def param_count(self) -> int:

@@ -259,6 +259,7 @@ class _Importer:
     def _emit(self, layer: Layer, tensor: str) -> None:
         self.layers.append(layer)
         self.producer[tensor] = layer.name
+        layer.output_tensor = tensor
 
     def _const(self, tensor: str) -> np.ndarray | None:
         return self.consts.get(tensor) if tensor else None
