@@ -73,6 +73,8 @@ class CNN:
     # tensors whose shapes ONNX shape inference left unknown, taken from one ONNX Runtime
     # run (csdf/onnx_ort_shapes.py); 0 for most models
     shapes_from_ort: int = 0
+    # a model already quantized (QDQ): its scales by layer (csdf/onnx_qdq.py `Quantized`)
+    quantized: Any = None
 
     def add_layer(self, layer: Layer) -> None:
         self.graph.add_node(layer.name, layer=layer)

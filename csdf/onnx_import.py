@@ -36,7 +36,7 @@ import networkx as nx
 import numpy as np
 import onnx
 
-from csdf import onnx_opaque
+from csdf import onnx_opaque, onnx_qdq
 from csdf.model import CNN, INPUT, Layer
 from csdf.onnx_consts import fold_constants, live_nodes, opsets, reinfer, static_shapes
 from csdf.onnx_fusion import (ACTIVATIONS, FUSE_ACTIVATION_INTO, absorb, act_hyper,
@@ -50,8 +50,8 @@ def load_onnx(path: str | Path, name: str, fused: bool = True) -> CNN:
     """Load the ONNX file at `path` as CNN `name`. Raises InputError for a missing or
     non-ONNX file and for a model that cannot run as layers (see the module docstring)."""
     path = Path(path)
-    model = _read(path)
-    return _Importer(model, path, name, fused).run()
+    model, quantized = onnx_qdq.fold(_read(path))     # a QDQ model: its int8 network
+    return onnx_qdq.attach(_Importer(model, path, name, fused).run(), quantized)
 
 
 def _read(path: Path) -> onnx.ModelProto:

@@ -81,7 +81,9 @@ def derive(plan: dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
     dtype = DTYPES.get(plan.get("data_bytes", 4)) if isinstance(plan.get("data_bytes", 4), int) else None
     if dtype is None:
         raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
-                         f"got {plan.get('data_bytes')!r}")
+                         f"got {plan.get('data_bytes')!r}"
+                         + (f": int8 deployment is not yet supported (key 'precision' is "
+                            f"{plan.get('precision')!r})" if plan.get("data_bytes") == 1 else ""))
     plan_check.check(plan, cnns, where)
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)
