@@ -46,22 +46,44 @@ class Quantized:
     """What a QDQ model says about its int8 network. From `fold`: by ONNX tensor name
     (`activations`: fp32 tensors between operators; `weights`: dequantized constants);
     after `attach`: `activations` by the layer whose output it is, `weights` by
-    "layer:key" of the layer parameter it became."""
+    "layer:key" of the layer parameter that is that tensor verbatim, else by
+    "layer:<ONNX tensor>" (a tensor folded into another parameter, as BatchNorm folding
+    does: the scales are the tensor's, before folding)."""
     activations: dict[str, Scale] = field(default_factory=dict)
     weights: dict[str, Scale] = field(default_factory=dict)
+    # from `fold` only: ONNX node (name, else first output) -> the dequantized constants it reads
+    readers: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    out = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Constant":
-            for a in node.attribute:
-                if a.name == "value":
-                    out[node.output[0]] = numpy_helper.to_array(a.t)
-    return out
+class _Constants:
+    """The model's initializers and Constant node values by name, each read into an array
+    only when asked for (a model's weights are never all copied)."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.protos = {t.name: t for t in model.graph.initializer}
+        for node in model.graph.node:
+            if node.op_type == "Constant":
+                for a in node.attribute:
+                    if a.name == "value":
+                        self.protos[node.output[0]] = a.t
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.protos
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.arrays:
+            self.arrays[name] = numpy_helper.to_array(self.protos[name])
+        return self.arrays[name]
+
+    def dtype(self, name: str) -> np.dtype:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(self.protos[name].data_type))
+
+    def integer(self, name: str) -> bool:
+        return name in self.protos and self.dtype(name).kind in "iu"
 
 
-def _scale(node: onnx.NodeProto, consts: dict[str, np.ndarray], stored: np.dtype) -> Scale | None:
+def _scale(node: onnx.NodeProto, consts: _Constants, stored: np.dtype) -> Scale | None:
     """The scale of a QuantizeLinear / DequantizeLinear node, None when not constant."""
     if len(node.input) < 2 or node.input[1] not in consts:
         return None
@@ -71,7 +93,7 @@ def _scale(node: onnx.NodeProto, consts: dict[str, np.ndarray], stored: np.dtype
         return None
     zp = np.asarray(consts[zp_name]).reshape(-1) if zp_name else np.zeros(1, np.int64)
     axis = next((int(a.i) for a in node.attribute if a.name == "axis"), 1) if scale.size > 1 else None
-    dtype = np.dtype(consts[zp_name].dtype if zp_name else stored).name
+    dtype = (consts.dtype(zp_name) if zp_name else np.dtype(stored)).name
     return Scale(tuple(float(s) for s in scale), tuple(int(z) for z in zp), axis, dtype)
 
 
@@ -79,7 +101,9 @@ def fold(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Quantized | None]:
     """`model` with its activation QuantizeLinear -> DequantizeLinear pairs removed, and what
     they and its weight DequantizeLinear nodes said; (model unchanged, None) when it has none."""
     graph = model.graph
-    consts = _constants(model)
+    if not any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in graph.node):
+        return model, None
+    consts = _Constants(model)
     readers: dict[str, list[int]] = {}
     for i, node in enumerate(graph.node):
         for t in node.input:
@@ -87,9 +111,8 @@ def fold(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Quantized | None]:
     outputs = {o.name for o in graph.output}
     weights: dict[str, Scale] = {}
     for node in graph.node:
-        if node.op_type == "DequantizeLinear" and node.input[0] in consts \
-                and consts[node.input[0]].dtype.kind in "iu":
-            found = _scale(node, consts, consts[node.input[0]].dtype)
+        if node.op_type == "DequantizeLinear" and consts.integer(node.input[0]):
+            found = _scale(node, consts, consts.dtype(node.input[0]))
             if found is not None:
                 weights[node.output[0]] = found
     activations: dict[str, Scale] = {}
@@ -127,7 +150,8 @@ def fold(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Quantized | None]:
     del out.graph.node[:]
     out.graph.node.extend(kept)
     activations = {keep.get(t, t): s for t, s in activations.items()}
-    return out, Quantized(activations, weights)
+    readers = {n.name or n.output[0]: tuple(t for t in n.input if t in weights) for n in kept}
+    return out, Quantized(activations, weights, {k: v for k, v in readers.items() if v})
 
 
 def attach(cnn: CNN, found: Quantized | None) -> CNN:
@@ -138,8 +162,9 @@ def attach(cnn: CNN, found: Quantized | None) -> CNN:
     for layer in cnn.layers():
         if layer.output_tensor in found.activations:
             acts[layer.name] = found.activations[layer.output_tensor]
-        for key, source in layer.param_sources.items():
-            if source in found.weights:
-                weights[f"{layer.name}:{key}"] = found.weights[source]
+        keys = {source: key for key, source in layer.param_sources.items()}
+        for node in layer.onnx_nodes:
+            for tensor in found.readers.get(node, ()):
+                weights[f"{layer.name}:{keys.get(tensor, tensor)}"] = found.weights[tensor]
     cnn.quantized = Quantized(acts, weights)
     return cnn

@@ -145,3 +145,27 @@ def test_deploying_an_int8_plan_says_int8_is_not_yet_supported(models, tmp_path)
         derive({"data_bytes": 1, "precision": "int8"}, {}, tmp_path / "dep")
     assert "int8 deployment is not yet supported" in str(err.value)
     assert "key 'precision' is 'int8'" in str(err.value)
+
+
+def test_a_weight_folded_with_batchnorm_keeps_its_scales_by_tensor(tmp_path):
+    """Conv + BatchNorm, quantized with the BatchNorm left in place: the import folds it into
+    the Conv's W, so W's int8 scales are kept under the ONNX tensor they belong to."""
+    rng = np.random.default_rng(1)
+    inits = [nh.from_array(a.astype(np.float32), n) for n, a in (
+        ("w", rng.standard_normal((4, 3, 3, 3)) / 5), ("g", rng.uniform(0.8, 1.2, 4)),
+        ("b", rng.standard_normal(4) * 0.1), ("m", rng.standard_normal(4) * 0.1), ("v", rng.uniform(0.8, 1.2, 4)))]
+    nodes = [h.make_node("Conv", ["input", "w"], ["c"], name="conv", pads=[1] * 4),
+             h.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["output"], name="bn")]
+    graph = h.make_graph(nodes, "net", [h.make_tensor_value_info("input", T.FLOAT, SHAPE)],
+                         [h.make_tensor_value_info("output", T.FLOAT, [1, 4, 16, 16])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "bn.onnx"))
+    quantization.quantize_static(str(tmp_path / "bn.onnx"), str(tmp_path / "bn.qdq.onnx"), Frames(),
+                                 quant_format=quantization.QuantFormat.QDQ, per_channel=True)
+    qdq, fp32 = load_onnx(tmp_path / "bn.qdq.onnx", "net"), load_onnx(tmp_path / "bn.onnx", "net")
+    assert [(l.name, l.op) for l in qdq.layers()] == [(l.name, l.op) for l in fp32.layers()] \
+        == [("input", "Input"), ("conv", "Conv")]
+    weight = next(n for n in onnx.load(str(tmp_path / "bn.qdq.onnx")).graph.node if n.op_type == "Conv").input[1]
+    assert qdq.quantized.weights[f"conv:{weight}"].axis == 0
+    assert len(qdq.quantized.weights[f"conv:{weight}"].scale) == 4
