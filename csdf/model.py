@@ -44,6 +44,9 @@ class Layer:
     onnx_nodes: list[str] = field(default_factory=list)
     # params taken verbatim from an ONNX tensor: key -> tensor name (shared tensors count once)
     param_sources: dict[str, str] = field(default_factory=dict)
+    # the ONNX tensor the layer computes (set by the ONNX import; None for zoo-built layers):
+    # where a deployment stores the layer's output, its fp16 reference rounds that tensor
+    output_tensor: str | None = None
 
     @property
     def param_count(self) -> int:
@@ -86,6 +89,8 @@ class CNN:
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     batch_fixed: tuple[str, ...] = ()
     memo: GraphMemo = field(default_factory=GraphMemo, init=False, repr=False, compare=False)
+    # a model already quantized (QDQ): its scales by layer (csdf/onnx_qdq.py `Quantized`)
+    quantized: Any = None
 
     def add_layer(self, layer: Layer) -> None:
         self.graph.add_node(layer.name, layer=layer)

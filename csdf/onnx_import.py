@@ -36,7 +36,7 @@ import networkx as nx
 import numpy as np
 import onnx
 
-from csdf import onnx_opaque
+from csdf import onnx_opaque, onnx_qdq
 from csdf.model import CNN, INPUT, Layer
 from csdf.onnx_consts import fold_constants, live_nodes, opsets, reinfer, static_shapes
 from csdf.onnx_fusion import (ACTIVATIONS, FUSE_ACTIVATION_INTO, absorb, act_hyper,
@@ -53,7 +53,8 @@ def load_onnx(path: str | Path, name: str, fused: bool = True, input_shape: Any 
     for a model that cannot run as layers (see the module docstring)."""
     path = Path(path)
     model, fixed = _read(path, input_shape)
-    cnn = _Importer(model, path, name, fused).run()
+    model, quantized = onnx_qdq.fold(model)          # a QDQ model: its int8 network
+    cnn = onnx_qdq.attach(_Importer(model, path, name, fused).run(), quantized)
     cnn.input_shapes = dict(fixed.shapes)
     cnn.batch_fixed = fixed.batch_fixed
     return cnn
@@ -255,6 +256,7 @@ class _Importer:
     def _emit(self, layer: Layer, tensor: str) -> None:
         self.layers.append(layer)
         self.producer[tensor] = layer.name
+        layer.output_tensor = tensor
 
     def _const(self, tensor: str) -> np.ndarray | None:
         return self.consts.get(tensor) if tensor else None

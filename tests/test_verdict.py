@@ -11,7 +11,7 @@ import numpy as np
 from csdf.onnx_import import load_onnx
 from csdf.parts import all_parts
 from deploy.build.derive import derive
-from deploy.run.verdict import RTOL, judge
+from deploy.run.verdict import NOISE, RTOL, ULPS, judge
 from explorer.cli.main import main
 from onnx_cases import Net
 from test_deploy_fixtures import make_plan
@@ -81,7 +81,12 @@ def test_judge_tolerance_is_relative():
     assert np.isclose(v["b"]["relative_diff"], 2.5e-4)
     v16 = judge(result | {"max_abs_diff": {"a": 5e-3, "b": 1e-3, "c": None}}, "float16",
                 {"a": 3e-3, "b": 0.0, "c": None})
-    assert v16["a"]["verdict"] == "PASS" and v16["a"]["tolerance"] == 6e-3   # 2 x rounding
+    # fp16 against the rounded reference: NOISE x its spread, at least ULPS fp16 units
+    assert v16["a"]["verdict"] == "PASS" and np.isclose(v16["a"]["tolerance"], NOISE * 3e-3)
+    assert v16["b"]["tolerance"] == ULPS * 2.0 ** -8      # fp16 numbers near 4 are 2^-8 apart
+    over = judge(result | {"max_abs_diff": {"a": 1.01 * NOISE * 3e-3, "b": 0.017, "c": None}},
+                 "float16", {"a": 3e-3, "b": 0.0, "c": None})
+    assert over["a"]["verdict"] == over["b"]["verdict"] == "FAIL"
 
 
 def test_deploy_warns_when_constraints_unmet(tmp_path, capsys):

@@ -80,7 +80,9 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
     dtype = DTYPES.get(plan.data_bytes) if isinstance(plan.data_bytes, int) else None
     if dtype is None:
         raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
-                         f"got {plan.data_bytes!r}")
+                         f"got {plan.data_bytes!r}"
+                         + (f": int8 deployment is not yet supported (key 'precision' is "
+                            f"{plan.precision!r})" if plan.data_bytes == 1 else ""))
     plan_check.check(plan, cnns, where)
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,12 @@
 """The unmodified model: a plain ONNX Runtime session on the original ONNX file, the yardstick
 for both the deployed outputs and the deployed fps.
 
-At a plan's precision (`session(..., dtype="float16")`) the unmodified network runs in fp16:
-the model converted by ONNX Runtime's own converter (onnxruntime.transformers.float16,
-inputs and outputs kept fp32), so fp16 rounding is not blamed on the plan (deploy/run/verdict.py).
+At a plan's precision (`session(..., dtype="float16")`) the unmodified network rounds where
+an fp16 deployment rounds: computed in fp32 with every tensor the deployment stores rounded to
+fp16 (deploy/checks/rounding.py), so fp16 rounding is not blamed on the plan
+(deploy/run/verdict.py). A model stored in fp16 itself (`stored_dtype`) runs as ONNX Runtime
+runs it, in fp16, converted by ONNX Runtime's own converter (onnxruntime.transformers.float16,
+inputs and outputs kept fp32).
 """
 from __future__ import annotations
 
@@ -27,8 +30,14 @@ def session(path: str | Path, threads: int = 0, dtype: str = "float32") -> ort.I
     else:
         opts.intra_op_num_threads = threads
     source = str(path)
+    rounds = dtype == "float16" and stored_dtype(path) == "float32"
     try:
-        if dtype == "float16":
+        if rounds:
+            import onnx
+            from deploy.checks import rounding
+            model = onnx.load(source)
+            source = rounding.rounded(model, rounding.stored_tensors(path, model)).SerializeToString()
+        elif dtype == "float16":
             from onnxruntime.transformers.float16 import convert_float_to_float16
             import onnx
             source = convert_float_to_float16(onnx.load(source), keep_io_types=True).SerializeToString()

@@ -66,9 +66,13 @@ def load_app(path: str | Path, mem: str | None = None, fps: str | None = None,
         fps_by_cnn.update(_fps_override(fps, cnns))
     pipelines = _pipelines(doc.get("pipelines"), partitions, where)
     schedules = _schedules(doc.get("schedules"), partitions, cnns, where)
-    prec = precision if precision is not None else doc.get("precision", "fp32")
+    quantized = [n for n, c in cnns.items() if c.quantized is not None]   # QDQ models: int8
+    prec = precision if precision is not None else doc.get("precision", "int8" if quantized else "fp32")
     if not isinstance(prec, str) or prec not in PRECISIONS:
         raise InputError(f"{where}: precision: expected one of {', '.join(PRECISIONS)}, got {prec!r}")
+    if quantized and prec != "int8":
+        raise InputError(f"{where}: precision: CNN {quantized[0]!r} is a quantized (QDQ) model, an int8 "
+                         f"network; expected int8 or no precision, got {prec!r}")
     chosen_by = prefer if prefer is not None else doc.get("prefer")
     if chosen_by is not None and chosen_by not in PREFER:
         raise InputError(f"{where}: prefer: expected one of {', '.join(PREFER)}, got {chosen_by!r}")

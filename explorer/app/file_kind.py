@@ -90,12 +90,13 @@ def kind_of(path: str | Path) -> str | None:
     if text.lstrip().startswith(("{", "[")):
         try:
             return _json_kind(json.loads(raw))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             return None
     import yaml
-    try:
-        return _mapping_kind(yaml.safe_load(text))
-    except yaml.YAMLError:
+    from explorer.app.yamlload import StrictLoader
+    try:        # strictly, as the commands read it: no alias bombs, no unbounded nesting
+        return _mapping_kind(yaml.load(text, Loader=StrictLoader))   # noqa: S506 (SafeLoader)
+    except (yaml.YAMLError, RecursionError):
         return ONNX if _is_onnx(raw) else None
 
 

@@ -1,0 +1,173 @@
+"""A model already quantized (QDQ, as ONNX Runtime's quantize_static writes it) imports as
+its int8 network: the layers and edges of the fp32 model it was made from, the model's own
+scales kept by layer, tensors between layers at one byte, and an app of it at int8."""
+from __future__ import annotations
+
+from math import prod
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from csdf.onnx_import import load_onnx
+from sdf3.errors import InputError
+
+quantization = pytest.importorskip("onnxruntime.quantization")
+
+SHAPE = [1, 3, 16, 16]
+
+
+def fp32_model(path: Path) -> Path:
+    """input -> conv1 3x3 + Relu -> dw2 depthwise 3x3 stride 2 + Relu -> pw3 1x1 -> add3
+    (pw3 + dw2: a residual) -> pw4 1x1 -> cat (add3, pw4) -> conv5 3x3 -> output."""
+    rng = np.random.default_rng(0)
+    inits = []
+
+    def init(name, value):
+        inits.append(nh.from_array(np.asarray(value, np.float32), name))
+        return name
+
+    def conv(name, x, cin, cout, k, out, group=1, **attrs):
+        w = init(f"{name}.w", rng.standard_normal((cout, cin // group, k, k)) / np.sqrt(cin // group * k * k))
+        b = init(f"{name}.b", rng.standard_normal(cout) * 0.1)
+        return h.make_node("Conv", [x, w, b], [out], name=name, pads=[k // 2] * 4, group=group, **attrs)
+
+    nodes = [conv("conv1", "input", 3, 8, 3, "c1"), h.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             conv("dw2", "r1", 8, 8, 3, "c2", group=8, strides=[2, 2]),
+             h.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+             conv("pw3", "r2", 8, 8, 1, "c3"), h.make_node("Add", ["c3", "r2"], ["a3"], name="add3"),
+             conv("pw4", "a3", 8, 4, 1, "c4"), h.make_node("Concat", ["a3", "c4"], ["cat"], name="cat", axis=1),
+             conv("conv5", "cat", 12, 6, 3, "output")]
+    graph = h.make_graph(nodes, "net", [h.make_tensor_value_info("input", T.FLOAT, SHAPE)],
+                         [h.make_tensor_value_info("output", T.FLOAT, [1, 6, 8, 8])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+class Frames(quantization.CalibrationDataReader):
+    def __init__(self):
+        self.frames = iter([{"input": np.random.default_rng(i).standard_normal(SHAPE, dtype=np.float32)}
+                            for i in range(4)])
+
+    def get_next(self):
+        return next(self.frames, None)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("qdq")
+    fp32 = fp32_model(folder / "net.onnx")
+    qdq = folder / "net.qdq.onnx"
+    quantization.quantize_static(str(fp32), str(qdq), Frames(), quant_format=quantization.QuantFormat.QDQ,
+                                 per_channel=True, activation_type=quantization.QuantType.QInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    ops = [n.op_type for n in onnx.load(str(qdq)).graph.node]
+    assert ops.count("QuantizeLinear") == 8 and ops.count("DequantizeLinear") == 8 + 10, ops
+    return fp32, qdq
+
+
+def test_the_qdq_model_has_the_layers_and_edges_of_its_fp32_network(models):
+    fp32, qdq = (load_onnx(p, "net") for p in models)
+    assert fp32.quantized is None
+    assert [(l.name, l.op, l.inputs, l.output_shape) for l in qdq.layers()] == \
+        [(l.name, l.op, l.inputs, l.output_shape) for l in fp32.layers()]
+    assert qdq.edges() == fp32.edges() and len(qdq.edges()) == 9
+    assert [qdq.edge_shape(*e) for e in qdq.edges()] == [fp32.edge_shape(*e) for e in fp32.edges()]
+    assert qdq.param_count == fp32.param_count == 8 * 27 + 8 * 9 + 64 + 32 + 6 * 108 + 8 + 8 + 8 + 4 + 6
+    assert qdq.outputs == fp32.outputs == ["conv5"]
+
+
+def test_weights_are_the_int8_values_at_the_models_own_scales(models):
+    fp32, qdq = (load_onnx(p, "net") for p in models)
+    stored = {t.name: nh.to_array(t) for t in onnx.load(str(models[1])).graph.initializer}
+    for name in ("conv1", "dw2", "pw3", "pw4", "conv5"):
+        scale = qdq.quantized.weights[f"{name}:W"]
+        assert scale.dtype == "int8" and scale.axis == 0 and set(scale.zero_point) == {0}
+        w = qdq.layer(name).params["W"]
+        per_channel = np.asarray(scale.scale, np.float32).reshape(-1, 1, 1, 1)
+        ints = stored[f"{name}.w_quantized"]
+        assert ints.dtype == np.int8
+        np.testing.assert_array_equal(w, ints.astype(np.float32) * per_channel)   # int8 x scale, exactly
+        assert np.all(np.abs(w - fp32.layer(name).params["W"]) <= per_channel / 2 * (1 + 1e-5))
+        assert qdq.quantized.weights[f"{name}:B"].dtype == "int32"
+
+
+def test_every_tensor_between_layers_keeps_its_scale(models):
+    qdq = load_onnx(models[1], "net")
+    stored = {t.name: nh.to_array(t) for t in onnx.load(str(models[1])).graph.initializer}
+    tensor = {"input": "input", "conv1": "r1", "dw2": "r2", "pw3": "c3", "add3": "a3", "pw4": "c4",
+              "cat": "cat", "conv5": "output"}
+    assert set(qdq.quantized.activations) == set(tensor)
+    for layer, name in tensor.items():
+        s = qdq.quantized.activations[layer]
+        assert s.scale == (float(stored[f"{name}_scale"]),) and s.zero_point == (int(stored[f"{name}_zero_point"]),)
+        assert s.axis is None and s.dtype == "int8"
+
+
+def _app(folder: Path, model: Path, precision: str | None):
+    from explorer.app.appfile import load_app
+    path = folder / f"app_{model.stem}_{precision}.yaml"
+    path.write_text(f"name: q\n" + (f"precision: {precision}\n" if precision else "")
+                    + f"cnns:\n  - name: net\n    model: {model.name}\n")
+    return load_app(path)
+
+
+def test_an_app_of_a_qdq_model_is_int8_with_one_byte_tensors(models):
+    from explorer.memory.buffers import memory_bytes, naive
+    from explorer.memory.lifetimes import edge_uses
+    fp32_app, qdq_app = _app(models[0].parent, models[0], None), _app(models[1].parent, models[1], None)
+    assert fp32_app.precision.name == "fp32" and qdq_app.precision.name == "int8"
+    cnn = qdq_app.cnns["net"]
+    elements = sum(prod(cnn.edge_shape(*e)) for e in cnn.edges())
+    params, buffers, _ = memory_bytes(qdq_app, naive(edge_uses(qdq_app)))
+    assert buffers == elements == 16 * 16 * (3 + 8) + 8 * 8 * (8 + 8 + 8 + 8 + 8 + 4 + 12)
+    assert params == cnn.param_count                       # one byte per weight and bias element
+    assert memory_bytes(fp32_app, naive(edge_uses(fp32_app)))[1] == 4 * elements
+    assert _app(models[1].parent, models[1], "int8").precision.name == "int8"
+
+
+def test_a_qdq_model_at_another_precision_is_one_line(models):
+    with pytest.raises(InputError) as err:
+        _app(models[1].parent, models[1], "fp16")
+    text = str(err.value)
+    assert "\n" not in text and "precision" in text and "QDQ" in text and "'fp16'" in text
+
+
+def test_deploying_an_int8_plan_says_int8_is_not_yet_supported(models, tmp_path, capsys):
+    from explorer.cli.main import main
+    app = _app(models[1].parent, models[1], None)
+    assert main([str(app.path), "--quiet", "--out", str(tmp_path / "o")]) == 0
+    assert main(["deploy", str(tmp_path / "o" / "plan.json"), "--out", str(tmp_path / "dep")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "int8 deployment is not yet supported" in err
+    assert "key 'precision' is 'int8'" in err and not (tmp_path / "dep").exists()
+
+
+def test_a_weight_folded_with_batchnorm_keeps_its_scales_by_tensor(tmp_path):
+    """Conv + BatchNorm, quantized with the BatchNorm left in place: the import folds it into
+    the Conv's W, so W's int8 scales are kept under the ONNX tensor they belong to."""
+    rng = np.random.default_rng(1)
+    inits = [nh.from_array(a.astype(np.float32), n) for n, a in (
+        ("w", rng.standard_normal((4, 3, 3, 3)) / 5), ("g", rng.uniform(0.8, 1.2, 4)),
+        ("b", rng.standard_normal(4) * 0.1), ("m", rng.standard_normal(4) * 0.1), ("v", rng.uniform(0.8, 1.2, 4)))]
+    nodes = [h.make_node("Conv", ["input", "w"], ["c"], name="conv", pads=[1] * 4),
+             h.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["output"], name="bn")]
+    graph = h.make_graph(nodes, "net", [h.make_tensor_value_info("input", T.FLOAT, SHAPE)],
+                         [h.make_tensor_value_info("output", T.FLOAT, [1, 4, 16, 16])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "bn.onnx"))
+    quantization.quantize_static(str(tmp_path / "bn.onnx"), str(tmp_path / "bn.qdq.onnx"), Frames(),
+                                 quant_format=quantization.QuantFormat.QDQ, per_channel=True)
+    qdq, fp32 = load_onnx(tmp_path / "bn.qdq.onnx", "net"), load_onnx(tmp_path / "bn.onnx", "net")
+    assert [(l.name, l.op) for l in qdq.layers()] == [(l.name, l.op) for l in fp32.layers()] \
+        == [("input", "Input"), ("conv", "Conv")]
+    weight = next(n for n in onnx.load(str(tmp_path / "bn.qdq.onnx")).graph.node if n.op_type == "Conv").input[1]
+    assert qdq.quantized.weights[f"conv:{weight}"].axis == 0
+    assert len(qdq.quantized.weights[f"conv:{weight}"].scale) == 4
