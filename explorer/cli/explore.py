@@ -219,7 +219,10 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     from explorer.search.algorithm2 import algorithm2, stderr_progress
     from explorer.throughput.evaluator import make_evaluator
 
-    evaluator = make_evaluator(app, args.evaluator)
+    from explorer.cli.cpu_profile import platform_name, cpu_profile
+    measured = (cpu_profile(app, quiet=args.quiet) if app.platform == "cpu"
+                and args.evaluator in (None, "", "profile", "measured") else None)
+    evaluator = make_evaluator(app, args.evaluator, measured)
     effort = None
     if getattr(args, "tiling", None):     # fused tiling as a mode (explorer/tiling/genes.py)
         from explorer.tiling.genes import TiledEvaluation, plan_tiled
@@ -243,6 +246,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
         derived = derive(app, evaluation.phases(chosen.genes), evaluation.cache, evaluation.workspace)
         plan = plan_for(app, derived, chosen.fps, outcome.met, chosen.genes)
 
+    plan = replace(plan, platform=platform_name(evaluator.profile, app.platform))
     cnns = list(app.cnns)
     r = outcome.result
     strips, by_parts = gene_cells(app, evaluation, outcome.front)
