@@ -8,6 +8,7 @@ The app's `threads:` is the ONNX Runtime intra-op thread count measured, the one
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, TextIO
@@ -21,22 +22,51 @@ PLATFORM = "cpu"
 @dataclass
 class LivePrinter:
     """Progress lines to a stream, each with the seconds since the start; indented lines at
-    most one per `every_s` (the rest dropped), so a terminal hears something at least that
-    often while measuring and is not flooded by per-layer lines."""
+    most one per `every_s` (the rest dropped), so a terminal is not flooded by per-layer
+    lines. Used as a context manager it also says what is still running when nothing was
+    printed for `quiet_s` seconds (a ladder deployment timed on a loaded machine can take
+    half a minute), so no stretch of silence is longer than that."""
     stream: TextIO = sys.stderr
     every_s: float = 1.0
+    quiet_s: float = 5.0
     start: float = 0.0
-    last: float = float("-inf")
+    last: float = float("-inf")         # any line printed
+    shown: float = float("-inf")        # an indented progress line printed
+    doing: str = ""
+    since: float = 0.0
 
     def __post_init__(self) -> None:
-        self.start = time.monotonic()
+        self.start = self.since = time.monotonic()
+        self._guard = threading.Lock()
+        self._done = threading.Event()
 
     def __call__(self, line: str) -> None:
         now = time.monotonic()
-        if line.startswith(" ") and now - self.last < self.every_s:
-            return
+        with self._guard:
+            self.doing, self.since = line.strip(), now
+            if line.startswith(" "):
+                if now - self.shown < self.every_s:
+                    return
+                self.shown = now
+            self._print(line, now)
+
+    def _print(self, line: str, now: float) -> None:
         self.last = now
         print(f"[{now - self.start:5.1f} s] {line}", file=self.stream, flush=True)
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.25):
+            now = time.monotonic()
+            with self._guard:
+                if self.doing and now - self.last >= self.quiet_s:
+                    self._print(f"  ... still at it, {now - self.since:.0f} s since: {self.doing}", now)
+
+    def __enter__(self) -> "LivePrinter":
+        threading.Thread(target=self._watch, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
 
 
 def platform_name(profile: DeviceProfile | None, fallback: str) -> str:
@@ -61,7 +91,10 @@ def cpu_profile(app, cache: ProfileCache | None = None, quiet: bool = False,
     from deploy.profile.app_profile import Settings, measure_app
 
     cache = cache if cache is not None else ProfileCache()
-    say = say or (LivePrinter() if not quiet else (lambda line: None))
+    if say is None and not quiet:
+        with LivePrinter() as printer:
+            return cpu_profile(app, cache, quiet, printer)
+    say = say or (lambda line: None)
     settings = Settings(threads=app.threads)
     machine = machine_key()
     key = profile_key(app.cnns, app.precision.name, settings.threads, settings.layout,

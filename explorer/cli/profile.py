@@ -71,7 +71,8 @@ def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
         raise InputError(f"--rounds: expected a positive number, got {args.rounds}")
     settings = Settings(args.threads, args.repeats, args.layout, args.steps, args.frames,
                         args.rounds, args.primitives)
-    profile = measure_app(app, settings, LivePrinter(sys.stderr), {"machine": machine_key()})
+    with LivePrinter(sys.stderr) as printer:
+        profile = measure_app(app, settings, printer, {"machine": machine_key()})
     save_profile(profile, tmp)
     total = {n: sum(t.whole_ms for t in table.values()) for n, table in profile.models.items()}
     print(f"wrote {out}: " + ", ".join(f"{n} {ms:.2f} ms whole" for n, ms in total.items()))

@@ -101,3 +101,22 @@ def test_changed_model_and_corrupt_entry_measured_again(tmp_path, monkeypatch, c
     assert len(err) == 1 and "measuring again" in err[0]
     glue.cpu_profile(app, cache, quiet=True)
     assert calls == [2, 2, 2]                             # whole again: a hit
+
+
+def test_live_printer_throttles_and_says_what_still_runs():
+    import io
+    import time
+    from explorer.cli.cpu_profile import LivePrinter
+
+    out = io.StringIO()
+    with LivePrinter(out, every_s=10.0, quiet_s=0.3) as say:
+        say("header")
+        say("  first")                    # within every_s of nothing indented: shown
+        say("  dropped")                  # within every_s of "first": dropped
+        time.sleep(1.0)
+        say("second header")
+    lines = [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
+    assert lines[:2] == ["header", "  first"] and lines[-1] == "second header"
+    still = lines[2:-1]
+    assert 1 <= len(still) <= 4 and all(s.startswith("  ... still at it") for s in still)
+    assert all(s.endswith("since: dropped") for s in still)
