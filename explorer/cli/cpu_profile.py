@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, TextIO
 
 from explorer.throughput.device_profile import DeviceProfile
@@ -114,8 +114,8 @@ def cpu_profile(app, cache: ProfileCache | None = None, quiet: bool = False,
             f"{settings.threads} thread(s), once for these models (cached in {cache.folder})")
         begin = time.monotonic()
         profile = measure_app(app, settings, say, {"machine": machine})
-        profile.meta["measure_s"] = round(time.monotonic() - begin, 1)
+        took = round(time.monotonic() - begin, 1)
+        profile = replace(profile, meta={**profile.meta, "measure_s": took})
         cache.put(key, profile)
-        say(f"platform cpu: measured in {profile.meta['measure_s']:.0f} s, "
-            f"stored {cache.path(key)}")
+        say(f"platform cpu: measured in {took:.0f} s, stored {cache.path(key)}")
     return profile

@@ -20,7 +20,7 @@ import os
 import platform
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -129,7 +129,7 @@ class ProfileCache:
     def put(self, key: ProfileKey, profile: DeviceProfile) -> Path:
         """Store `profile` under `key`: written whole to a temporary sibling, then renamed."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        profile.meta["cache_key"] = key.digest
+        profile = replace(profile, meta={**profile.meta, "cache_key": key.digest})
         fd, tmp = tempfile.mkstemp(prefix=f".{key.digest}.", suffix=".json", dir=self.folder)
         os.close(fd)
         try:
