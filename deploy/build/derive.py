@@ -109,6 +109,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
         "plan_workspace_bytes": plan.workspace_bytes,
         "plan_session_bytes": plan.session_bytes,
         "plan_output_bytes": plan.output_bytes,
+        "plan_fps": dict(plan.fps), "plan_platform": plan.platform,
         "buffers": [{"index": i, "offset": host.offsets[i], "device_offset": dev.offsets[i],
                      "bytes": int(b.bytes), "edges": [str(e) for e in b.edges]}
                     for i, b in enumerate(plan.buffers)],

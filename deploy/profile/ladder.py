@@ -157,7 +157,7 @@ def step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
 def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads: int = 0,
                    layout: str = "blocked", progress=None,
                    runs_out: list | None = None, rounds: int = 1,
-                   regions: bool = False) -> dict[str, dict]:
+                   regions: bool = False, live=None) -> dict[str, dict]:
     """{layer: {"whole_ms": ms, "by_phases": {Φ: ms}}} measured in deployments of `cnn`
     whole and in parts of every k of `ladder_rows`. `runs_out` (a list) receives one
     {"rows", "layers_ms", "frame_ms", "calls"} per deployment (rows 0 = whole): what the
@@ -169,11 +169,12 @@ def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads:
     the least frame and layers' sum: contention from other processes only ever adds time,
     so the least is the closest to a quiet machine (the benchmark measures plans the same
     way, benchmarks/granularity.py). `regions`: deployed as `explore deploy --steps regions`
-    deploys (a band's time shared among its layers, `time_shares`), else one step per firing."""
+    deploys (a band's time shared among its layers, `time_shares`), else one step per firing.
+    `live(text)` hears of every deployment as it is written and as it is timed."""
     with tempfile.TemporaryDirectory() as tmp:
-        ladder = Ladder(cnn, Path(tmp), precision, frames, threads, layout, regions)
+        ladder = Ladder(cnn, Path(tmp), precision, frames, threads, layout, regions, live)
         for _ in range(max(1, rounds)):
-            ladder.time_round()
+            ladder.time_round(live)
         return ladder.table(runs_out, progress)
 
 
@@ -197,7 +198,8 @@ class Ladder:
     measurements between rounds (benchmarks/granularity.py)."""
 
     def __init__(self, cnn: CNN, folder: Path, precision: str = "fp32", frames: int = 10,
-                 threads: int = 0, layout: str = "blocked", regions: bool = False):
+                 threads: int = 0, layout: str = "blocked", regions: bool = False,
+                 live=None):
         from deploy.build.derive import derive as deploy_plan
         self.cnn, self.frames, self.threads, self.layout = cnn, frames, threads, layout
         # (label, k, group): group None = every layer at k (k None: whole)
@@ -215,15 +217,18 @@ class Ladder:
             out = Path(folder) / f"run{i}"
             deploy_plan(cnn_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
             self.folders.append((out, phases))
+            if live:
+                live(f"deployed {self.runs[i][0]} ({i + 1} of {len(every)})")
         # per deployment: what its step models hold as it runs them, per layer (bands.py):
         # every step of the whole deployment, the by-parts steps of the others (regions)
         self.probe = [k is None or regions for _, k, _ in self.runs]
         self.bands: list[dict[str, tuple[int, int]]] = [{} for _ in self.runs]
         self.best: list[dict | None] = [None] * len(self.runs)
 
-    def time_round(self) -> None:
+    def time_round(self, live=None) -> None:
         """Time every deployment once more; keep each layer's least median. The first round
-        also keeps the step models' forms and measures what they hold (`bands`)."""
+        also keeps the step models' forms and measures what they hold (`bands`). `live(text)`
+        hears of each deployment timed."""
         import shutil
         from deploy.profile.bands import band_bytes
         for i, (out, _) in enumerate(self.folders):
@@ -234,6 +239,9 @@ class Ladder:
             if keep is not None:
                 self.bands[i] = band_bytes(timed.pop("probes", []))
                 shutil.rmtree(keep, ignore_errors=True)
+            if live:
+                live(f"timed {self.runs[i][0]} ({i + 1} of {len(self.folders)}): "
+                     f"{timed['frame_ms']:.2f} ms/frame")
             b = self.best[i]
             if b is None:
                 self.best[i] = timed

@@ -173,7 +173,8 @@ def plan_figures(manifest: mf.Manifest) -> dict[str, Any]:
     """The plan's own figures, reported beside the measured ones (never as measured)."""
     return {key: getattr(manifest, key) for key in
             ("plan_param_bytes", "plan_buffer_bytes", "plan_workspace_bytes",
-             "plan_session_bytes", "plan_output_bytes", "plan_memory_bytes")}
+             "plan_session_bytes", "plan_output_bytes", "plan_memory_bytes", "plan_fps",
+             "plan_platform")}
 
 
 def scratch_bytes(ex: Executor) -> int:

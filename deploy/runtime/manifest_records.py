@@ -234,6 +234,8 @@ class Manifest:
     plan_workspace_bytes: int = 0
     plan_session_bytes: int = 0
     plan_output_bytes: int = 0
+    plan_fps: dict[str, float] = field(default_factory=dict)    # the plan's predicted fps
+    plan_platform: str = ""                  # where they were predicted (plan.json `platform`)
     profile: tuple[ProfileModel, ...] | None = None
     # relative path -> SHA-256 of every file `explore deploy` wrote (deploy/checks/files.py);
     # empty in a manifest written without them
@@ -256,6 +258,7 @@ class Manifest:
             "arena_bytes": self.arena_bytes, "device_arena_bytes": self.device_arena_bytes,
             "device_align": self.device_align}
         out.update({k: getattr(self, k) for k in self.PLAN_KEYS})
+        out.update({"plan_fps": dict(self.plan_fps), "plan_platform": self.plan_platform})
         out.update({
             "buffers": [b.to_dict() for b in self.buffers],
             "edges": {n: e.to_dict() for n, e in self.edges.items()},
@@ -299,10 +302,15 @@ class Manifest:
                             for i, p in enumerate(r.list("profile")))
         plan = {k: r.int(k, None) for k in cls.PLAN_KEYS}
         files = r.dict("files") if r.has("files") else {}
+        plan_fps = r.dict("plan_fps") if r.has("plan_fps") else {}
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in plan_fps.values()):
+            raise InputError(f"{where}: key 'plan_fps' must map CNN names to frames per second")
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
             raise InputError(f"{where}: key 'files' must map file paths to SHA-256 digests")
         return cls(r.str("name", ""), r.str("backend", "onnxruntime"), r.str("precision", "fp32"),
                    dtype, r.int("data_bytes", 4 if dtype == "float32" else 2), r.int("arena_bytes"),
                    r.int("device_arena_bytes", 0), r.int("device_align", 256), buffers, edges, cnns,
                    parts, tuple(tuple(g) for g in groups), models, r.str("routing", "round-robin"),
-                   profile=profile, files=dict(files), **{k: v for k, v in plan.items() if r.has(k)})
+                   profile=profile, files=dict(files),
+                   plan_fps={k: float(v) for k, v in plan_fps.items()},
+                   plan_platform=r.str("plan_platform", ""), **{k: v for k, v in plan.items() if r.has(k)})

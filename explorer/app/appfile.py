@@ -19,8 +19,8 @@ from explorer.app.units import parse_memory
 from explorer.app.yamlload import load_yaml
 from sdf3.errors import InputError
 
-TOP_KEYS = ("name", "description", "platform", "precision", "memory", "prefer", "cnns",
-            "pipelines", "schedules", "search")
+TOP_KEYS = ("name", "description", "platform", "threads", "precision", "memory", "prefer",
+            "cnns", "pipelines", "schedules", "search")
 CNN_KEYS = ("name", "model", "fps", "partitions", "input_shape")
 PARTITION_KEYS = ("name", "layers", "processor")
 PROCESSORS = ("gpu", "cpu")
@@ -83,7 +83,8 @@ def load_app(path: str | Path, mem: str | None = None, fps: str | None = None,
         name=name, cnns=cnns, partitions=partitions, pipelines=pipelines,
         precision=PRECISIONS[prec], platform=_platform(doc.get("platform", "jetson-tx2"), path),
         memory=memory_bytes, fps=fps_by_cnn, prefer=chosen_by, schedules=schedules,
-        search=_search(doc.get("search"), where), path=path.resolve())
+        search=_search(doc.get("search"), where), path=path.resolve(),
+        threads=_threads(doc.get("threads", 1), where))
 
 
 # ---- reading ------------------------------------------------------------------------------
@@ -162,6 +163,14 @@ def _platform(value: Any, app: Path) -> str:
     local = app.parent / value
     if ("/" in value or value.endswith((".yaml", ".yml", ".json"))) and local.is_file():
         return str(local.resolve())
+    return value
+
+
+def _threads(value: Any, where: str) -> int:
+    """ONNX Runtime intra-op threads of `platform: cpu`: a whole number from 1 to 1024."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
+        raise InputError(f"{where}: threads: expected a whole number of threads from 1 to 1024, "
+                         f"got {value!r}")
     return value
 
 

@@ -67,7 +67,7 @@ class Application:
     partitions: list[Partition]
     pipelines: list[list[str]]          # J: every partition in exactly one set (singletons added)
     precision: Precision = PRECISIONS["fp32"]
-    platform: str = "jetson-tx2"
+    platform: str = "jetson-tx2"        # a profile name or file, or "cpu": this machine
     memory: int | None = None           # M^c in bytes; None = no constraint
     fps: dict[str, float] = field(default_factory=dict)   # T^c per CNN (0 = none)
     # which point of the front to pick (explorer.search.pick): "memory", "fps", None = by the
@@ -79,6 +79,7 @@ class Application:
     # buffer placement (explorer.memory.placement): "offsets" (default) also reorders layers and
     # picks phase schedules for total memory; "shared-objects" is the paper's methodology
     placement: str = "offsets"
+    threads: int = 1                    # ONNX Runtime intra-op threads of platform cpu
 
     def partition(self, name: str) -> Partition:
         for p in self.partitions:

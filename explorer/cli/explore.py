@@ -218,6 +218,17 @@ def run(args: argparse.Namespace) -> int:
     return 0 if met else 3
 
 
+def evaluator_for(app, spec: str | None, quiet: bool):
+    """The throughput evaluator of a run: the profile `spec` names (explorer/throughput/
+    evaluator.py), with `platform: cpu` this machine's profile, measured on the spot or
+    taken from the cache of measured profiles (explorer/cli/cpu_profile.py)."""
+    from explorer.cli.cpu_profile import cpu_profile
+    from explorer.throughput.evaluator import make_evaluator
+    measured = (cpu_profile(app, quiet=quiet) if app.platform == "cpu"
+                and spec in (None, "", "profile", "measured") else None)
+    return make_evaluator(app, spec, measured)
+
+
 def problem_for(app, evaluator, settings, tiling: str | None):
     """The search problem (explorer/search/problem.py) of a run: layer genes, or with
     `--tiling` layer and fused-tile genes (explorer/tiling/genes.py), and the search that
@@ -243,10 +254,10 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     from explorer.search.deadline import Deadline
     from explorer.search.effort import fit_effort, time_budget
     from explorer.search.progress import StageTime, stage_line, stderr_progress
-    from explorer.throughput.evaluator import make_evaluator
 
-    deadline = Deadline(time_budget(settings))          # the whole run's, from here
-    evaluator = make_evaluator(app, args.evaluator)
+    from explorer.cli.cpu_profile import platform_name
+    evaluator = evaluator_for(app, args.evaluator, args.quiet)
+    deadline = Deadline(time_budget(settings))          # the search's, from here
     problem, search = problem_for(app, evaluator, settings, getattr(args, "tiling", None))
     bound = bounds(problem)
     if not args.quiet:
@@ -259,8 +270,10 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     started = time.perf_counter()
     chosen = outcome.chosen
     derived = problem.derive(chosen.genes)
-    plan = problem.plan(chosen.genes, chosen.fps, outcome.met)
+    plan = replace(problem.plan(chosen.genes, chosen.fps, outcome.met),
+                   platform=platform_name(evaluator.profile, app.platform))
 
+    plan = replace(plan, platform=platform_name(evaluator.profile, app.platform))
     cnns = list(app.cnns)
     r = outcome.result
     strips, by_parts = gene_cells(problem, outcome.front)

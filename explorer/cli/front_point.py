@@ -29,9 +29,9 @@ def plan_of_point(path: str | Path, n: int):
     from dataclasses import replace
 
     from explorer.app.appfile import load_app
-    from explorer.cli.explore import problem_for
+    from explorer.cli.cpu_profile import platform_name
+    from explorer.cli.explore import evaluator_for, problem_for
     from explorer.search.pick import meets
-    from explorer.throughput.evaluator import make_evaluator
 
     where = pareto_beside(path)
     try:
@@ -48,14 +48,15 @@ def plan_of_point(path: str | Path, n: int):
     app.memory, app.fps = cons.get("memory_bytes"), dict(cons.get("fps") or app.fps)
     app.placement = front["placement"]
     settings = replace(app.search, granularity=front["granularity"])
-    evaluator = make_evaluator(app, front.get("evaluator"))
+    evaluator = evaluator_for(app, front.get("evaluator"), quiet=True)
     problem, _ = problem_for(app, evaluator, settings, front.get("tiling"))
     point = points[n]
     genes = tuple(int(g) for g in point["genes"])
     fps = {c: float(v) for c, v in point["fps"].items()}
     from explorer.search.pick import Point
     met = meets(Point(genes, int(point["memory_bytes"]), fps), app.memory, app.fps)
-    plan = problem.plan(genes, fps, met)
+    plan = replace(problem.plan(genes, fps, met),
+                   platform=platform_name(evaluator.profile, app.platform))
     if plan.memory_bytes != point["memory_bytes"]:
         raise InputError(f"{where}: point {n} derives to {plan.memory_bytes} B, not the "
                          f"{point['memory_bytes']} B it lists (the app or its models changed "

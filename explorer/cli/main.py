@@ -7,6 +7,7 @@ import sys
 
 from explorer.cli.scratch import scratch_space
 from explorer.cli.signals import exit_status, terminating_as_interrupt, word
+from explorer.report.outputs import interrupt_behind
 from sdf3.errors import InputError
 
 SUBCOMMANDS = {
@@ -71,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
         except InputError as err:
             print(f"explore: error: {wrong_input(args, prog) or err}", file=sys.stderr)
             return 2
+        except Exception as err:           # a signal an extension turned into its own error
+            stop = interrupt_behind(err)
+            if stop is None:
+                raise
+            print(f"explore: {word(stop)}{': ' + str(stop) if str(stop) else ''}", file=sys.stderr)
+            return exit_status(stop)
         except KeyboardInterrupt as err:   # one line, no traceback; outputs say what they undid
             print(f"explore: {word(err)}{': ' + str(err) if str(err) else ''}", file=sys.stderr)
             return exit_status(err)

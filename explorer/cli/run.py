@@ -80,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
         return status
     print(f"backend {result['backend']}, {result['frames']} frames")
+    planned_on = result.get("plan_platform") or ""
+    if planned_on and result["backend"] == "onnxruntime":
+        from explorer.cli.cpu_profile import this_platform
+        if planned_on != this_platform():
+            print(f"warning: the plan's fps and memory were predicted for {planned_on}, not "
+                  f"this machine ({this_platform()}); expect the measured figures to differ")
     print(f"arena bytes {result['arena_bytes']}, parameter bytes {result['param_bytes']}, "
           f"scratch bytes {result['scratch_bytes']}, peak RSS {result['peak_rss_bytes'] / 2**20:.1f} MiB")
     if "footprint_bytes" in result:
@@ -96,7 +102,9 @@ def run(args: argparse.Namespace) -> int:
                        f"{v['reference_dtype']} reference"
                        + (", the model is stored in fp16" if v.get("stored_dtype") else "")
                        + f"): {v['verdict']}")
-        print(f"  {cnn}: {fps:.1f} fps, {result['calls_per_frame'][cnn]} calls/frame, "
+        predicted = (result.get("plan_fps") or {}).get(cnn)
+        beside = f" (predicted {predicted:.1f})" if predicted else ""
+        print(f"  {cnn}: {fps:.1f} fps{beside}, {result['calls_per_frame'][cnn]} calls/frame, "
               f"max |diff| {diff_s}")
     if status:
         bad = [c for c, v in verdicts.items() if v["verdict"] == "FAIL"]

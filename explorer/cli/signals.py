@@ -28,6 +28,7 @@ def _raise_terminated(signum, frame) -> None:
     raise Terminated()
 
 
+
 @contextmanager
 def terminating_as_interrupt() -> Iterator[None]:
     """SIGTERM raises `Terminated` for the `with` block (main thread only; elsewhere a no-op);

@@ -114,6 +114,9 @@ class Plan:
     workspace_bytes: int = 0                   # measured backend scratch, part of memory_bytes
     session_bytes: int = 0                     # measured session state, part of memory_bytes
     output_bytes: int = 0                      # the CNNs' output arrays, part of memory_bytes
+    # what the fps were predicted for: "cpu:<machine>" (explorer/cli/cpu_profile.py) or the
+    # profile's name, e.g. jetson-tx2 (extra key; "" = not recorded)
+    platform: str = ""
 
     def placed(self) -> bool:
         """Every buffer has an arena offset (an offset planner's plan)."""
@@ -121,7 +124,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         """plan.json's data."""
-        return {
+        return {  # noqa: E131
             "schema": SCHEMA, "app": self.app, "name": self.name, "precision": self.precision,
             "data_bytes": self.data_bytes, "par_bytes": self.par_bytes,
             "memory_bytes": self.memory_bytes, "param_bytes": self.param_bytes,
@@ -139,7 +142,7 @@ class Plan:
             "primitives": {c: dict(p) for c, p in self.primitives.items()},
             "tilings": {c: [group_dict(g) for g in gs] for c, gs in self.tilings.items()},
             "workspace_bytes": self.workspace_bytes, "session_bytes": self.session_bytes,
-            "output_bytes": self.output_bytes}
+            "output_bytes": self.output_bytes} | ({"platform": self.platform} if self.platform else {})
 
 
 def to_json(plan: Plan, path: str | Path) -> None:

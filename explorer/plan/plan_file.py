@@ -21,7 +21,7 @@ REQUIRED = ("app", "name", "precision", "data_bytes", "par_bytes", "memory_bytes
             "buffer_bytes", "fps", "constraints", "constraints_met", "phases", "partitions",
             "pipelines", "schedules", "firings", "edges", "buffers")
 OPTIONAL = ("genes", "placement", "rows", "primitives", "workspace_bytes", "session_bytes",
-            "output_bytes")
+            "output_bytes", "platform")
 
 
 def from_json(path: str | Path) -> Plan:

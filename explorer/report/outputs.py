@@ -102,6 +102,19 @@ def _remove_dirs(dirs) -> None:
             pass          # not empty (someone else wrote there) or gone: leave it
 
 
+def interrupt_behind(err: BaseException | None) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM (a KeyboardInterrupt) that `err` is or was raised while handling:
+    an extension module being initialised when the signal lands (onnxruntime's pybind11
+    module) turns it into its own ImportError, and the command must still end as stopped."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
 @dataclass
 class Staged:
     """A claimed destination and the temporary sibling written in its place."""
@@ -121,8 +134,9 @@ class Staged:
             self.commit()
             return False
         self.discard()
-        if issubclass(kind, KeyboardInterrupt) and not str(value):   # Ctrl-C, SIGTERM
-            raise kind(f"{self.final} not written (partial output removed)") from None
+        stop = interrupt_behind(value)
+        if stop is not None and not str(stop):                       # Ctrl-C, SIGTERM
+            raise type(stop)(f"{self.final} not written (partial output removed)") from None
         return False
 
     def commit(self) -> Path:

@@ -191,12 +191,19 @@ def loop_factor(profile: DeviceProfile, cnn: CNN) -> float:
 EVALUATORS = ("profile", "measured")
 
 
-def make_evaluator(app: Application, spec: str | None = None) -> Evaluator:
+def make_evaluator(app: Application, spec: str | None = None,
+                   measured: DeviceProfile | None = None) -> Evaluator:
     """The evaluator named by `spec`: None or "profile" (the app's platform profile),
     "measured" (the app's platform must be a measured profile file), a built-in profile
-    name (e.g. "jetson-tx2"), or a path to a profile file."""
+    name (e.g. "jetson-tx2"), or a path to a profile file. `measured`: the profile of
+    `platform: cpu`, measured on this machine (explorer/cli/cpu_profile.py)."""
     base = Path(app.path).parent if app.path else None
     platform = app.platform or "jetson-tx2"
+    if platform == "cpu" and spec in (None, "", "profile", "measured"):
+        if measured is None:
+            raise InputError("platform cpu: this machine's times are measured by "
+                             "`explore APP.yaml`; give --evaluator a profile here")
+        return Evaluator(app, measured, "cpu")
     if spec in (None, "", "profile"):
         return Evaluator(app, resolve_profile(platform, base), "profile")
     if spec == "measured":

@@ -1,0 +1,105 @@
+"""An application's CNNs measured on this machine through ONNX Runtime: the device profile
+`explore profile` writes and `platform: cpu` plans with (docs/profile.md).
+
+Every layer is timed alone, whole and one phase (layers.py: the workspace and session state
+too), then in the ladder's deployments whole and in parts of every k, run as `explore run`
+runs them (ladder.py); the ladder's figures win where it measured them."""
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from typing import Callable
+
+from explorer.app.model import Application
+from explorer.throughput.device_profile import DeviceProfile
+from explorer.throughput.layer_times import LayerTimes, from_flat
+from sdf3.errors import InputError
+
+Progress = Callable[[str], None]
+HOW = ("whole_ms and by_phases {phases: ms per frame}: median over frames of "
+       "the layer's calls (the least over rounds) in deployments whole and in "
+       "parts of every k of ladder_rows (explore run's layout and threads); "
+       "region: parameters of the layer's by-parts region there; alone: the "
+       "same with every neighbour whole; beside_ms: median time whole beside "
+       "a layer in parts; ladder_runs: each "
+       "deployment's median frame beside its layers' sum; part_ms is one "
+       "interior phase timed alone (explore profile)")
+LADDER_KEYS = ("beside_session_bytes", "beside_ws_bytes", "call_bytes")
+LADDER_TABLES = ("by_phases", "region", "alone", "band_session_bytes", "band_ws_bytes",
+                 "alone_session_bytes", "alone_ws_bytes")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How to measure: as the flags of `explore profile` say (docs/profile.md)."""
+    threads: int = 0
+    repeats: int = 20
+    layout: str = "blocked"
+    steps: str = "regions"
+    frames: int = 10
+    rounds: int = 1
+    primitives: bool = False
+
+
+def onnxruntime_dtype(app: Application, where: str) -> str:
+    """The ONNX Runtime data type of the app's precision (fp32 or fp16 data only)."""
+    if app.precision.data_bytes not in (2, 4):
+        raise InputError(f"{where}: precision {app.precision.name} cannot run on ONNX Runtime "
+                         "CPU here (fp32 or fp16 data only)")
+    return "float32" if app.precision.data_bytes == 4 else "float16"
+
+
+def measure_app(app: Application, settings: Settings, progress: Progress | None = None,
+                meta: dict | None = None) -> DeviceProfile:
+    """The measured profile of every CNN of `app`; `progress(line)` hears of every layer
+    timed and every ladder deployment written and timed; `meta` joins the profile's meta."""
+    from deploy.profile.ladder import ladder_rows, profile_ladder
+    from deploy.profile.layers import profile_cnn
+
+    say = progress or (lambda line: None)
+    dtype = onnxruntime_dtype(app, str(app.path or app.name))
+    models, prims, rungs, runs = {}, {}, {}, {}
+    for name, cnn in app.cnns.items():
+        count = len(cnn.graph)
+        say(f"profiling {name}: {count} layers")
+        done = iter(range(1, count + 1))
+        table = profile_cnn(cnn, dtype, settings.repeats, settings.threads,
+                            lambda layer, t: say(f"  {name} layer {next(done)} of {count} "
+                                                 f"({layer}): {t['whole_ms']:.3f} ms whole"))
+        say(f"  {name}: workspace and session state measured; the ladder's deployments next")
+        # the times the evaluator uses: every layer where it runs, in deployments whole and
+        # in parts of every k of the ladder, layout and threads as `explore run`
+        runs[name] = []
+        ladder = profile_ladder(cnn, app.precision.name, settings.frames, settings.threads,
+                                settings.layout, None, runs[name], settings.rounds,
+                                settings.steps == "regions",
+                                lambda text: say(f"  {name} ladder: {text}"))
+        models[name] = {layer: _layer_times(t, ladder.get(layer, {})) for layer, t in table.items()}
+        rungs[name] = ladder_rows(cnn)
+        if settings.primitives:
+            from deploy.profile.primitives import profile_primitives
+            say(f"  {name}: timing every primitive")
+            prims[name] = profile_primitives(cnn, dtype, settings.repeats, settings.threads)
+    return DeviceProfile(
+        name=f"{platform.node()}-onnxruntime", models=models, precision=app.precision.name,
+        meta={"backend": "onnxruntime", "device": platform.processor() or platform.machine(),
+              "threads": settings.threads, "repeats": settings.repeats,
+              "layout": settings.layout, "steps": settings.steps,
+              "frames": settings.frames, "rounds": settings.rounds, "ladder_rows": rungs,
+              "ladder_runs": runs, "how": HOW, **(meta or {})},
+        primitives=prims)
+
+
+def _layer_times(alone: dict, ladder: dict) -> LayerTimes:
+    """A layer's times: whole and its bytes as the ladder's whole deployment ran it where
+    it measured, else as timed alone; the contexts only the ladder measures."""
+    return from_flat(ladder.get("whole_ms", alone["whole_ms"]), part_ms=alone.get("part_ms"),
+                     phases=alone.get("phases"),
+                     whole_ws_bytes=ladder.get("whole_ws_bytes", alone.get("whole_ws_bytes")),
+                     part_ws_bytes=alone.get("part_ws_bytes"),
+                     whole_session_bytes=ladder.get("whole_session_bytes",
+                                                    alone.get("whole_session_bytes")),
+                     part_session_bytes=alone.get("part_session_bytes"),
+                     beside_ms=ladder.get("beside_ms"),
+                     **{key: ladder.get(key) for key in LADDER_KEYS},
+                     **{key: ladder.get(key, {}) for key in LADDER_TABLES})
