@@ -64,11 +64,9 @@ def save_run_files(args: argparse.Namespace, result: dict) -> None:
     settings = {"frames": args.frames, "seed": args.seed, "threads": args.threads,
                 "layout": args.layout, "backend": result["backend"], "check": not args.no_check,
                 "machine": this_platform()}
-    try:
-        write_run_files(args.dir, result, settings)
-    except OSError as err:
-        print(f"explore run: warning: {args.dir}: run.json and run.html not written "
-              f"({err.strerror or err})", file=sys.stderr)
+    failed = write_run_files(args.dir, result, settings)
+    if failed:
+        print(f"explore run: warning: {failed}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

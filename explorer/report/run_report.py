@@ -37,6 +37,15 @@ LABEL_PX = 90.0
 BAR_H = 24.0
 
 
+def size(nbytes: int | float) -> str:
+    """Bytes as a reader wants them: MiB from 1 MiB up, KiB from 1 KiB up, else B."""
+    if abs(nbytes) >= MiB:
+        return f"{nbytes / MiB:.1f} MiB"
+    if abs(nbytes) >= 1024:
+        return f"{nbytes / 1024:.1f} KiB"
+    return f"{int(nbytes)} B"
+
+
 def run_record(result: dict, settings: dict) -> dict:
     """run.json's content: the result as `--json` prints it, the settings beside it with
     the date (UTC, ISO 8601) added."""
@@ -45,15 +54,20 @@ def run_record(result: dict, settings: dict) -> dict:
     return record
 
 
-def write_run_files(folder: str | Path, result: dict, settings: dict) -> list[Path]:
-    """Write folder/run.json and folder/run.html; returns their paths. An OSError (the
-    folder cannot be written) leaves neither a temporary file nor half a file."""
+def write_run_files(folder: str | Path, result: dict, settings: dict) -> str | None:
+    """Write folder/run.json, then folder/run.html. Returns None, or, when the folder cannot
+    be written, one line naming the files not written and why (no temporary file and no
+    half file is left). An interruption (KeyboardInterrupt, SystemExit) propagates."""
     folder = Path(folder)
     record = run_record(result, settings)
-    paths = [folder / RUN_JSON, folder / RUN_HTML]
-    write_atomic(paths[0], json.dumps(record, indent=1) + "\n")
-    write_atomic(paths[1], run_html(record))
-    return paths
+    names = [RUN_JSON, RUN_HTML]
+    for k, name in enumerate(names):
+        try:
+            write_atomic(folder / name, json.dumps(record, indent=1) + "\n" if name == RUN_JSON
+                         else run_html(record))
+        except OSError as err:
+            return f"{folder}: {' and '.join(names[k:])} not written ({err.strerror or err})"
+    return None
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -120,7 +134,7 @@ def bar_svg(name: str, title: str, parts: list, y: float, scale: float) -> str:
     return (f'<g data-bar="{name}"><text x="0" y="{y + BAR_H * 0.7}" font-size="12">'
             f'{html.escape(title)}</text>{"".join(rects)}'
             f'<text x="{LABEL_PX + max(total, 0) * scale + 6}" y="{y + BAR_H * 0.7}" '
-            f'font-size="12">{total / MiB:.1f} MiB</text></g>')
+            f'font-size="12">{size(total)}</text></g>')
 
 
 def rect(key: str, label: str, nbytes: int, x: float, y: float, width: float, style: str,
@@ -128,7 +142,7 @@ def rect(key: str, label: str, nbytes: int, x: float, y: float, width: float, st
     """Coordinates in full float precision (repr): widths stay proportional to bytes."""
     return (f'<rect data-part="{key}" data-bytes="{nbytes}" x="{x!r}" y="{y!r}" '
             f'width="{width!r}" height="{height!r}" {style}>'
-            f'<title>{html.escape(label)}: {nbytes / MiB:.2f} MiB ({nbytes} B)</title></rect>')
+            f'<title>{html.escape(label)}: {size(nbytes)} ({nbytes} B)</title></rect>')
 
 
 def memory_svg(record: dict) -> str:
@@ -146,7 +160,7 @@ def memory_svg(record: dict) -> str:
 
 def legend(parts: list) -> str:
     return " ".join(f'<span class="key"><span class="swatch" style="background:{colour}"></span>'
-                    f"{html.escape(label)} {nbytes / MiB:.2f} MiB</span>"
+                    f"{html.escape(label)} {size(nbytes)}</span>"
                     for _, label, colour, nbytes in parts)
 
 
@@ -185,9 +199,9 @@ def run_html(record: dict) -> str:
                      f"measured on {esc(str(settings.get('machine', '?')))}.</p>" if where else "")
     setting_text = ", ".join(f"{esc(str(k))} {esc(str(v))}" for k, v in settings.items())
     notes = "".join(f"<li>{esc(str(n))}</li>" for n in record.get("notes") or [])
-    mem_line = (f"Footprint {footprint / MiB:.1f} MiB (peak RSS - RSS before loading)"
+    mem_line = (f"Footprint {size(footprint)} (peak RSS - RSS before loading)"
                 if footprint is not None else "No footprint measured")
-    plan_line = f", plan {plan_mem / MiB:.1f} MiB (not measured){ratio}" if plan_mem else ""
+    plan_line = f", plan {size(plan_mem)} (not measured){ratio}" if plan_mem else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>explore run: {esc(str(record.get('backend', '')))}</title>
 <style>

@@ -136,24 +136,36 @@ def test_unwritable_folder_is_one_warning_and_the_run_status(ran, tmp_path, caps
     assert sorted(os.listdir(dep)) == sorted(os.listdir(ran[0]))     # no temporary file left
 
 
-@pytest.mark.parametrize("stop", [KeyboardInterrupt, OSError])
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, PermissionError])
 def test_a_stopped_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch, stop):
     (tmp_path / "run.json").write_text("old\n")
     real = os.replace
 
     def interrupted(src, dst):
-        raise stop("stopped")
+        raise stop(13, "Permission denied")
     monkeypatch.setattr(run_report.os, "replace", interrupted)
     result = {"fps": {"a": 1.0}, "breakdown": {"weights_bytes": 5, "arena_bytes": 3},
               "footprint_bytes": 8, "plan_param_bytes": 4}
-    with pytest.raises(stop):
-        run_report.write_run_files(tmp_path, result, {"seed": 0})
+    if stop is KeyboardInterrupt:
+        with pytest.raises(KeyboardInterrupt):
+            run_report.write_run_files(tmp_path, result, {"seed": 0})
+    else:
+        assert run_report.write_run_files(tmp_path, result, {"seed": 0}) == \
+            f"{tmp_path}: run.json and run.html not written (Permission denied)"
     assert os.listdir(tmp_path) == ["run.json"]
     assert (tmp_path / "run.json").read_text() == "old\n"
     monkeypatch.setattr(run_report.os, "replace", real)
-    run_report.write_run_files(tmp_path, result, {"seed": 0})
+    assert run_report.write_run_files(tmp_path, result, {"seed": 0}) is None
     assert sorted(os.listdir(tmp_path)) == ["run.html", "run.json"]
     assert json.loads((tmp_path / "run.json").read_text())["breakdown"] == result["breakdown"]
+
+
+def test_html_that_cannot_be_written_is_named_alone(tmp_path):
+    (tmp_path / "run.html").mkdir()
+    line = run_report.write_run_files(tmp_path, {"fps": {}}, {})
+    assert line.startswith(f"{tmp_path}: run.html not written (")
+    assert json.loads((tmp_path / "run.json").read_text())["fps"] == {}
+    assert sorted(os.listdir(tmp_path)) == ["run.html", "run.json"]
 
 
 def test_a_negative_part_is_drawn_at_its_size_back_from_the_end():
