@@ -2,11 +2,13 @@
 report what was measured: fps per CNN, arena and parameter bytes, calls per frame, peak RSS,
 the footprint (peak - the RSS before loading) with its breakdown beside the plan's memory,
 and the largest difference to a plain ONNX Runtime session on the original model, with a
-PASS/FAIL verdict per CNN (deploy/run/verdict.py); exit status 4 when a CNN fails."""
+PASS/FAIL verdict per CNN (deploy/run/verdict.py); exit status 4 when a CNN fails. The
+figures and the command's settings are also written to DIR/run.json and DIR/run.html."""
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +56,19 @@ def check_threads(threads) -> int:
     return threads
 
 
+def save_run_files(args: argparse.Namespace, result: dict) -> None:
+    """DIR/run.json and DIR/run.html (explorer/report/run_report.py); a folder that cannot
+    be written costs one warning line on stderr, not the run's status."""
+    from explorer.cli.cpu_profile import this_platform
+    from explorer.report.run_report import write_run_files
+    settings = {"frames": args.frames, "seed": args.seed, "threads": args.threads,
+                "layout": args.layout, "backend": result["backend"], "check": not args.no_check,
+                "machine": this_platform()}
+    failed = write_run_files(args.dir, result, settings)
+    if failed:
+        print(f"explore run: warning: {failed}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from deploy.run.measure import measure
     from sdf3.errors import InputError
@@ -76,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         verdicts = result["verdict"] = verdict.for_run(args.dir, result, args.frames, args.seed,
                                                        args.threads)
     status = 4 if any(v["verdict"] == "FAIL" for v in verdicts.values()) else 0
+    save_run_files(args, result)
     if args.json:
         print(json.dumps(result))
         return status
