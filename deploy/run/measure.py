@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -75,22 +75,26 @@ def frames_for(manifest: mf.Manifest, count: int, seed: int) -> dict[str, Frames
 
 def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: str | None = None,
             threads: int = 0, check: bool = True, warmup: int = 3,
-            shared_pool: bool = False, layout: str = "nchwc") -> dict[str, Any]:
-    """shared_pool: one ORT thread pool for the whole process (deploy/ort/process.py); only for
+            shared_pool: bool = False, layout: str = "nchwc",
+            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """`progress(line)` hears what the run is doing (loading, each CNN's frames, the check),
+    so a long run is never silent. shared_pool: one ORT thread pool for the whole process (deploy/ort/process.py); only for
     processes that do nothing else, like `explore run`. layout: ORT kernels per step
     ("auto" times NCHWc against plain per step model and keeps the faster). A step model
     that fails to load or run is one line ending with whose fault it is (deploy/checks/files.py)."""
     from deploy.ort.optimize import ModelRefused
     from deploy.runtime.executor import StepFailed
     try:
-        return _measure(deploy_dir, frames, seed, backend, threads, check, warmup, shared_pool, layout)
+        return _measure(deploy_dir, frames, seed, backend, threads, check, warmup, shared_pool,
+                        layout, progress or (lambda line: None))
     except (StepFailed, ModelRefused) as err:
         words = files.blame(mf.load(deploy_dir), deploy_dir)
         raise type(err)(f"{err} ({words})") from None
 
 
 def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None, threads: int,
-             check: bool, warmup: int, shared_pool: bool, layout: str) -> dict[str, Any]:
+             check: bool, warmup: int, shared_pool: bool, layout: str,
+             progress: Callable[[str], None]) -> dict[str, Any]:
     manifest = mf.load(deploy_dir)
     manifest_check.check(manifest, deploy_dir)     # before anything is allocated or run
     backend_name = backend or manifest.backend
@@ -111,6 +115,7 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
         init = lambda: ort_process.init_runtime(  # noqa: E731
             threads, shared_pool, manifest.plan_workspace_bytes or 0)
     fp.start(init)
+    progress(f"loading {len(manifest.models)} step models")
     be = make_backend(backend_name, manifest.dtype, threads, shared_pool, layout)
     ex = Executor(manifest, deploy_dir, be)
     fp.counted = {"weights_bytes": be.param_bytes(),
@@ -121,6 +126,7 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
     frame_ms: dict[str, float] = {}
     frame_cpu_ms: dict[str, float] = {}
     for name, stream in routed.items():
+        progress(f"running {name}: {warmup} warm-up and {len(stream)} timed frames")
         # warm-up: ORT sessions plan and allocate over their first runs (measured: the
         # first three frames of ResNet-50 run 20x slower than the rest)
         ex.run_stream(name, [stream[f % len(stream)] for f in range(warmup)], keep_outputs=False)
@@ -140,6 +146,7 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
     diff: dict[str, float | None] = {}
     magnitude: dict[str, float | None] = {}   # largest |reference output|: the diff's scale
     if check:
+        progress("comparing the outputs with the unmodified model's")
         for name, stream in routed.items():
             ref_path = manifest.cnns[name].reference
             if ref_path is None:

@@ -32,6 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "create other sessions in the same process)")
 
 
+def terminal_progress():
+    """On a terminal, what the run is doing as it goes (loading the step models can take
+    seconds on a large network), one line each on stderr; off a terminal nothing, so a log
+    or a script reads only the result and a refusal stays one line."""
+    if not sys.stderr.isatty():
+        return None
+    return lambda line: print(f"explore run: {line}", file=sys.stderr, flush=True)
+
+
 MAX_THREADS = 1024          # beyond any board or server; a larger figure is a typing error
 
 
@@ -82,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = measure(args.dir, frames=args.frames, seed=args.seed, backend=args.backend,
                          threads=args.threads, check=not args.no_check,
-                         shared_pool=not args.in_process, layout=args.layout)
+                         shared_pool=not args.in_process, layout=args.layout,
+                         progress=terminal_progress())
     except StepFailed as err:
         raise InputError(f"{args.dir}: {err}") from None
     verdicts = {}
