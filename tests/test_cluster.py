@@ -76,7 +76,7 @@ def test_a_failure_on_the_cluster_is_one_line():
 
         def gather(self, futures):
             raise RuntimeError("worker tcp://10.0.0.7:4000 died\nwhile computing")
-    evaluate = cluster.ClusterEvaluate(lambda key: (0, {}), Lost(), None, 2)
+    evaluate = cluster.ClusterEvaluate(lambda key: (0, {}), Lost(), 2)
     with pytest.raises(InputError, match="evaluating on the cluster failed: RuntimeError") as info:
         evaluate.many([(0,), (1,)])
     assert "\n" not in str(info.value)

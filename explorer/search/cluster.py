@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -51,32 +50,45 @@ WORKER_ENV = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
               "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s"}
 
 
-# On a worker: token -> the evaluation, unpickled once. Process state by necessity: Dask runs
-# `_remote` as a plain function in each task, and only the worker process outlives a task,
-# so the evaluation (and the RunCache it carries, explorer/memory/cache.py) is kept here,
-# one search's at a time. The explorer's own process never fills it.
-_LOADED: dict[str, Callable[[Key], Result]] = {}
+PLUGIN = "memtrade-evaluation"
 
 
-def _remote(keys: list[Key], blob: bytes, token: str) -> list[Result]:
-    """On a worker: a slice of a batch, with the evaluation unpickled once per process.
-    The evaluation travels as pickled bytes, not as an object: Dask may copy scattered data
-    from one worker to another at any time, and an evaluation object pickled while a task
-    fills its caches fails ("dictionary changed size during iteration"), leaving the batch
-    waiting for ever; bytes never change."""
-    evaluate = _LOADED.get(token)
-    if evaluate is None:
-        _LOADED.clear()                        # one search's evaluation at a time
-        evaluate = _LOADED[token] = pickle.loads(blob)
+def evaluation_plugin(blob: bytes):
+    """A Dask worker plugin holding the search's evaluation on every worker: `distributed`
+    sends it (the pickled evaluation as bytes) to each worker, present and joining, and calls
+    its `setup` there, which unpickles the evaluation once per worker process. Dask keeps a
+    worker's plugins by name for the worker's life, so the tasks of a batch find the
+    evaluation (and the RunCache it carries, explorer/memory/cache.py) there; registering
+    the next search's plugin under the same name replaces it."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class LoadedEvaluation(WorkerPlugin):
+        name = PLUGIN
+
+        def __init__(self, blob: bytes):
+            self.blob, self.evaluate = blob, None
+
+        def setup(self, worker) -> None:
+            self.evaluate = pickle.loads(self.blob)
+
+    return LoadedEvaluation(blob)
+
+
+def remote_slice(keys: list[Key]) -> list[Result]:
+    """On a worker: a slice of a batch, with the evaluation its plugin unpickled. The
+    evaluation travels as pickled bytes, not as an object: an evaluation object pickled while
+    a task fills its caches fails ("dictionary changed size during iteration"); bytes never
+    change."""
+    from distributed import get_worker
+    evaluate = get_worker().plugins[PLUGIN].evaluate
     return [evaluate(key) for key in keys]
 
 
 class ClusterEvaluate:
     """`evaluate` with a `many` that spreads a batch over the cluster's workers."""
 
-    def __init__(self, evaluate: Callable[[Key], Result], client: Any, remote: Any,
-                 workers: int = 1, token: str = ""):
-        self.evaluate, self.client, self.remote, self.token = evaluate, client, remote, token
+    def __init__(self, evaluate: Callable[[Key], Result], client: Any, workers: int = 1):
+        self.evaluate, self.client = evaluate, client
         self.slices = max(1, SLICES_PER_WORKER * workers)
 
     def __call__(self, key: Key) -> Result:
@@ -92,8 +104,9 @@ class ClusterEvaluate:
         step = -(-len(keys) // self.slices)        # a task per slice: fewer round trips
         state = random.getstate()
         try:
-            futures = self.client.map(_remote, [keys[i:i + step] for i in range(0, len(keys), step)],
-                                      blob=self.remote, token=self.token, pure=False)
+            futures = self.client.map(remote_slice,
+                                      [keys[i:i + step] for i in range(0, len(keys), step)],
+                                      pure=False)
             return [r for part in self.client.gather(futures) for r in part]
         except InputError:
             raise                                  # the evaluation's own one-line refusal
@@ -117,10 +130,14 @@ def cluster_pool(evaluate: Callable[[Key], Result], address: str) -> Iterator[Cl
                          f"({reason})") from None
     try:
         blob = pickle.dumps(evaluate, protocol=pickle.HIGHEST_PROTOCOL)
-        remote = client.scatter(blob, broadcast=True, hash=False)
+        client.register_plugin(evaluation_plugin(blob), name=PLUGIN)
         workers = len(client.scheduler_info().get("workers", {})) or 1
-        yield ClusterEvaluate(evaluate, client, remote, workers, uuid.uuid4().hex)
+        yield ClusterEvaluate(evaluate, client, workers)
     finally:
+        try:
+            client.unregister_worker_plugin(PLUGIN)
+        except Exception:          # the scheduler or the plugin is gone: nothing to undo
+            pass
         client.close()
 
 
