@@ -83,7 +83,7 @@ def write_app(path: Path, app: str, name: str, model: Path) -> Path:
     return path
 
 
-def _explore(args: list[str]) -> int:
+def explore_app(args: list[str]) -> int:
     from explorer.cli.main import main as explore
     with contextlib.redirect_stdout(io.StringIO()):
         return explore(args)
@@ -95,19 +95,19 @@ def prepare(name: str, folder: Path, repeats: int, threads: int) -> dict:
     app = write_app(folder / f"{name}.yaml", f"footprint-{name}", name, model)
     prof = folder / f"{name}-profile.yaml"
     start = time.perf_counter()
-    if _explore(["profile", str(app), "--out", str(prof), "--repeats", str(repeats),
+    if explore_app(["profile", str(app), "--out", str(prof), "--repeats", str(repeats),
                  "--threads", str(threads), "--force"]) != 0:
         raise SystemExit(f"explore profile {app} failed")
     out = {"model": str(model), "profile_s": time.perf_counter() - start, "plans": {}}
     for mem, label in (("1GB", "reuse-only plan"), ("0", "least-memory plan")):
         run = folder / f"{name}-explore-{mem}"
-        status = _explore([str(app), "--evaluator", str(prof), "--mem", mem, "--out", str(run),
+        status = explore_app([str(app), "--evaluator", str(prof), "--mem", mem, "--out", str(run),
                            "--quiet", "--force"])
         if status not in (0, 3):
             raise SystemExit(f"explore {app} --mem {mem}: exit {status}")
         plan = json.loads((run / "plan.json").read_text())
         dep = folder / f"{name}-deploy-{mem}"
-        if _explore(["deploy", str(run / "plan.json"), "--out", str(dep), "--force"]) != 0:
+        if explore_app(["deploy", str(run / "plan.json"), "--out", str(dep), "--force"]) != 0:
             raise SystemExit(f"explore deploy {run / 'plan.json'} failed")
         out["plans"][label] = {"dir": str(dep), "memory_bytes": plan["memory_bytes"],
                                "param_bytes": plan["param_bytes"],
@@ -142,7 +142,7 @@ def child(args) -> None:
     print(json.dumps(res))
 
 
-def _run_child(kind: str, path: str, frames: int, threads: int) -> dict:
+def run_child(kind: str, path: str, frames: int, threads: int) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", kind, "--path", path,
                           "--frames", str(frames), "--threads", str(threads)],
                          check=True, stdout=subprocess.PIPE, text=True, cwd=ROOT)
@@ -176,7 +176,7 @@ def main() -> None:
             results: list[list[dict]] = [[] for _ in runs]
             for _ in range(args.rounds):
                 for i, (_, kind, path, _) in enumerate(runs):
-                    results[i].append(_run_child(kind, path, args.frames, args.threads))
+                    results[i].append(run_child(kind, path, args.frames, args.threads))
             print(f"\n{name} ({info['model']}; profile {info['profile_s']:.0f} s)")
             print(header)
             plain_fps = float(np.median([r["fps"] for r in results[0]]))

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from footprint import MiB, _explore, _run_child, model_path, write_app  # noqa: E402
+from footprint import MiB, explore_app, run_child, model_path, write_app  # noqa: E402
 
 
 def plans(name: str, folder: Path, threads: int, profile: bool) -> tuple[str, list[tuple[str, dict, Path]]]:
@@ -43,14 +43,14 @@ def plans(name: str, folder: Path, threads: int, profile: bool) -> tuple[str, li
     extra = []
     if profile:
         prof = folder / f"{name}-t{threads}-profile.yaml"
-        if _explore(["profile", str(app), "--out", str(prof), "--repeats", "1",
+        if explore_app(["profile", str(app), "--out", str(prof), "--repeats", "1",
                      "--threads", str(threads), "--force"]) != 0:
             raise SystemExit(f"explore profile {app} failed")
         extra = ["--evaluator", str(prof)]
 
     def search(mem: str, tag: str) -> tuple[dict, Path]:
         run = folder / f"{name}-t{threads}-{tag}"
-        status = _explore([str(app), *extra, "--mem", mem, "--out", str(run), "--quiet", "--force"])
+        status = explore_app([str(app), *extra, "--mem", mem, "--out", str(run), "--quiet", "--force"])
         if status not in (0, 3):
             raise SystemExit(f"explore {app} --mem {mem}: exit {status}")
         return json.loads((run / "plan.json").read_text()), run
@@ -95,7 +95,7 @@ def main() -> None:
                 if key not in made:
                     made[key] = plans(name, folder, threads, args.profile)
                 model, chosen = made[key]
-                plain = _run_child("plain", model, args.frames, threads)
+                plain = run_child("plain", model, args.frames, threads)
                 print(f"\n{name}, {threads} thread(s) (plans {time.perf_counter() - start:.0f} s, "
                       f"load {os.getloadavg()[0]:.2f})")
                 print(head)
@@ -105,10 +105,10 @@ def main() -> None:
                     by_parts = any(int(v) > 1 for ph in plan["phases"].values() for v in ph.values())
                     for steps in (("layers", "regions") if by_parts else ("regions",)):
                         dep = folder / f"{run.name}-{steps}"
-                        if _explore(["deploy", str(run / "plan.json"), "--out", str(dep),
+                        if explore_app(["deploy", str(run / "plan.json"), "--out", str(dep),
                                      "--steps", steps, "--force"]) != 0:
                             raise SystemExit(f"explore deploy {run / 'plan.json'} failed")
-                        res = _run_child("deployed", str(dep), args.frames, threads)
+                        res = run_child("deployed", str(dep), args.frames, threads)
                         mem = plan["memory_bytes"]
                         limit = 1.10 * mem + 4 * MiB
                         pred = (plan.get("fps") or {}).get(name)

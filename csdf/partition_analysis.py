@@ -102,7 +102,7 @@ def edge_occupancy(prod: list[int], prod_steps: list[int], windows: list[range],
     holds every row from the first one not yet freed. Rows below b were written earlier, so
     a row r < b is still held iff some consumer phase at step >= s reads a row <= r: the
     first held row is min(b, lowest row read by a phase at or after s), the latter one
-    bisection into the consumer steps (`first_reads`). tests/test_search_speed.py checks
+    bisection into the consumer steps (`first_reads`). tests/explorer/search/test_search_speed.py checks
     this against a replay of every row."""
     if len(prod) == 1 or len(cons_steps) == 1:
         # a whole producer or a whole consumer (one phase, all rows) holds the whole tensor

@@ -4,6 +4,7 @@ each file's source in ../shared; test_data_sources.py keeps the copies true)."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 
 DATA = Path(__file__).resolve().parent / "data"
+
+# tests mirror the packages (tests/deploy/ort/ holds deploy/ort/'s tests); a test module may
+# use another's helpers by name (`from test_deploy_ort import check_equal`), so every folder
+# of the tree is importable, whichever pytest collects first (test file names are unique)
+for _folder in sorted({p.parent for p in Path(__file__).resolve().parent.rglob("test_*.py")}):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 SHARED = Path(os.environ.get("MEMTRADE_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 
 

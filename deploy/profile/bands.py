@@ -6,7 +6,7 @@ session state beyond its weights) and, where the ladder's deployment counted it
 layers it computes. Why the deployment's own count: the probe builds each session alone,
 without the deployment's shared arena and thread pool, and MobileNetV2's reuse-only
 deployment held 36 KiB per whole-layer session where the probe measured 29 (2.34 against
-1.86 MiB over its 66 models; tests/test_band_bytes.py checks that the sessions' counts,
+1.86 MiB over its 66 models; tests/deploy/runtime/test_band_bytes.py checks that the sessions' counts,
 weights, arena and bindings add up to what loading kept).
 
 Why: a layer by parts beside another by parts runs inside band models, not its own part

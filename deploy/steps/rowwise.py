@@ -9,7 +9,7 @@ Conv (horizontal stride, padding and groups as the layer's) on that batch gives
 [k*N, C_out, 1, W_out], i.e. the part's [k, N, C_out, W_out] after a reshape. Both
 reshapes are free, so two transposes per call go. Measured with one thread on
 MobileNetV2/ResNet-50-sized 1x1 parts (k = 2..8 rows, 16-1024 channels): 5-20% less per
-call, equal outputs (tests/test_deploy_rows.py).
+call, equal outputs (tests/deploy/build/test_deploy_rows.py).
 """
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ class _Model:
         h.setOptionValue("mip_rel_gap", 0.0)
         # x within 1e-6 of 0/1 (the default) times a workspace of MBs is bytes of slack:
         # enough to "meet" a budget 1 byte under the same point again; 1e-10 is too tight
-        # for HiGHS (false infeasibility); both checked in tests/test_taso_ilp.py
+        # for HiGHS (false infeasibility); both checked in tests/explorer/primitives/test_taso_ilp.py
         h.setOptionValue("mip_feasibility_tolerance", 1e-9)
         h.setOptionValue("primal_feasibility_tolerance", 1e-9)
         h.setOptionValue("time_limit", float(time_limit))

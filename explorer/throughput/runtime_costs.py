@@ -208,7 +208,7 @@ def parity_bound(app, part, cnn: CNN) -> set[str]:
     array per parity); and every layer that reads or writes a tensor stored twice
     (explorer.memory.lifetimes: an edge between two partitions of one pipeline set; with one
     buffer per tensor, explorer.memory.tensors, every edge of its tensor). The executor's
-    rule, kept in step by tests/test_session_bytes.py."""
+    rule, kept in step by tests/explorer/memory/test_session_bytes.py."""
     home = {name: p.name for p in app.partitions_of(cnn.name) for name in p.layers}
     pipelined = app.pipelines_frames(cnn.name)
     out = {name for name in part.layers if pipelined and cnn.graph.out_degree(name) == 0}

@@ -12,7 +12,7 @@ from csdf.parts import all_parts
 from deploy.build.derive import derive
 from deploy.run.measure import measure
 from onnx_cases import Net
-from test_deploy_fixtures import make_plan
+from deploy_fixtures import make_plan
 
 
 def _dynamic_net(path):

@@ -16,7 +16,7 @@ from deploy.runtime.manifest_records import Manifest, StoredEdge
 from deploy.runtime.step_records import Step
 from explorer.cli.main import main
 from sdf3.errors import InputError
-from test_deploy_fixtures import make_plan, tiny_cnn
+from deploy_fixtures import make_plan, tiny_cnn
 
 
 @pytest.fixture(scope="module")

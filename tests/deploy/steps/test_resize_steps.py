@@ -15,7 +15,7 @@ from deploy.build.derive import derive
 from deploy.ort.backend import LAYOUTS
 from deploy.run.measure import measure
 from onnx_cases import Net
-from test_deploy_fixtures import make_plan
+from deploy_fixtures import make_plan
 
 
 def resize_net(path, mode: str, scales_as: str, roi: bool = False):

@@ -16,7 +16,7 @@ from csdf.tiling import Group
 from explorer.plan.model import SCHEMA, Constraints, PlanBuffer, PlanEdge, PlanPartition, to_json
 from explorer.plan.plan_file import from_dict, from_json
 from sdf3.errors import InputError
-from test_deploy_fixtures import make_app, tiny_cnn
+from deploy_fixtures import make_app, tiny_cnn
 
 OLD = Path(__file__).resolve().parent / "data" / "plan_no_schema.json"
 
