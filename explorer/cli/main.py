@@ -6,6 +6,7 @@ import importlib
 import sys
 
 from explorer.cli.scratch import scratch_space
+from explorer.cli.heartbeat import heartbeat
 from explorer.cli.signals import exit_status, terminating_as_interrupt, word
 from explorer.report.outputs import interrupt_behind
 from sdf3.errors import InputError
@@ -65,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                  + ", ".join(SUBCOMMANDS) + ".")
     args = _parser(module, prog, help_).parse_args(argv)
     # SIGTERM as Ctrl-C (explorer/cli/signals.py); temporary files in one folder removed at
-    # the end (explorer/cli/scratch.py)
-    with terminating_as_interrupt(), scratch_space():
+    # the end (explorer/cli/scratch.py); on a terminal never silent for long
+    # (explorer/cli/heartbeat.py)
+    with terminating_as_interrupt(), scratch_space(), heartbeat(prog):
         try:
             return int(importlib.import_module(module).run(args) or 0)
         except InputError as err:

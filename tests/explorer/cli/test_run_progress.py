@@ -40,7 +40,8 @@ def _run(dep, terminal: bool) -> tuple[int, str]:
 
 def test_progress_on_a_terminal_only(deployed):
     code, err = _run(deployed, terminal=True)
-    lines = [line.strip() for line in err.splitlines() if line.strip()]
+    lines = [line.strip() for line in err.splitlines()
+             if line.strip() and "still working" not in line]     # a slow machine's heartbeat
     models = len(list((deployed / "models").rglob("*.onnx")))
     assert code == 0
     assert lines == [f"explore run: loading {models} step models",
