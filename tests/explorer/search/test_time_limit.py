@@ -80,11 +80,12 @@ def test_bad_time_limits_are_one_line(tmp_path, capsys, flag, value):
 
 
 def test_progress_off_a_terminal_is_one_line_per_stage(tmp_path, capsys):
-    """Off a terminal (a log, CI) each stage prints its closing line, named, with its time;
-    a stage stopped on time closes with the generation it reached."""
+    """Off a terminal (a log, CI) the bounds come first, then each stage prints its closing
+    line, named, with its time; a stage stopped on time closes with the generation it reached."""
     assert main([str(ROOT / "apps" / "worked_example.yaml"), "--mem", "0", "--population", "8",
                  "--generations", "3", "--out", str(tmp_path / "run")]) == 0
-    lines = capsys.readouterr().err.strip().splitlines()
+    bounds, *lines = capsys.readouterr().err.strip().splitlines()
+    assert bounds.startswith("bounds  the weights alone ")
     assert [line.split(":")[0] for line in lines] == ["binary NSGA-II", "ladder NSGA-II",
                                                       "path relinking", "local search",
                                                       "path relinking"]
