@@ -142,22 +142,32 @@ class Evaluator:
                         layer in beside)
             for layer in part.layers)
 
-    def set_period_ms(self, group: list[str], times: dict[str, float]) -> float:
-        """Period of one pipeline set: stages on one processor share it."""
-        per_proc: dict[str, float] = {}
+    def busiest(self, group: list[str], times: dict[str, float]) -> tuple[str, list[str], float]:
+        """(processor, its stages in the pipeline set `group`, their summed time): stages on
+        one processor share it, so the busiest processor sets the set's period."""
+        per_proc: dict[str, list[str]] = {}
         for name in group:
-            proc = self.app.partition(name).processor
-            per_proc[proc] = per_proc.get(proc, 0.0) + times[name]
-        return max(per_proc.values(), default=0.0)
+            per_proc.setdefault(self.app.partition(name).processor, []).append(name)
+        if not per_proc:
+            return "", [], 0.0
+        proc, names = max(per_proc.items(), key=lambda kv: sum(times[n] for n in kv[1]))
+        return proc, names, sum(times[n] for n in names)
+
+    def set_period_ms(self, group: list[str], times: dict[str, float]) -> float:
+        """Period of one pipeline set: its busiest processor's time."""
+        return self.busiest(group, times)[2]
+
+    def pipeline_sets(self) -> list[list[str]]:
+        """The sets of J, and every partition J does not list as a set of its own."""
+        groups = self.app.pipelines or [[p.name] for p in self.app.partitions]
+        seen = {name for g in groups for name in g}
+        return list(groups) + [[p.name] for p in self.app.partitions if p.name not in seen]
 
     def frame_ms(self, phases: Phases | None = None) -> dict[str, float]:
         """Each CNN's time per frame, milliseconds."""
         times = {p.name: self.partition_ms(p.name, phases) for p in self.app.partitions}
-        groups = self.app.pipelines or [[p.name] for p in self.app.partitions]
-        seen = {name for g in groups for name in g}
-        groups = list(groups) + [[p.name] for p in self.app.partitions if p.name not in seen]
         frame = {cnn: 0.0 for cnn in self.app.cnns}
-        for group in groups:
+        for group in self.pipeline_sets():
             period = self.set_period_ms(group, times)
             for cnn in {self.app.partition(n).cnn for n in group}:
                 frame[cnn] += period
