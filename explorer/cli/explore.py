@@ -229,6 +229,14 @@ def evaluator_for(app, spec: str | None, quiet: bool):
     return make_evaluator(app, spec, measured)
 
 
+def plan_on_platform(problem, evaluator, genes, fps: dict[str, float], met: bool):
+    """The plan of a chromosome (problem.plan), marked with the platform its fps were
+    predicted for (`explore run` warns when that is not the machine it runs on)."""
+    from explorer.cli.cpu_profile import platform_name
+    return replace(problem.plan(genes, fps, met),
+                   platform=platform_name(evaluator.profile, problem.app.platform))
+
+
 def problem_for(app, evaluator, settings, tiling: str | None):
     """The search problem (explorer/search/problem.py) of a run: layer genes, or with
     `--tiling` layer and fused-tile genes (explorer/tiling/genes.py), and the search that
@@ -255,7 +263,6 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     from explorer.search.effort import fit_effort, time_budget
     from explorer.search.progress import StageTime, stage_line, stderr_progress
 
-    from explorer.cli.cpu_profile import platform_name
     evaluator = evaluator_for(app, args.evaluator, args.quiet)
     deadline = Deadline(time_budget(settings))          # the search's, from here
     problem, search = problem_for(app, evaluator, settings, getattr(args, "tiling", None))
@@ -270,10 +277,7 @@ def _explore(app, settings, args: argparse.Namespace, out: Path):
     started = time.perf_counter()
     chosen = outcome.chosen
     derived = problem.derive(chosen.genes)
-    plan = replace(problem.plan(chosen.genes, chosen.fps, outcome.met),
-                   platform=platform_name(evaluator.profile, app.platform))
-
-    plan = replace(plan, platform=platform_name(evaluator.profile, app.platform))
+    plan = plan_on_platform(problem, evaluator, chosen.genes, chosen.fps, outcome.met)
     cnns = list(app.cnns)
     r = outcome.result
     strips, by_parts = gene_cells(problem, outcome.front)

@@ -29,9 +29,8 @@ def plan_of_point(path: str | Path, n: int):
     from dataclasses import replace
 
     from explorer.app.appfile import load_app
-    from explorer.cli.cpu_profile import platform_name
-    from explorer.cli.explore import evaluator_for, problem_for
-    from explorer.search.pick import meets
+    from explorer.cli.explore import evaluator_for, plan_on_platform, problem_for
+    from explorer.search.pick import Point, meets
 
     where = pareto_beside(path)
     try:
@@ -53,10 +52,8 @@ def plan_of_point(path: str | Path, n: int):
     point = points[n]
     genes = tuple(int(g) for g in point["genes"])
     fps = {c: float(v) for c, v in point["fps"].items()}
-    from explorer.search.pick import Point
     met = meets(Point(genes, int(point["memory_bytes"]), fps), app.memory, app.fps)
-    plan = replace(problem.plan(genes, fps, met),
-                   platform=platform_name(evaluator.profile, app.platform))
+    plan = plan_on_platform(problem, evaluator, genes, fps, met)
     if plan.memory_bytes != point["memory_bytes"]:
         raise InputError(f"{where}: point {n} derives to {plan.memory_bytes} B, not the "
                          f"{point['memory_bytes']} B it lists (the app or its models changed "
