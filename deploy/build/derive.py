@@ -16,6 +16,7 @@ from csdf.model import CNN, INPUT, EdgeId
 from csdf.onnx_inputs import with_shapes
 from deploy.build.layer_step import layer_step, safe_name
 from deploy.build.regions import band_step, bands, prune, shared
+from deploy.quant.scales import ActivationScales
 from deploy.runtime import arena, manifest as mf
 from deploy.runtime.manifest_records import StoredEdge
 from deploy.checks import plan_check
@@ -23,7 +24,7 @@ from explorer.plan.model import Plan, PlanPartition
 from explorer.plan.plan_file import from_dict
 from sdf3.errors import InputError
 
-DTYPES = {4: "float32", 2: "float16"}
+DTYPES = {4: "float32", 2: "float16", 1: "uint8"}
 
 
 def _write_reference(source: str, target: Path, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -67,22 +68,27 @@ def _stored_by_rows(plan: Plan, phases: dict, rep: dict[str, str]) -> set[str]:
 
 def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
            backend: str = "onnxruntime", with_profile: bool = False,
-           where: str = "plan", regions: bool = False, every_band: bool = False) -> mf.Manifest:
+           where: str = "plan", regions: bool = False, every_band: bool = False,
+           scales: ActivationScales | None = None) -> mf.Manifest:
     """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest.
     `plan` is a Plan, or plan.json's data (read as explorer.plan.plan_file reads the file).
     The plan is checked first (deploy/checks/plan_check.py; `where` names it in the one-line
     refusal), so nothing is written for a plan the explorer could not have made.
     `regions`: consecutive firings by parts run as region steps, one call per band
     (deploy/build/regions.py), a band whose model no other band shares as its firings' own
-    steps (regions.shared) unless `every_band`; else one step per firing."""
+    steps (regions.shared) unless `every_band`; else one step per firing. An int8 plan
+    (data_bytes 1) needs `scales`, the scale of every stored tensor (deploy/quant/): its arena
+    holds them in `scales.dtype`."""
     if not isinstance(plan, Plan):
         plan = from_dict(plan, where)
     dtype = DTYPES.get(plan.data_bytes) if isinstance(plan.data_bytes, int) else None
     if dtype is None:
-        raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32) or 2 (fp16) to deploy, "
-                         f"got {plan.data_bytes!r}"
-                         + (f": int8 deployment is not yet supported (key 'precision' is "
-                            f"{plan.precision!r})" if plan.data_bytes == 1 else ""))
+        raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32), 2 (fp16) or 1 (int8) "
+                         f"to deploy, got {plan.data_bytes!r}")
+    if dtype == "uint8":
+        if scales is None:
+            raise ValueError("an int8 plan is deployed with the scales of its tensors")
+        dtype = scales.dtype
     plan_check.check(plan, cnns, where)
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)
@@ -97,7 +103,8 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
     for part in plan.partitions:
         cnn = cnns[part.cnn]
         steps = _partition_steps(plan, part, cnn, phases.get(cnn.name, {}), groups, edges, stored,
-                                 dtype, out, models, region_keys, regions, every_band)
+                                 dtype, out, models, region_keys, regions, every_band,
+                                 scales.for_cnn(cnn.name) if scales else None)
         partitions.append({"name": part.name, "cnn": cnn.name, "processor": part.processor,
                            "steps": steps})
     result = {
@@ -118,6 +125,8 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
         "partitions": partitions, "pipelines": [list(g) for g in plan.pipelines],
         "routing": "round-robin", "models": models,
     }
+    if scales is not None:
+        result["quantization"] = scales.to_json()
     return _finish(result, cnns, dtype, out, backend, with_profile, where)
 
 
@@ -164,7 +173,8 @@ def _placed_edges(plan: Plan, cnns: dict[str, CNN], phases: dict, groups: dict, 
 
 def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, int], groups: dict,
                      edges: dict, stored: dict, dtype: str, out: Path, models: dict,
-                     region_keys: dict, regions: bool, every_band: bool) -> list[dict]:
+                     region_keys: dict, regions: bool, every_band: bool,
+                     scales: dict | None = None) -> list[dict]:
     """The steps of one partition's firings: a band of firings by parts as one region step
     (`regions`), a tiled group as one step at its first layer, every other firing its own."""
     firings = plan.firings[part.name]
@@ -182,7 +192,8 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
     steps = []
     for item in items:
         if isinstance(item, list):            # a band: one region step
-            steps.append(band_step(cnn, item, edges, dtype, out, models, region_keys, safe_name))
+            steps.append(band_step(cnn, item, edges, dtype, out, models, region_keys, safe_name,
+                                   scales))
             for f in item:
                 seen[f.layer] = seen.get(f.layer, 0) + 1
             continue
@@ -193,10 +204,10 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
             if layer_name == member[layer_name].layers[0]:
                 from deploy.steps.tiles import group_step
                 steps.append(group_step(cnn, member[layer_name], copies,
-                                        dtype, out, models, safe_name, edges))
+                                        dtype, out, models, safe_name, edges, scales))
             continue
         steps.append(layer_step(cnn, layer_name, p, ph, copies, edges, dtype, out, models,
-                                _primitive(plan, cnn.name, layer_name, ph)))
+                                _primitive(plan, cnn.name, layer_name, ph), scales))
     for layer_name, count in seen.items():
         if count != ph.get(layer_name, 1):
             raise InputError(f"plan: {part.name} fires {layer_name} {count} times, "

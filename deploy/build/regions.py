@@ -318,10 +318,12 @@ def _joined(cnn: CNN, a: Firing, b: Firing, edges: dict[str, StoredEdge]) -> Fir
 
 
 def band_step(cnn: CNN, band: list[Firing], edges: dict[str, StoredEdge], dtype: str, out: Path,
-              models: dict, keys: dict, safe: Callable[[str], str]) -> dict:
+              models: dict, keys: dict, safe: Callable[[str], str], scales: dict | None = None
+              ) -> dict:
     """The manifest step of a band: its model (one per distinct band shape, `keys`) and its
     bindings (rings gathered, slot indices, ring slots and CNN output rows written). Its
-    `region` lists every plan firing it computes, (layer, phase), in the plan's order."""
+    `region` lists every plan firing it computes, (layer, phase), in the plan's order.
+    `scales`: an int8 band's scales by layer."""
     band = merge(cnn, band, edges)
     split, binds = pieces(band, edges)
     shape = (cnn.name, key(band, split))
@@ -329,7 +331,7 @@ def band_step(cnn: CNN, band: list[Firing], edges: dict[str, StoredEdge], dtype:
     if rel is None:
         rel = f"models/{safe(cnn.name)}/{safe(band[0].layer)}.region{len(keys)}.onnx"
         keys[shape] = rel
-        model = region_model(cnn, band, split, edges, dtype)
+        model = region_model(cnn, band, split, edges, dtype, scales)
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         onnx.save(model, str(out / rel))
         models[rel] = {"cnn": cnn.name, "layer": band[0].layer,

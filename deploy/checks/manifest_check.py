@@ -28,8 +28,9 @@ from deploy.runtime import arena
 from deploy.runtime.manifest_records import Manifest, Step
 from sdf3.errors import InputError
 
-ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
-SIZE = {"float32": 4, "float16": 2}
+ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "uint8": TensorProto.UINT8,
+        "int8": TensorProto.INT8}
+SIZE = {"float32": 4, "float16": 2, "uint8": 1, "int8": 1}
 
 
 class _Fail:

@@ -38,7 +38,7 @@ from deploy.runtime.footprint import HeapMeter, trim_heap
 from deploy.runtime.manifest_records import Manifest
 from sdf3.errors import InputError
 
-NP_DTYPE = {"float32": np.float32, "float16": np.float16}
+NP_DTYPE = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8, "int8": np.int8}
 
 
 class OrtBackend:

@@ -32,6 +32,11 @@ class ActivationScales:
     dtype: str
     by_tensor: Mapping[str, TensorScale] = field(default_factory=dict)
 
+    def for_cnn(self, cnn: str) -> dict[str, TensorScale]:
+        """CNN `cnn`'s scales by layer, as its step models take them."""
+        prefix = key(cnn, "")
+        return {k[len(prefix):]: v for k, v in self.by_tensor.items() if k.startswith(prefix)}
+
     def of(self, cnn: str, layer: str) -> TensorScale:
         return self.by_tensor[key(cnn, layer)]
 

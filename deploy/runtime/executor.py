@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -47,6 +47,7 @@ class CnnRun:
     input_shape: list[int]
     outputs: list[list[np.ndarray]]            # per parity, per sink (stored layout)
     output_layouts: list[str]
+    output_layers: list[str] = field(default_factory=list)
     calls: int = 0                             # compiled invocations made
 
 
@@ -58,6 +59,8 @@ class Executor:
         if hasattr(backend, "prepare"):    # a backend may store some edges in its own layout
             backend.prepare(manifest, root)
         self.dtype = np.dtype(manifest.dtype)
+        # int8: frames are quantized as they are copied in, outputs dequantized as read out
+        self.quant = manifest.quantization
         edges = manifest.edges
         self.consts: list[np.ndarray] = []     # idx vectors: scratch outside the arena
         self.cnns: dict[str, CnnRun] = {}
@@ -73,7 +76,8 @@ class Executor:
             if not pipelined:
                 outs = [outs[0], outs[0]]
             self.cnns[name] = CnnRun(name, [], pipelined, list(info.inputs[0].shape), outs,
-                                     [o.layout for o in info.outputs])
+                                     [o.layout for o in info.outputs],
+                                     [o.layer for o in info.outputs])
         sink_index = {(c, o.layer): i for c, info in manifest.cnns.items()
                       for i, o in enumerate(info.outputs)}
         for part in manifest.partitions:
@@ -124,7 +128,8 @@ class Executor:
                             (outs if b.writes else ins)[b.name] = view
                     self.views[(part.name, index, parity)] = (ins, outs)
                     if session is None:
-                        calls[parity].append(_frame_copy(frame_targets, run, parity))
+                        calls[parity].append(_frame_copy(frame_targets, run, parity,
+                                                         self._quantizer(part.cnn, step.layer)))
                         continue
                     try:                  # binding may run the step (a backend tunes it)
                         calls[parity].append(backend.bind(session, ins, outs))
@@ -177,10 +182,18 @@ class Executor:
                     results[f] = self._collect(run, f % 2, into[f] if into else None)
         return results
 
+    def _quantizer(self, cnn: str, layer: str) -> Callable | None:
+        """How an int8 deployment stores a frame of input layer `layer` (None: as it is)."""
+        if self.quant is None:
+            return None
+        return lambda frame: self.quant.quantize(cnn, layer, frame)
+
     def _collect(self, run: CnnRun, parity: int, into: list | None) -> list[np.ndarray]:
         out = []
         for i, (arr, layout) in enumerate(zip(run.outputs[parity], run.output_layouts)):
             view = arr.transpose(1, 2, 0, 3) if layout == "hncw" else arr
+            if self.quant is not None:
+                view = self.quant.dequantize(run.name, run.output_layers[i], view)
             if into is None:
                 out.append(view.astype(np.float32, copy=True))
             else:
@@ -256,10 +269,14 @@ def _failed(cnn: str, partition: str, label: str, err: BaseException) -> StepFai
     return StepFailed(f"CNN {cnn}, partition {partition}: {label} failed: {reason}")
 
 
-def _frame_copy(targets: list[tuple[np.ndarray, str]], run: CnnRun, parity: int) -> Callable:
-    """The Input layer's firing: the current frame into each of its output edges."""
+def _frame_copy(targets: list[tuple[np.ndarray, str]], run: CnnRun, parity: int,
+                quantize: Callable | None = None) -> Callable:
+    """The Input layer's firing: the current frame (`quantize`d, int8) into each of its
+    output edges."""
     def call() -> None:
         frame = _current_frame()
+        if quantize is not None:
+            frame = quantize(frame)
         for view, layout in targets:
             np.copyto(view, frame.transpose(2, 0, 1, 3) if layout == "hncw" else frame,
                       casting="same_kind")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from deploy.quant.scales import ActivationScales
 from deploy.runtime.json_fields import Fields
 from deploy.runtime.step_records import (Binding, ManifestPartition, Shape, Step, TileCall,
                                          TiledGroup, TileMid)
@@ -24,6 +25,9 @@ __all__ = ["FORMAT", "VERSION", "Manifest", "ManifestPartition", "Step", "Bindin
 
 FORMAT = "memtrade-deployment"
 VERSION = 2
+# the arena's element type -> its bytes; the integer types are an int8 plan's (quantized)
+DTYPE_BYTES = {"float32": 4, "float16": 2, "uint8": 1, "int8": 1}
+QUANT_DTYPES = ("uint8", "int8")
 
 @dataclass(frozen=True)
 class StoredEdge:
@@ -240,6 +244,8 @@ class Manifest:
     # relative path -> SHA-256 of every file `explore deploy` wrote (deploy/checks/files.py);
     # empty in a manifest written without them
     files: dict[str, str] = field(default_factory=dict)
+    # an int8 deployment's scale and zero point of every stored tensor (deploy/quant/scales.py)
+    quantization: ActivationScales | None = None
 
     PLAN_KEYS = ("plan_buffer_bytes", "plan_param_bytes", "plan_memory_bytes",
                  "plan_workspace_bytes", "plan_session_bytes", "plan_output_bytes")
@@ -270,6 +276,8 @@ class Manifest:
             out["profile"] = [p.to_dict() for p in self.profile]
         if self.files:
             out["files"] = dict(self.files)
+        if self.quantization is not None:
+            out["quantization"] = self.quantization.to_json()
         return out
 
     @classmethod
@@ -278,8 +286,14 @@ class Manifest:
         for key in ("arena_bytes", "dtype", "buffers", "edges", "cnns", "partitions", "pipelines"):
             r.raw(key)                             # "missing key ..." before any other complaint
         dtype = r.str("dtype")
-        if dtype not in ("float32", "float16"):
-            raise InputError(f"{where}: key 'dtype' must be float32 or float16, got {dtype!r}")
+        if dtype not in DTYPE_BYTES:
+            raise InputError(f"{where}: key 'dtype' must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
+        quantization = None
+        if dtype in QUANT_DTYPES:
+            if not r.has("quantization"):
+                raise InputError(f"{where}: an {dtype} deployment needs key 'quantization' "
+                                 f"(its tensors' scales); deploy it again")
+            quantization = ActivationScales.from_json(r.raw("quantization"), where)
         if r.int("arena_bytes") < 0:
             raise InputError(f"{where}: key 'arena_bytes' must be a non-negative integer, "
                              f"got {data['arena_bytes']!r}")
@@ -308,9 +322,9 @@ class Manifest:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
             raise InputError(f"{where}: key 'files' must map file paths to SHA-256 digests")
         return cls(r.str("name", ""), r.str("backend", "onnxruntime"), r.str("precision", "fp32"),
-                   dtype, r.int("data_bytes", 4 if dtype == "float32" else 2), r.int("arena_bytes"),
+                   dtype, r.int("data_bytes", DTYPE_BYTES[dtype]), r.int("arena_bytes"),
                    r.int("device_arena_bytes", 0), r.int("device_align", 256), buffers, edges, cnns,
                    parts, tuple(tuple(g) for g in groups), models, r.str("routing", "round-robin"),
                    profile=profile, files=dict(files),
                    plan_fps={k: float(v) for k, v in plan_fps.items()},
-                   plan_platform=r.str("plan_platform", ""), **{k: v for k, v in plan.items() if r.has(k)})
+                   plan_platform=r.str("plan_platform", ""), quantization=quantization, **{k: v for k, v in plan.items() if r.has(k)})

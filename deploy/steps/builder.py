@@ -4,6 +4,7 @@ version the step models share."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -12,12 +13,16 @@ from csdf.model import Layer
 
 OPSET = 13
 IR_VERSION = 7
-ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
+ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "uint8": TensorProto.UINT8,
+             "int8": TensorProto.INT8}
 
 
 @dataclass
 class Builder:
     dtype: str
+    # an int8 step's scale of each stored tensor, by the layer whose output it is
+    # (deploy/steps/storage.py)
+    scales: Mapping | None = None
     nodes: list = field(default_factory=list)
     inits: list = field(default_factory=list)
     count: int = 0

@@ -21,6 +21,7 @@ weights however its phases meet the borders (no top/middle/bottom variants).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 import onnx
@@ -28,7 +29,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from csdf.model import CNN, OPAQUE, Layer
 from csdf.parts import window
-from deploy.steps import primitives
+from deploy.quant.scales import TensorScale
+from deploy.steps import primitives, storage
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
 from sdf3.errors import InputError
 
@@ -266,13 +268,17 @@ def _elementwise(b: Builder, layer: Layer, xs: list[str]) -> str:
 
 
 def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype: str,
-               part: bool = False, primitive: str | None = None) -> onnx.ModelProto:
+               part: bool = False, primitive: str | None = None,
+               scales: Mapping[str, TensorScale] | None = None) -> onnx.ModelProto:
     """The ONNX model of one step: layer `layer` whole, or (`part`) any phase of it;
     `primitive`: how a whole Conv is computed (deploy/steps/primitives).
     Inputs are named by `inputs[i].name` (a gathering input also takes `<name>_idx`,
     int32 slot indices, and when masked `<name>_mask`, int32 0/1 per gathered row); every
-    output port gets the same result in its own layout."""
-    b = Builder(dtype)
+    output port gets the same result in its own layout. `scales`: an int8 step's scale of each
+    stored tensor by its layer (deploy/steps/storage.py); input i is layer.inputs' i-th
+    distinct source."""
+    b = Builder(dtype, scales)
+    sources = list(dict.fromkeys(layer.inputs))
     elem = ONNX_TYPE[dtype]
     from deploy.steps import rowwise as parts_rowwise
     if parts_rowwise.applies(layer, inputs, outputs, part):   # 1x1 conv: no transposes
@@ -281,10 +287,10 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
                         helper.make_tensor_value_info(f"{port.name}_idx", TensorProto.INT32,
                                                       [port.rows])]
         return _finish(b, layer, graph_inputs, outputs, elem,
-                       parts_rowwise.build(b, layer, port, dtype, _activations), rowwise=True)
+                       parts_rowwise.build(b, layer, port, sources[0], _activations), rowwise=True)
     graph_inputs, xs, masks, in_shapes, counts = [], [], [], [], []
     premasked = False
-    for port in inputs:
+    for port, source in zip(inputs, sources):
         graph_inputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
         x, mask = port.name, None
         if port.rows is not None:
@@ -301,22 +307,23 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
                         [port.rows, 1, 1, 1], np.int64))])
                     x = _apply_mask(b, layer.op, x, by_row)
                     premasked = True
+                elif not xs and b.scales is not None and layer.op in WINDOW_OPS:
+                    # int8: padding rows set to the stored zero before the DequantizeLinear,
+                    # so DequantizeLinear -> Conv -> QuantizeLinear stays whole (QLinearConv)
+                    x = storage.masked_rows(b, x, f"{port.name}_mask", port.rows, source, layer.op)
+                    premasked = True
             x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
             if port.counted:
                 counts.append(_row_vector(b, graph_inputs, f"{port.name}_count", port.rows))
         elif port.layout == "hncw":
             x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
-        if dtype != "float32":
-            x = b.node("Cast", [x], to=TensorProto.FLOAT)
-        xs.append(x)
+        xs.append(storage.load(b, x, source))
         masks.append(mask)
         in_shapes.append(port.shape)
     rows = outputs[0].rows if part and outputs else 1
     y = layer_core(b, layer, xs, in_shapes, masks, part, primitive, counts[0] if counts else None,
                    premasked, rows)
-    if dtype != "float32":
-        y = b.node("Cast", [y], to=elem)
-    return _finish(b, layer, graph_inputs, outputs, elem, y)
+    return _finish(b, layer, graph_inputs, outputs, elem, storage.store(b, y, layer.name))
 
 
 def _finish(b: Builder, layer: Layer, graph_inputs: list, outputs: list[OutPort], elem: int,

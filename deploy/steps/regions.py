@@ -23,12 +23,15 @@ steady state share one model (and one session).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Mapping
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
 from csdf.model import CNN, Layer
+from deploy.quant.scales import TensorScale
+from deploy.steps import storage
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
 from deploy.steps.parts import ELEMENTWISE_OPS, WINDOW_OPS, layer_core
 
@@ -141,9 +144,13 @@ def key(band: list[Firing], split: list[list[Piece]]) -> tuple:
 
 
 def region_model(cnn: CNN, band: list[Firing], split: list[list[Piece]],
-                 edges: dict, dtype: str) -> onnx.ModelProto:
-    """The band's model (`split`: pieces(band, edges)[0]; `edges`: the manifest's edges)."""
-    b = Builder(dtype)
+                 edges: dict, dtype: str, scales: Mapping[str, TensorScale] | None = None
+                 ) -> onnx.ModelProto:
+    """The band's model (`split`: pieces(band, edges)[0]; `edges`: the manifest's edges;
+    `scales`: an int8 band's scales by layer, deploy/steps/storage.py). Rows one firing hands
+    to the next inside the band carry their stored values (`results`: each firing's output
+    as stored, NCHW)."""
+    b = Builder(dtype, scales)
     elem = ONNX_TYPE[dtype]
     inputs, outputs, results = [], [], []
     declared: set[str] = set()
@@ -163,19 +170,15 @@ def region_model(cnn: CNN, band: list[Firing], split: list[list[Piece]],
                     x = p.port
                     if e.layout != "nchw":
                         x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
-                    if dtype != "float32":
-                        x = b.node("Cast", [x], to=TensorProto.FLOAT)
-                    xs.append(x)
+                    xs.append(storage.load(b, x, r.src))
                     shapes.append((n, c, h, w))
                     continue
                 idx = f"{p.port}_idx"
                 inputs.append(helper.make_tensor_value_info(idx, TensorProto.INT32, [p.gathered]))
                 x = _channels_first(b, b.node("Gather", [p.port, idx], axis=0), [p.gathered, n, c, w])
-                if dtype != "float32":
-                    x = b.node("Cast", [x], to=TensorProto.FLOAT)
-                parts.append(x)
+                parts.append(storage.load(b, x, r.src))
             for g, a, z in p.inner:
-                y = results[g]
+                y = storage.load(b, results[g], band[g].layer)
                 if a == 0 and z == band[g].count:
                     parts.append(y)
                 else:
@@ -184,7 +187,7 @@ def region_model(cnn: CNN, band: list[Firing], split: list[list[Piece]],
                                                   b.const(b.tmp("axis"), np.array([2], np.int64))]))
             xs.append(parts[0] if len(parts) == 1 else b.node("Concat", parts, axis=2))
             shapes.append((n, c, len(r.rows), w))
-        y = layer_core(b, _shaped(layer, f), xs, shapes, None, False)
+        y = storage.store(b, layer_core(b, _shaped(layer, f), xs, shapes, None, False), f.layer)
         results.append(y)
         n, c, _, w = (int(v) for v in layer.output_shape)
         names = [f"out{n_out + j}" for j in range(len(f.writes))]
@@ -195,8 +198,6 @@ def region_model(cnn: CNN, band: list[Firing], split: list[list[Piece]],
         if not names:
             continue
         stored_y = _rows_first(b, y, [n, c, f.count, w])
-        if dtype != "float32":
-            stored_y = b.node("Cast", [stored_y], to=elem)
         for name in names:
             b.nodes.append(helper.make_node("Identity", [stored_y], [name]))
             outputs.append(helper.make_tensor_value_info(name, elem, [f.count, n, c, w]))

@@ -14,10 +14,9 @@ call, equal outputs (tests/deploy/build/test_deploy_rows.py).
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
 
 from csdf.model import Layer
-from deploy.steps.builder import ONNX_TYPE
+from deploy.steps import storage
 
 
 def applies(layer: Layer, inputs: list, outputs: list, part: bool) -> bool:
@@ -36,8 +35,9 @@ def applies(layer: Layer, inputs: list, outputs: list, part: bool) -> bool:
             and outputs[0].rows == port.rows)
 
 
-def build(b, layer: Layer, port, dtype: str, activations) -> str:
-    """The part's output [k, N, C_out, W_out] (in `dtype`) from ring input `port`; adds
+def build(b, layer: Layer, port, source: str, activations) -> str:
+    """The part's output [k, N, C_out, W_out] (stored as `b.dtype`) from ring input `port`,
+    the output of layer `source`; adds
     the gather-index graph input's node to `b`; `activations(b, layer, x)` appends the
     layer's fused activations."""
     hyper = layer.hyper
@@ -46,8 +46,7 @@ def build(b, layer: Layer, port, dtype: str, activations) -> str:
     k = int(port.rows)
     x = b.node("Gather", [port.name, f"{port.name}_idx"], axis=0)
     x = b.node("Reshape", [x, b.const(b.tmp("shape"), np.array([k * n, c_in, 1, w_in], np.int64))])
-    if dtype != "float32":
-        x = b.node("Cast", [x], to=TensorProto.FLOAT)
+    x = storage.load(b, x, source)
     kw = int((hyper.get("kernel_shape") or [1, 1])[1])
     sw = int((hyper.get("strides") or [1, 1])[1])
     pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
@@ -58,6 +57,5 @@ def build(b, layer: Layer, port, dtype: str, activations) -> str:
     y = b.node("Conv", ins, kernel_shape=[1, kw], strides=[1, sw], pads=[0, pads[1], 0, pads[3]],
                dilations=[1, dil], group=int(hyper.get("group", 1)))
     y = activations(b, layer, y)
-    if dtype != "float32":
-        y = b.node("Cast", [y], to=ONNX_TYPE[dtype])
+    y = storage.store(b, y, layer.name)
     return b.node("Reshape", [y, b.const(b.tmp("shape"), np.array([k, n, c_out, w_out], np.int64))])

@@ -15,7 +15,7 @@ ONNX Runtime's / the step's own scratch, like the gathered window of a step by p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import onnx
@@ -23,14 +23,18 @@ from onnx import TensorProto, helper
 
 from csdf.model import CNN, Layer
 from csdf.tiling import Group, Tile, distinct_shapes, tile_group
+from deploy.quant.scales import TensorScale
+from deploy.steps import storage
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
 from deploy.steps.parts import layer_core
 
 
-def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nchw") -> onnx.ModelProto:
+def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nchw",
+               scales: Mapping[str, TensorScale] | None = None) -> onnx.ModelProto:
     """The model of `tile`'s shape: in0 (whole input, NCHW or, when its producer runs by
-    parts, rows first: HNCW) + starts/ends [row, column] -> mid<k>..., out."""
-    b = Builder(dtype)
+    parts, rows first: HNCW) + starts/ends [row, column] -> mid<k>..., out. Each layer reads
+    its predecessor's output as stored (deploy/steps/storage.py; `scales` for int8)."""
+    b = Builder(dtype, scales)
     elem = ONNX_TYPE[dtype]
     first = cnn.layer(group.layers[0])
     n, c, h, w = (int(v) for v in cnn.edge_shape(first.inputs[0], first.name))
@@ -42,8 +46,7 @@ def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nc
     x = b.node("Slice", ["in0", "starts", "ends", axes])
     if layout == "hncw":                     # only the crop is transposed back to NCHW
         x = b.node("Transpose", [x], perm=[1, 2, 0, 3])
-    if dtype != "float32":
-        x = b.node("Cast", [x], to=TensorProto.FLOAT)
+    x = storage.load(b, x, first.inputs[0])
     outputs = []
     for k, lt in enumerate(tile.layers):
         layer = cnn.layer(lt.layer)
@@ -56,7 +59,8 @@ def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nc
         in_c = int(cnn.edge_shape(layer.inputs[0], layer.name)[1])
         x = layer_core(b, shaped, [x], [(n, in_c, lt.in_h.size, lt.in_w.size)], None, None)
         name = "out" if k == len(tile.layers) - 1 else f"mid{k}"
-        y = b.node("Cast", [x], to=elem) if dtype != "float32" else x
+        y = storage.store(b, x, layer.name)
+        x = storage.load(b, y, layer.name) if k < len(tile.layers) - 1 else x
         b.nodes.append(helper.make_node("Identity", [y], [name]))
         outputs.append(helper.make_tensor_value_info(name, elem, [n, c, lt.out_h.size, lt.out_w.size]))
     graph = helper.make_graph(b.nodes, f"{group.name}_tile", inputs, outputs, b.inits)
@@ -68,9 +72,10 @@ def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nc
 
 def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[str]],
                dtype: str, out: Path, models: dict, safe: Callable[[str], str],
-               edges: dict | None = None) -> dict[str, Any]:
+               edges: dict | None = None, scales: Mapping[str, TensorScale] | None = None
+               ) -> dict[str, Any]:
     """The manifest step of one tiled group: its tile calls (model, region, bindings).
-    `edges`: the manifest's edges by name (records with a `layout`)."""
+    `edges`: the manifest's edges by name (records with a `layout`); `scales`: int8's."""
     layers = list(group.layers)
     first, last = cnn.layer(layers[0]), layers[-1]
     in_edges = edge_copies(first.inputs[0], layers[0])
@@ -84,7 +89,7 @@ def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[st
     for shape_no, (key, same) in enumerate(distinct_shapes(tiles).items()):
         rel = f"models/{safe(cnn.name)}/{safe(group.name)}.tile{shape_no}.onnx"
         if rel not in models:
-            model = tile_model(cnn, group, same[0], dtype, layout)
+            model = tile_model(cnn, group, same[0], dtype, layout, scales)
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             onnx.save(model, str(out / rel))
             models[rel] = {"cnn": cnn.name, "layer": group.name, "layers": layers,
