@@ -160,6 +160,19 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
     return ActivationScales("uint8", by_tensor)
 
 
+def merged(parts: Iterable[ActivationScales]) -> ActivationScales:
+    """The scales of several CNNs (each from `activation_scales` or `qdq_scales`) as one
+    record, for a deployment of them all: one stored type (uint8 or int8) for every CNN."""
+    parts = list(parts)
+    dtypes = sorted({p.dtype for p in parts})
+    if len(dtypes) > 1:
+        raise InputError(f"activation scales stored as {' and '.join(dtypes)}, expected one type "
+                         f"for every CNN of a deployment (a QDQ model of int8 activations with "
+                         f"calibrated uint8 ones: quantize it with uint8 activations)")
+    return ActivationScales(dtypes[0] if dtypes else "uint8",
+                            {k: v for p in parts for k, v in p.by_tensor.items()})
+
+
 def qdq_scales(cnn: CNN, name: str | None = None) -> ActivationScales | None:
     """The scales a model already quantized (QDQ) holds for the tensors between its layers
     (csdf/onnx_qdq.py: `cnn.quantized.activations`, by layer), keys "cnn/layer"; None for a

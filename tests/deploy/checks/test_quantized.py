@@ -146,9 +146,29 @@ def test_run_by_onnx_runtime_it_equals_numpy_fake_quant(tmp_path):
         want = _numpy_small(x, cnn, scales)
         units = np.abs(got - want) / step
         np.testing.assert_allclose(units, np.rint(units), atol=1e-3)   # both on the output's grid
-        worst = max(worst, float(units.max()))
+        worst = max(worst, float(np.rint(units).max()))
     assert worst <= verdict.INT8_UNITS, worst
     assert worst <= 2, worst           # fused integer kernels vs float64: a unit or two
+
+
+def test_below_opset_13_the_weights_are_their_dequantized_values(tmp_path):
+    """DequantizeLinear has no axis before opset 13: each weight is an fp32 initializer of
+    dequantized(per_channel(W)), and the output is the opset-13 reference's within a unit
+    or two (fp32 convolutions instead of QLinearConv)."""
+    path, cnn, scales = _setup(tmp_path)
+    old = onnx.load(str(path))
+    old.opset_import[0].version = 12
+    onnx.save(old, str(tmp_path / "old.onnx"))
+    ref = quantized_reference(tmp_path / "old.onnx", cnn, scales)
+    init = _consts(ref)
+    assert not [n for n in ref.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in init
+                and init[n.input[0]].dtype == np.int8]
+    conv1 = next(n for n in ref.graph.node if n.name == "conv1")
+    np.testing.assert_array_equal(init[conv1.input[1]], dequantized(*per_channel(cnn.layer("conv1").params["W"])))
+    new = _session(quantized_reference(path, cnn, scales))
+    x = {"input": np.random.default_rng(3).standard_normal(SHAPE, dtype=np.float32)}
+    units = np.abs(_session(ref).run(None, x)[0] - new.run(None, x)[0]) / scales.of("net", "conv5").scale
+    assert np.rint(units).max() <= 2, units.max()
 
 
 def test_a_qdq_model_is_its_own_reference(tmp_path):

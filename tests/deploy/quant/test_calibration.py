@@ -165,3 +165,16 @@ def test_a_qdq_model_mixing_types_or_per_channel_is_refused(tmp_path):
                                "conv1": Scale((0.1, 0.2), (0, 0), 1, "int8")})
     with pytest.raises(InputError, match="layer 'conv1': per-channel"):
         calibration.qdq_scales(cnn)
+
+
+def test_merged_scales_of_several_cnns(tmp_path):
+    fp32 = fp32_model(tmp_path / "fp32.onnx")
+    cnn = load_onnx(fp32, "net")
+    a = calibration.activation_scales(fp32, cnn, _frames(2), name="a")
+    b = calibration.activation_scales(fp32, cnn, _frames(3), name="b")
+    both = calibration.merged([a, b])
+    assert both.dtype == "uint8" and len(both.by_tensor) == 2 * len(a.by_tensor)
+    assert all(both.of("a", n) == a.of("a", n) and both.of("b", n) == b.of("b", n) for n in cnn.graph.nodes)
+    from dataclasses import replace
+    with pytest.raises(InputError, match="stored as int8 and uint8"):
+        calibration.merged([a, replace(b, dtype="int8")])
