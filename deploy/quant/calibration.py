@@ -73,7 +73,7 @@ def frames(path: Path | None, shape: tuple[int, ...], count: int = 16,
 
 def _split(path: Path, name: str, array: np.ndarray, shape: tuple[int, ...]) -> list[np.ndarray]:
     """The frames of one array, each float32 of `shape`."""
-    where = f"{path}: array '{name}'" if name else f"{path}:"
+    where = f"{path}: array '{name}'" if name else f"{path}: array"
     if array.dtype.kind != "f":
         raise InputError(f"{where} of dtype {array.dtype}, expected floating point frames "
                          f"(float16, float32 or float64) of input {_dims(shape)}")
@@ -84,8 +84,8 @@ def _split(path: Path, name: str, array: np.ndarray, shape: tuple[int, ...]) -> 
     elif shape[0] == 1 and array.ndim == len(shape) and array.shape[1:] == shape[1:]:
         found = array.reshape((array.shape[0],) + shape)
     else:
-        one = f"[F, {_dims(shape[1:])[1:]}" if shape[0] == 1 else None
-        forms = f"{_dims(shape)}, [F, {_dims(shape)[1:]}" + (f" or {one}" if one else "")
+        forms = [_dims(shape), f"[F, {_dims(shape)[1:]}"] + ([f"[F, {_dims(shape[1:])[1:]}"] if shape[0] == 1 else [])
+        forms = ", ".join(forms[:-1]) + " or " + forms[-1]
         raise InputError(f"{where} of shape {_dims(array.shape)}, expected {forms} "
                          f"(one frame or F frames of input {_dims(shape)})")
     if not np.all(np.isfinite(found)):
