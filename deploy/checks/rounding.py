@@ -16,10 +16,13 @@ flip the rounding of some elements by one unit (deploy/run/verdict.py says how t
 tolerance covers them).
 
 Only fp32 tensors are rounded (integer tensors between opaque layers stay as they are).
+`rounded` takes the round trip as an argument: the int8 reference (deploy/checks/quantized.py)
+passes QuantizeLinear -> DequantizeLinear with each tensor's scale instead of the fp16 Casts.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import onnx
 from onnx import TensorProto, helper
@@ -39,9 +42,25 @@ def stored_tensors(path: str | Path, model: onnx.ModelProto) -> list[str]:
     return [t for t in dict.fromkeys(tensors) if kinds.get(t) == TensorProto.FLOAT]
 
 
-def rounded(model: onnx.ModelProto, tensors: list[str], to: int = TensorProto.FLOAT16) -> onnx.ModelProto:
-    """A copy of `model` where each of `tensors` passes through type `to` and back to fp32
-    before anything reads it (graph outputs included): Cast(to) then Cast(FLOAT)."""
+# (tensor, its value, the name its readers read) -> the nodes of one round trip
+Trip = Callable[[str, str, str], list[onnx.NodeProto]]
+
+
+def cast_trip(to: int = TensorProto.FLOAT16) -> Trip:
+    """Cast(to) then Cast(FLOAT): the value as type `to` stores it."""
+    def trip(tensor: str, src: str, dst: str) -> list[onnx.NodeProto]:
+        half = dst + "_half"
+        return [helper.make_node("Cast", [src], [half], to=to),
+                helper.make_node("Cast", [half], [dst], to=TensorProto.FLOAT)]
+    return trip
+
+
+def rounded(model: onnx.ModelProto, tensors: list[str], to: int = TensorProto.FLOAT16,
+            trip: Trip | None = None) -> onnx.ModelProto:
+    """A copy of `model` where each of `tensors` passes through a round trip before anything
+    reads it (graph outputs included): `trip`'s nodes, by default through type `to` and back
+    to fp32 (`cast_trip`)."""
+    round_trip_of = trip or cast_trip(to)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     graph = out.graph
@@ -50,12 +69,7 @@ def rounded(model: onnx.ModelProto, tensors: list[str], to: int = TensorProto.FL
     exact = {t: t + SUFFIX + "_exact" for t in wanted - inputs}   # a node's output, renamed
     read = {t: t + SUFFIX for t in inputs}                         # a graph input, its readers renamed
 
-    def round_trip(src: str, dst: str) -> list[onnx.NodeProto]:
-        half = dst + "_half"
-        return [helper.make_node("Cast", [src], [half], to=to),
-                helper.make_node("Cast", [half], [dst], to=TensorProto.FLOAT)]
-
-    nodes = [n for t in sorted(inputs) for n in round_trip(t, read[t])]
+    nodes = [n for t in sorted(inputs) for n in round_trip_of(t, t, read[t])]
     for original in graph.node:
         node = onnx.NodeProto()
         node.CopyFrom(original)
@@ -66,7 +80,7 @@ def rounded(model: onnx.ModelProto, tensors: list[str], to: int = TensorProto.FL
         for k, name in enumerate(node.output):
             if name in exact:
                 node.output[k] = exact[name]
-                nodes += round_trip(exact[name], name)
+                nodes += round_trip_of(name, exact[name], name)
     del graph.node[:]
     graph.node.extend(nodes)
     for value in graph.output:       # a graph output that is the graph input: its rounded copy

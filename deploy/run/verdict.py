@@ -33,6 +33,34 @@ computes the same network in fp32 (fp32 plan) or rounding only at layer boundari
 plan); such a CNN passes when the difference is within max(RTOL16 * max |reference|,
 2 * rounding), RTOL16 = 1e-2, `rounding` the fp16 reference's distance from the fp32 one.
 
+For an int8 plan the reference is the whole network quantized with the deployment's own
+scales and weights (deploy/checks/quantized.py), one ONNX Runtime session that fuses each
+DequantizeLinear -> op -> QuantizeLinear group into its QLinear kernel. The deployment's output
+is the last layer's stored uint8 tensor dequantized and the reference's passes the same
+QuantizeLinear -> DequantizeLinear, so the two differ by whole steps of that tensor's scale:
+
+    max |deployed - reference|  <=  INT8_UNITS * scale(output),     INT8_UNITS = 6
+
+What differs: a step that computes in fp32 between DequantizeLinear and QuantizeLinear (parts
+of rows, masks) instead of a fused kernel (integer sums, requantized once) rounds some elements
+the other way by one unit, and each such unit is carried through the layers after it.
+Measured as the reference against the same model with ONNX Runtime's QDQ fusion off
+(`session.disable_quant_qdq`: every layer in fp32), 20 seeds, scales from 16 generated frames
+(benchmarks/int8_tolerance.py): at most 1 unit on the small graphs (tests/conftest.py's tiny
+CNN; conv, depthwise stride 2, residual Add, Concat; tests/onnx_cases.py's MobileNet block) and
+3 units on its region block (8 layers): INT8_UNITS is twice the worst. Damage to their middle
+tensor, least over the seeds: written at twice its scale 18-39 units, two rows swapped 16-40
+(0 on the tiny CNN, whose global pooling sums the rows in any order).
+Deep networks carry a flipped unit much further: on the zoo's MobileNetV2 (67 layers) the same
+comparison reaches 111 units (its output spans 255), MobileNet-v1 0.25 71, ResNet-small 13,
+VGG-small 9, while a tensor at twice its scale moves MobileNetV2's output by 46-70 units and
+two swapped rows by 12-38, and one element in 100,000 of its first layer moved by one unit
+moves it by 76. No tolerance on the output tells those apart, so an int8 deployment of a deep
+network PASSes only where its steps compute what the reference does, with the same integer
+kernels: a QLinearConv on a band of rows (its halo rows read, not padded) gives each element
+bit for bit what it gives on the whole map (tests/deploy/checks/test_quantized.py), and the
+difference is then 0.
+
 Exit status EXIT_MISMATCH (4) when any CNN fails (docs/run.md).
 """
 from __future__ import annotations
@@ -43,11 +71,13 @@ from typing import Any
 import numpy as np
 
 from deploy.checks import reference
+from deploy.quant.scales import ActivationScales
 
 RTOL = {"float32": 2e-4, "float16": 1e-2}
 ULPS = 4           # fp16 units at the output's magnitude: the floor of the rounded reference's tolerance
 NOISE = 6.0        # times the rounded reference's spread (module docstring)
 NOISE_STORED = 2.0   # times the fp16-stored model's own rounding
+INT8_UNITS = 6       # steps of the output tensor's scale: the int8 tolerance (module docstring)
 EXIT_MISMATCH = 4
 
 
@@ -71,7 +101,7 @@ def rounding(deploy_dir: str | Path, manifest, frames: dict[str, list[np.ndarray
         if ref is None:
             out[name] = None
             continue
-        if manifest.dtype == "float32":
+        if manifest.dtype in ("float32", "int8"):     # int8: judged in steps of the scale
             out[name] = 0.0
             continue
         exact = reference.session(Path(deploy_dir) / ref, threads)
@@ -85,10 +115,23 @@ def ulp16(x: float) -> float:
     return float(np.spacing(np.float16(min(abs(x), 65504.0))))
 
 
-def tolerance(dtype: str, stored: str | None, size: float, noise: float | None) -> float:
+def int8_step(scales: ActivationScales, output: str | list[str]) -> float:
+    """The scale of the output tensor(s) of an int8 CNN ("cnn/layer" keys of `scales`; of
+    several outputs, the largest)."""
+    keys = [output] if isinstance(output, str) else list(output)
+    return max(scales.by_tensor[k].scale for k in keys)
+
+
+def tolerance(dtype: str, stored: str | None, size: float, noise: float | None,
+              step: float | None = None) -> float:
     """The largest max |deployed - reference| that passes (module docstring): `dtype` the
     plan's, `stored` the source model's element type, `size` max |reference|, `noise` the
-    reference's spread (or rounding, for a model stored in fp16)."""
+    reference's spread (or rounding, for a model stored in fp16), `step` the output tensor's
+    scale at int8 (`int8_step`)."""
+    if dtype == "int8":
+        if step is None:
+            raise ValueError("an int8 tolerance needs the output tensor's scale")
+        return INT8_UNITS * step
     if stored == "float16":
         return max(RTOL["float16"] * size, NOISE_STORED * (noise or 0.0))
     if dtype == "float16":
@@ -97,11 +140,13 @@ def tolerance(dtype: str, stored: str | None, size: float, noise: float | None) 
 
 
 def judge(result: dict[str, Any], dtype: str, noise: dict[str, float | None],
-          stored: dict[str, str] | None = None) -> dict[str, dict]:
+          stored: dict[str, str] | None = None, scales: ActivationScales | None = None,
+          outputs: dict[str, str | list[str]] | None = None) -> dict[str, dict]:
     """The verdict per CNN from a measured result (keys of measure()): PASS, FAIL, or
     "n/a" when there is no reference to compare with. `noise`: per CNN the reference's
     spread (`rounding`); `stored`: per CNN the element type its source model computes in
-    (reference.stored_dtype); fp16 there means an fp16 yardstick."""
+    (reference.stored_dtype); fp16 there means an fp16 yardstick. An int8 plan: `scales` the
+    deployment's activation scales, `outputs` per CNN its output's "cnn/layer" key(s)."""
     verdicts = {}
     for name in result["fps"]:
         kept = (stored or {}).get(name)
@@ -111,7 +156,8 @@ def judge(result: dict[str, Any], dtype: str, noise: dict[str, float | None],
         if diff is None or size is None:
             verdicts[name] = {"verdict": "n/a", "reason": "no reference model or --no-check"}
             continue
-        tol = tolerance(dtype, kept, size, noise.get(name))
+        step = int8_step(scales, outputs[name]) if dtype == "int8" and scales and outputs else None
+        tol = tolerance(dtype, kept, size, noise.get(name), step)
         verdicts[name] = {
             "verdict": "PASS" if diff <= tol and np.isfinite(diff) else "FAIL",
             "max_abs_diff": diff, "max_abs_output": size,

@@ -1,0 +1,111 @@
+"""What the int8 verdict's tolerance must cover, and what damage looks like next to it.
+
+Per model: scales from 16 generated frames (deploy/quant/calibration.py), the int8 reference
+(deploy/checks/quantized.py, run with ONNX Runtime's QDQ fusion: QLinear kernels) against the
+same model with the fusion off (`session.disable_quant_qdq`: every layer computed in fp32
+between DequantizeLinear and QuantizeLinear), over 20 seeds, in steps of the output tensor's
+scale; then, against the fused reference, the least output change over the seeds of damage to
+the stored tensor in the middle of the network: written at twice its scale (read back at its
+own) and two of its rows swapped. Prints one line per model.
+
+    python benchmarks/int8_tolerance.py [--zoo mobilenet_v2 resnet_small ...] [--seeds 20]
+
+The small graphs are the test suite's (tests/conftest.py tiny CNN; tests/csdf/test_onnx_qdq.py's
+conv / depthwise stride 2 / residual / concat graph; tests/onnx_cases.py's MobileNet and region
+blocks); `--zoo` adds the zoo's seeded networks (csdf/zoo).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "csdf")]
+import onnx_cases  # noqa: E402
+from conftest import write_tiny_onnx  # noqa: E402
+from csdf import zoo  # noqa: E402
+from csdf.onnx_import import load_onnx  # noqa: E402
+from deploy.checks.quantized import quantized_reference  # noqa: E402
+from deploy.quant.calibration import activation_scales, frames, stored  # noqa: E402
+from test_onnx_qdq import fp32_model  # noqa: E402
+
+
+def session(model: onnx.ModelProto, fused: bool = True) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    if not fused:
+        opts.add_session_config_entry("session.disable_quant_qdq", "1")
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def damaged(ref: onnx.ModelProto, tensor: str, how: str, rows: int) -> onnx.ModelProto:
+    """`tensor` written at twice its scale, or its rows 1 and rows-2 swapped for its readers."""
+    m = onnx.ModelProto()
+    m.CopyFrom(ref)
+    if how == "scale x2":
+        q = next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and n.output[0] == tensor + "_q")
+        s = next(t for t in m.graph.initializer if t.name == q.input[1])
+        m.graph.initializer.append(numpy_helper.from_array(numpy_helper.to_array(s) * np.float32(2), q.input[1] + "_x2"))
+        q.input[1] += "_x2"
+        return m
+    idx = list(range(rows))
+    idx[1], idx[rows - 2] = idx[rows - 2], idx[1]
+    m.graph.initializer.append(numpy_helper.from_array(np.array(idx, np.int64), "swap"))
+    for n in m.graph.node:
+        for k, t in enumerate(n.input):
+            if t == tensor:
+                n.input[k] = tensor + "_swapped"
+    at = next(i for i, n in enumerate(m.graph.node) if tensor in n.output)
+    m.graph.node.insert(at + 1, helper.make_node("Gather", [tensor, "swap"], [tensor + "_swapped"], axis=2))
+    return m
+
+
+def measure(path: Path, seeds: int) -> str:
+    cnn = load_onnx(path, "net")
+    shape = next(iter(cnn.input_shapes.values()))
+    scales = activation_scales(path, cnn, frames(None, shape, count=16, seed=0)[0])
+    ref = quantized_reference(path, cnn, scales)
+    step = scales.of("net", cnn.outputs[0]).scale
+    spatial = [(t, n) for t, n in stored(cnn, onnx.load(str(path))).items() if cnn.layer(n).output_shape[2] >= 4]
+    tensor, layer = spatial[len(spatial) // 2]
+    fused, plain = session(ref), session(ref, False)
+    broken = {how: session(damaged(ref, tensor, how, cnn.layer(layer).output_shape[2]), False)
+              for how in ("scale x2", "rows swapped")}
+    worst, span, least = 0.0, 0.0, {how: np.inf for how in broken}
+    name = fused.get_inputs()[0].name
+    for seed in range(1, seeds + 1):
+        feed = {name: np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)}
+        want = fused.run(None, feed)[0]
+        worst = max(worst, float(np.abs(plain.run(None, feed)[0] - want).max()) / step)
+        span = max(span, float(np.ptp(want)) / step)
+        for how, sess in broken.items():
+            least[how] = min(least[how], float(np.abs(sess.run(None, feed)[0] - want).max()) / step)
+    return (f"{path.stem}: {len(list(cnn.layers()))} layers, output spans {span:.0f} steps; fused vs fp32 "
+            f"steps: worst {worst:.0f} steps over {seeds} seeds; damage at {layer}: "
+            + ", ".join(f"{how} >= {v:.0f}" for how, v in least.items()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--zoo", nargs="*", default=[])
+    parser.add_argument("--seeds", type=int, default=20)
+    args = parser.parse_args()
+    ort.set_default_logger_severity(3)
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        paths = [write_tiny_onnx(t / "tiny.onnx"), fp32_model(t / "conv_dw_add_concat.onnx"),
+                 onnx_cases.mobilenet_block(t / "mobilenet_block.onnx"), onnx_cases.region_block(t / "region_block.onnx")]
+        paths += [zoo.model_path(name) for name in args.zoo]
+        for path in paths:
+            print(measure(path, args.seeds), flush=True)
+
+
+if __name__ == "__main__":
+    main()
