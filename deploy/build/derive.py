@@ -121,7 +121,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
                      "bytes": int(b.bytes), "edges": [str(e) for e in b.edges]}
                     for i, b in enumerate(plan.buffers)],
         "edges": {n: e.to_dict() for n, e in edges.items()},
-        "cnns": _cnn_info(cnns, phases, partitions, out),
+        "cnns": _cnn_info(cnns, phases, partitions, out, scales),
         "partitions": partitions, "pipelines": [list(g) for g in plan.pipelines],
         "routing": "round-robin", "models": models,
     }
@@ -215,9 +215,11 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
     return steps
 
 
-def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[dict], out: Path) -> dict:
+def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[dict], out: Path,
+              scales: ActivationScales | None = None) -> dict:
     """Per CNN: its input and output layers and shapes, its unmodified model (copied into
-    `out`, for the equivalence check) and its partitions."""
+    `out`, for the equivalence check; for an int8 plan, quantized with `scales` as the
+    deployment is: deploy/checks/quantized.py) and its partitions."""
     info = {}
     for name, cnn in cnns.items():
         ph = phases.get(name, {})
@@ -227,7 +229,11 @@ def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[dict], out: P
         if cnn.source and Path(cnn.source).is_file():
             ref = str(Path("reference") / f"{safe_name(name)}.onnx")
             (out / "reference").mkdir(exist_ok=True)
-            _write_reference(cnn.source, out / ref, cnn.input_shapes)
+            if scales is not None:
+                from deploy.checks.quantized import write_reference
+                write_reference(cnn.source, out / ref, cnn, scales, name)
+            else:
+                _write_reference(cnn.source, out / ref, cnn.input_shapes)
         info[name] = {
             "inputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape)} for s in inputs],
             "outputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape),

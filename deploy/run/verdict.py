@@ -71,7 +71,7 @@ from typing import Any
 import numpy as np
 
 from deploy.checks import reference
-from deploy.quant.scales import ActivationScales
+from deploy.quant.scales import ActivationScales, key
 
 RTOL = {"float32": 2e-4, "float16": 1e-2}
 ULPS = 4           # fp16 units at the output's magnitude: the floor of the rounded reference's tolerance
@@ -101,7 +101,7 @@ def rounding(deploy_dir: str | Path, manifest, frames: dict[str, list[np.ndarray
         if ref is None:
             out[name] = None
             continue
-        if manifest.dtype in ("float32", "int8"):     # int8: judged in steps of the scale
+        if manifest.dtype in ("float32", "uint8", "int8"):     # int8: in steps of the scale
             out[name] = 0.0
             continue
         exact = reference.session(Path(deploy_dir) / ref, threads)
@@ -186,4 +186,9 @@ def for_run(deploy_dir: str | Path, result: dict[str, Any], frames: int, seed: i
                                                 for n, s in routed.items()}, threads)
     stored = {name: reference.stored_dtype(Path(deploy_dir) / info.reference)
               for name, info in manifest.cnns.items() if info.reference}
+    quant = manifest.quantization
+    if quant is not None:          # int8: judged in steps of each output's scale
+        outputs = {name: [key(name, o.layer) for o in info.outputs]
+                   for name, info in manifest.cnns.items()}
+        return judge(result, "int8", noise, stored, quant, outputs)
     return judge(result, manifest.dtype, noise, stored)

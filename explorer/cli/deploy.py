@@ -24,6 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="deploy point N of the Pareto front (pareto.json beside PLAN.json, "
                              "or given instead of it; N as in report.html's point column) "
                              "instead of the chosen plan")
+    parser.add_argument("--calibration", type=Path, default=None,
+                        help="int8 plans: frames of real input (.npy or .npz, [F, N, C, H, W] or "
+                             "[F, C, H, W]) the tensors' scales are calibrated on (default: "
+                             "generated frames, with a warning; a QDQ model uses its own)")
     parser.add_argument("--with-profile", action="store_true",
                         help="also write every layer's whole and part model, for "
                              "`board_runner.py profile` on the target")
@@ -68,8 +72,16 @@ def _deploy(args: argparse.Namespace, out: Path) -> int:
         print(f"explore deploy: warning: plan {args.plan} does not meet its constraints ({unmet}); "
               f"deploying it anyway", file=sys.stderr)
     app = load_app(plan.app)
+    scales = None
+    if plan.data_bytes == 1:
+        from deploy.build.quantization import deployment_scales
+        scales = deployment_scales(app.cnns, args.calibration,
+                                   lambda line: print(f"explore deploy: warning: {line}", file=sys.stderr))
+    elif args.calibration is not None:
+        print(f"explore deploy: warning: --calibration is for int8 plans; plan {args.plan} is "
+              f"{plan.precision}: ignored", file=sys.stderr)
     manifest = derive(plan, app.cnns, out, args.backend, args.with_profile, where=args.plan,
-                      regions=args.steps == "regions")
+                      regions=args.steps == "regions", scales=scales)
     steps = sum(len(p.steps) for p in manifest.partitions)
     print(f"deployed {manifest.name or Path(args.plan).stem}: {len(manifest.models)} step models, "
           f"{steps} steps, arena {manifest.arena_bytes} B "
