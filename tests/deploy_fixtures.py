@@ -96,7 +96,7 @@ def make_app(cnns: list[CNN], split: dict[str, int] | None = None, pipelined: bo
         partitions += [Partition(n, cnn.name, list(layers)) for n, layers in named]
         names = [n for n, _ in named]
         pipelines += [names] if pipelined else [[n] for n in names]
-    precision = {4: PRECISIONS["fp32"], 2: PRECISIONS["fp16"]}[data_bytes]
+    precision = {4: PRECISIONS["fp32"], 2: PRECISIONS["fp16"], 1: PRECISIONS["int8"]}[data_bytes]
     return Application("test", {c.name: c for c in cnns}, partitions, pipelines, precision,
                        placement=placement)
 
