@@ -175,17 +175,21 @@ def region_model(cnn: CNN, band: list[Firing], split: list[list[Piece]],
                     continue
                 idx = f"{p.port}_idx"
                 inputs.append(helper.make_tensor_value_info(idx, TensorProto.INT32, [p.gathered]))
-                x = _channels_first(b, b.node("Gather", [p.port, idx], axis=0), [p.gathered, n, c, w])
-                parts.append(storage.load(b, x, r.src))
+                parts.append(_channels_first(b, b.node("Gather", [p.port, idx], axis=0),
+                                             [p.gathered, n, c, w]))
+            # the rows of one stored tensor (ring rows and rows computed in this band) are
+            # joined as stored and read once: an int8 window is one DequantizeLinear, which
+            # ONNX Runtime fuses with the layer into its integer kernel
             for g, a, z in p.inner:
-                y = storage.load(b, results[g], band[g].layer)
+                y = results[g]
                 if a == 0 and z == band[g].count:
                     parts.append(y)
                 else:
                     parts.append(b.node("Slice", [y, b.const(b.tmp("a"), np.array([a], np.int64)),
                                                   b.const(b.tmp("z"), np.array([z], np.int64)),
                                                   b.const(b.tmp("axis"), np.array([2], np.int64))]))
-            xs.append(parts[0] if len(parts) == 1 else b.node("Concat", parts, axis=2))
+            xs.append(storage.load(b, parts[0] if len(parts) == 1 else b.node("Concat", parts, axis=2),
+                                   r.src))
             shapes.append((n, c, len(r.rows), w))
         y = storage.store(b, layer_core(b, _shaped(layer, f), xs, shapes, None, False), f.layer)
         results.append(y)
