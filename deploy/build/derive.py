@@ -18,6 +18,7 @@ from deploy.build.layer_step import layer_step, safe_name
 from deploy.build.regions import band_step, bands, prune, shared
 from deploy.runtime import arena, manifest as mf
 from deploy.runtime.manifest_records import StoredEdge
+from deploy.quant.stored import WEIGHT_TYPES
 from deploy.checks import plan_check
 from explorer.plan.model import Plan, PlanPartition
 from explorer.plan.plan_file import from_dict
@@ -118,7 +119,8 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
         "partitions": partitions, "pipelines": [list(g) for g in plan.pipelines],
         "routing": "round-robin", "models": models,
     }
-    return _finish(result, cnns, dtype, out, backend, with_profile, where)
+    return _finish(result, cnns, dtype, out, backend, with_profile, where,
+                   WEIGHT_TYPES.get(plan.precision, "float32"))
 
 
 def _arenas(plan: Plan) -> tuple[arena.Placement, arena.Placement]:
@@ -168,6 +170,7 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
     """The steps of one partition's firings: a band of firings by parts as one region step
     (`regions`), a tiled group as one step at its first layer, every other firing its own."""
     firings = plan.firings[part.name]
+    weights = WEIGHT_TYPES.get(plan.precision, "float32")
     member = {l: g for g in groups.get(cnn.name, []) for l in g.layers}
     for layer_name in firings:
         if layer_name not in cnn.graph:
@@ -182,7 +185,8 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
     steps = []
     for item in items:
         if isinstance(item, list):            # a band: one region step
-            steps.append(band_step(cnn, item, edges, dtype, out, models, region_keys, safe_name))
+            steps.append(band_step(cnn, item, edges, dtype, out, models, region_keys, safe_name,
+                                   weights))
             for f in item:
                 seen[f.layer] = seen.get(f.layer, 0) + 1
             continue
@@ -193,10 +197,10 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
             if layer_name == member[layer_name].layers[0]:
                 from deploy.steps.tiles import group_step
                 steps.append(group_step(cnn, member[layer_name], copies,
-                                        dtype, out, models, safe_name, edges))
+                                        dtype, out, models, safe_name, edges, weights))
             continue
         steps.append(layer_step(cnn, layer_name, p, ph, copies, edges, dtype, out, models,
-                                _primitive(plan, cnn.name, layer_name, ph)))
+                                _primitive(plan, cnn.name, layer_name, ph), weights))
     for layer_name, count in seen.items():
         if count != ph.get(layer_name, 1):
             raise InputError(f"plan: {part.name} fires {layer_name} {count} times, "
@@ -227,7 +231,7 @@ def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[dict], out: P
 
 
 def _finish(result: dict, cnns: dict[str, CNN], dtype: str, out: Path, backend: str,
-            with_profile: bool, where: str) -> mf.Manifest:
+            with_profile: bool, where: str, weights: str = "float32") -> mf.Manifest:
     """The per-layer profile models (`with_profile`), the manifest's records, the check of
     every model written, the TensorRT runner, the digests of the files written
     (deploy/checks/files.py), and manifest.json."""
@@ -237,7 +241,7 @@ def _finish(result: dict, cnns: dict[str, CNN], dtype: str, out: Path, backend: 
     from deploy.checks.step_models import check_models
     if with_profile:
         from deploy.steps.layer_models import write_profile_models
-        result["profile"] = write_profile_models(cnns, dtype, out)
+        result["profile"] = write_profile_models(cnns, dtype, out, weights)
     manifest = mf.Manifest.from_dict(result, where)
     check_models(out, manifest, cnns)     # what ONNX Runtime would refuse, found here
     if backend == "tensorrt":

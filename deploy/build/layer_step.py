@@ -20,6 +20,7 @@ import onnx
 from csdf.model import CNN, INPUT, Layer
 from csdf.parts import part_rows, rows_per_phase
 from deploy.runtime import manifest as mf
+from deploy.quant.stored import weights_of
 from deploy.steps.parts import InPort, OutPort, counted_rows, step_model, window_rows
 from sdf3.errors import InputError
 
@@ -51,7 +52,8 @@ class Part:
 
 
 def layer_step(cnn: CNN, name: str, p: int, ph: dict[str, int], copies: Copies, edges: dict,
-               dtype: str, out: Path, models: dict, primitive: str | None = None) -> dict:
+               dtype: str, out: Path, models: dict, primitive: str | None = None,
+               weights: str = "float32") -> dict:
     """The manifest step of firing p of layer `name` (module doc); `edges` are the
     manifest's placed edges, `models` the step models written so far (added to)."""
     layer = cnn.layer(name)
@@ -67,7 +69,8 @@ def layer_step(cnn: CNN, name: str, p: int, ph: dict[str, int], copies: Copies, 
     _check_primitive(cnn, layer, primitive, part)
     in_ports, bind, fill = _input_binds(cnn, layer, part, copies, edges)
     out_ports, out_bind = _output_binds(cnn, layer, part, out_edges, edges)
-    rel = _step_model(cnn, layer, part, fill, in_ports, out_ports, dtype, out, models, primitive)
+    rel = _step_model(cnn, layer, part, fill, in_ports, out_ports, dtype, out, models, primitive,
+                      weights)
     step = {"layer": name, "phase": p, "model": rel, "bind": bind + out_bind}
     if primitive is not None:
         step["primitive"] = primitive
@@ -175,7 +178,7 @@ def _output_binds(cnn: CNN, layer: Layer, part: Part, out_edges: list[list[str]]
 
 def _step_model(cnn: CNN, layer: Layer, part: Part, fill: bool, in_ports: list[InPort],
                 out_ports: list[OutPort], dtype: str, out: Path, models: dict,
-                primitive: str | None) -> str:
+                primitive: str | None, weights: str = "float32") -> str:
     """The step's model file (relative to `out`), written the first time it is asked for:
     one part model per part size serves every phase of that size (a Pad's phases in its
     vertical padding: another; a Pad's part of k > 1 rows meeting it: one per border)."""
@@ -194,7 +197,8 @@ def _step_model(cnn: CNN, layer: Layer, part: Part, fill: bool, in_ports: list[I
     if pad_rows and (fill or any(pad_rows)):   # a Pad part of k > 1 rows meeting its padding
         built, part_model = _pad_layer(layer, pad_rows, count, fill), fill
     model = step_model(built, in_ports, out_ports, dtype, part_model,
-                       primitive if layer.op == "Conv" and not by_parts else None)
+                       primitive if layer.op == "Conv" and not by_parts else None,
+                       weights_of(weights, cnn))
     (out / rel).parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(out / rel))
     models[rel] = {"cnn": cnn.name, "layer": layer.name, "variant": tag,

@@ -12,6 +12,7 @@ import onnx
 
 from csdf.model import CNN, INPUT
 from csdf.parts import can_split, window
+from deploy.quant.stored import weights_of
 from deploy.steps.parts import InPort, OutPort, needs_mask, step_model, window_rows
 
 
@@ -41,14 +42,16 @@ def _ports(cnn: CNN, name: str, part: bool) -> tuple[list[InPort], list[OutPort]
     return ins, outs, consts
 
 
-def layer_model(cnn: CNN, name: str, dtype: str, part: bool):
-    """The step model timed for layer `name` (whole, or one interior phase) and its ports."""
+def layer_model(cnn: CNN, name: str, dtype: str, part: bool, weights: str = "float32"):
+    """The step model timed for layer `name` (whole, or one interior phase) and its ports;
+    `weights`: the parameters' storage type (deploy/quant/stored.py WEIGHT_TYPES)."""
     ins, outs, consts = _ports(cnn, name, part)
-    model = step_model(cnn.layer(name), ins, outs, dtype, part)
+    model = step_model(cnn.layer(name), ins, outs, dtype, part, weights=weights_of(weights, cnn))
     return model, ins, outs, consts
 
 
-def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path) -> list[dict]:
+def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path,
+                         weights: str = "float32") -> list[dict]:
     """Every layer's whole and interior-part model under out_dir/profile/, with the ports
     the board runner feeds when it times them (`board_runner.py profile`, whose code is in
     deploy/tensorrt/trt_measure.py)."""
@@ -60,7 +63,7 @@ def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path) -> lis
                 continue
             kinds = [False] + ([True] if can_split(layer) and layer.output_shape[2] > 1 else [])
             for part in kinds:
-                model, ins, outs, idx = layer_model(cnn, name, dtype, part)
+                model, ins, outs, idx = layer_model(cnn, name, dtype, part, weights)
                 kind = "part" if part else "whole"
                 rel = f"profile/{_safe(cnn.name)}/{_safe(name)}.{kind}.onnx"
                 (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 from csdf.model import CNN, OPAQUE, Layer
 from csdf.parts import window
 from deploy.steps import primitives
+from deploy.quant.stored import FP32, Weights
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
 from sdf3.errors import InputError
 
@@ -266,13 +267,15 @@ def _elementwise(b: Builder, layer: Layer, xs: list[str]) -> str:
 
 
 def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype: str,
-               part: bool = False, primitive: str | None = None) -> onnx.ModelProto:
+               part: bool = False, primitive: str | None = None,
+               weights: Weights = FP32) -> onnx.ModelProto:
     """The ONNX model of one step: layer `layer` whole, or (`part`) any phase of it;
     `primitive`: how a whole Conv is computed (deploy/steps/primitives).
     Inputs are named by `inputs[i].name` (a gathering input also takes `<name>_idx`,
     int32 slot indices, and when masked `<name>_mask`, int32 0/1 per gathered row); every
-    output port gets the same result in its own layout."""
-    b = Builder(dtype)
+    output port gets the same result in its own layout; `weights`: how parameters are
+    stored (deploy/quant/stored.py)."""
+    b = Builder(dtype, weights)
     elem = ONNX_TYPE[dtype]
     from deploy.steps import rowwise as parts_rowwise
     if parts_rowwise.applies(layer, inputs, outputs, part):   # 1x1 conv: no transposes

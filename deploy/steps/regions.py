@@ -29,6 +29,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from csdf.model import CNN, Layer
+from deploy.quant.stored import FP32, Weights
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
 from deploy.steps.parts import ELEMENTWISE_OPS, WINDOW_OPS, layer_core
 
@@ -141,9 +142,10 @@ def key(band: list[Firing], split: list[list[Piece]]) -> tuple:
 
 
 def region_model(cnn: CNN, band: list[Firing], split: list[list[Piece]],
-                 edges: dict, dtype: str) -> onnx.ModelProto:
-    """The band's model (`split`: pieces(band, edges)[0]; `edges`: the manifest's edges)."""
-    b = Builder(dtype)
+                 edges: dict, dtype: str, weights: Weights = FP32) -> onnx.ModelProto:
+    """The band's model (`split`: pieces(band, edges)[0]; `edges`: the manifest's edges;
+    `weights`: how parameters are stored, deploy/quant/stored.py)."""
+    b = Builder(dtype, weights)
     elem = ONNX_TYPE[dtype]
     inputs, outputs, results = [], [], []
     declared: set[str] = set()
