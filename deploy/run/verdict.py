@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from deploy.checks import reference
+from deploy.quant.stored import WEIGHT_TYPES
 
 RTOL = {"float32": 2e-4, "float16": 1e-2}
 ULPS = 4           # fp16 units at the output's magnitude: the floor of the rounded reference's tolerance
@@ -74,8 +75,10 @@ def rounding(deploy_dir: str | Path, manifest, frames: dict[str, list[np.ndarray
         if manifest.dtype == "float32":
             out[name] = 0.0
             continue
-        exact = reference.session(Path(deploy_dir) / ref, threads)
-        half = reference.session(Path(deploy_dir) / ref, threads, manifest.dtype)
+        # both with the weights as held: the spread is that of the data's rounding alone
+        weights = WEIGHT_TYPES.get(manifest.precision, "float32")
+        exact = reference.session(Path(deploy_dir) / ref, threads, weights=weights)
+        half = reference.session(Path(deploy_dir) / ref, threads, manifest.dtype, weights)
         out[name] = spread(exact, half, stream)
     return out
 
