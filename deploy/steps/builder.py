@@ -21,6 +21,9 @@ from deploy.quant.stored import FP32, Weights, quantized, stored_low
 OPSET = 13
 IR_VERSION = 7
 ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
+# the largest fp32 copy of a stored weight a step makes at once (`Builder.weighted`): a
+# MobileNetV2 classifier's whole copy was 4.9 MiB of workspace, 10 blocks of it 0.5 MiB
+BLOCK_BYTES = 512 << 10
 
 @dataclass
 class Builder:
@@ -51,30 +54,73 @@ class Builder:
             self.inits.append(numpy_helper.from_array(value, name))
         return name
 
-    def param(self, layer: Layer, key: str) -> str:
+    def param(self, layer: Layer, key: str, rows: tuple[int, int] | None = None) -> str:
         """The name of a layer's parameter as the float32 tensor the layer computes with; one
         taken verbatim from an ONNX tensor is named by that tensor, so a tensor two layers
         share is one parameter in the measured bytes. Stored at `weights.kind` (see the
         module's docstring), it is converted once per model, by a node whose output is
-        named `<initializer>:float32`."""
+        named `<initializer>:float32`. `rows`: only output channels [a, b) of it, stored as
+        their own initializer (`weighted`)."""
         source = layer.param_sources.get(key)
         name = f"param:onnx:{source}" if source else f"param:{layer.name}:{key}"
         value = np.asarray(layer.params[key])
+        if rows is not None:
+            name += f":rows{rows[0]}_{rows[1]}"
         if self.weights.kind == "float32" or not stored_low(value):
-            return self.const(name, value.astype(np.float32))
+            part = value if rows is None else value[rows[0]:rows[1]]
+            return self.const(name, part.astype(np.float32))
         out = f"{name}:float32"
         if out in self.names:
             return out
         self.names.add(out)
         if self.weights.kind == "float16":
-            self.const(name, value.astype(np.float16))
+            part = value if rows is None else value[rows[0]:rows[1]]
+            self.const(name, part.astype(np.float16))
             self.nodes.append(helper.make_node("Cast", [name], [out], to=TensorProto.FLOAT))
             return out
         scale = self.weights.scales.get(f"{layer.name}:{key}") if source else None
         q, s, zp, axis = quantized(value.astype(np.float32), scale)
+        if rows is not None:           # `blocks` splits along axis 0 only
+            q = q[rows[0]:rows[1]]
+            if s.ndim == 1:
+                s = s[rows[0]:rows[1]]
+                zp = None if zp is None else zp[rows[0]:rows[1]]
         ins = [self.const(name, q), self.const(f"{name}:scale", s)]
         if zp is not None:
             ins.append(self.const(f"{name}:zero_point", zp))
         attrs = {"axis": axis} if s.ndim == 1 else {}
         self.nodes.append(helper.make_node("DequantizeLinear", ins, [out], **attrs))
         return out
+
+    def blocks(self, layer: Layer, key: str) -> list[tuple[int, int] | None]:
+        """Output-channel ranges of parameter `key` whose fp32 copies are at most BLOCK_BYTES
+        each, or [None] (the whole) when it is stored fp32 or its copy is that small."""
+        value = np.asarray(layer.params[key])
+        if self.weights.kind == "float32" or not stored_low(value) or 4 * value.size <= BLOCK_BYTES:
+            return [None]
+        scale = self.weights.scales.get(f"{layer.name}:{key}")
+        if scale is not None and scale.axis not in (None, 0) and len(scale.scale) > 1:
+            return [None]
+        step = max(1, BLOCK_BYTES // (4 * (value.size // value.shape[0])))
+        return [(a, min(a + step, value.shape[0])) for a in range(0, value.shape[0], step)]
+
+    def weighted(self, op: str, layer: Layer, x: str, const_bias: bool = False, **attrs) -> str:
+        """`op` (Conv, or Gemm with transB=1) of `x` with the layer's W and its B if any, in
+        one node, or, for a W stored below fp32 whose fp32 copy would exceed BLOCK_BYTES,
+        one node per block of output channels (`blocks`) joined by a Concat: each block's
+        copy is freed before the next is made, so the step's workspace holds one block, not
+        the whole weight. `const_bias`: B as a constant named `param:<layer>:B` (Gemm's),
+        else through `param`."""
+        parts = self.blocks(layer, "W") if int(attrs.get("group", 1)) == 1 else [None]
+        ys = []
+        for rows in parts:
+            ins = [x, self.param(layer, "W", rows)]
+            if "B" in layer.params:
+                if const_bias:
+                    bias = np.asarray(layer.params["B"], np.float32).reshape(-1)
+                    name = f"param:{layer.name}:B" + ("" if rows is None else f":rows{rows[0]}_{rows[1]}")
+                    ins.append(self.const(name, bias if rows is None else bias[rows[0]:rows[1]]))
+                else:
+                    ins.append(self.param(layer, "B", rows))
+            ys.append(self.node(op, ins, **attrs))
+        return ys[0] if len(ys) == 1 else self.node("Concat", ys, axis=1)

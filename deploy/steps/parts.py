@@ -125,7 +125,7 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
     `premasked`: the window rows were masked already (step_model does it on the gathered
     rows, where it is cheap); `masks` still give AveragePool its divisor. `rows`: the output
     rows of the part (a per-pixel opaque layer computes exactly these)."""
-    op, hyper, params = layer.op, layer.hyper, layer.params
+    op, hyper = layer.op, layer.hyper
     n, c_out, h_out, w_out = layer.output_shape
     if op == OPAQUE:
         from deploy.steps.opaque import opaque_core
@@ -152,10 +152,7 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
             x = _apply_mask(b, op, x, mask)
         if op == "Conv":
             attrs.update(dilations=dil, group=int(hyper.get("group", 1)))
-            ins = [x, b.param(layer, "W")]
-            if "B" in params:
-                ins.append(b.param(layer, "B"))
-            y = b.node("Conv", ins, **attrs)
+            y = b.weighted("Conv", layer, x, **attrs)
         else:
             if "ceil_mode" in hyper:
                 attrs["ceil_mode"] = int(hyper["ceil_mode"])
@@ -180,10 +177,7 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
         y = b.node("Concat", xs, axis=axis + 4 if axis < 0 else axis)
     elif op == "Gemm":
         flat = b.node("Reshape", [xs[0], b.const(b.tmp("shape"), np.array([n, -1], np.int64))])
-        ins = [flat, b.param(layer, "W")]
-        if "B" in params:
-            ins.append(b.const(f"param:{layer.name}:B", params["B"].astype(np.float32).reshape(-1)))
-        g = b.node("Gemm", ins, transB=1)   # alpha and beta are folded into W and B
+        g = b.weighted("Gemm", layer, flat, const_bias=True, transB=1)   # alpha, beta folded into W, B
         y = b.node("Reshape", [g, b.const(b.tmp("shape"), np.array(layer.output_shape, np.int64))])
     elif op in ("Flatten", "Reshape"):
         y = b.node("Reshape", [xs[0], b.const(b.tmp("shape"), np.array(layer.output_shape, np.int64))])
