@@ -18,7 +18,7 @@ from deploy.build.layer_step import layer_step, safe_name
 from deploy.build.regions import band_step, bands, prune, shared
 from deploy.runtime import arena, manifest as mf
 from deploy.runtime.manifest_records import StoredEdge
-from deploy.quant.stored import WEIGHT_TYPES
+from deploy.quant.stored import weights_for
 from deploy.checks import plan_check
 from explorer.plan.model import Plan, PlanPartition
 from explorer.plan.plan_file import from_dict
@@ -85,6 +85,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
                          + (f": int8 deployment is not yet supported (key 'precision' is "
                             f"{plan.precision!r})" if plan.data_bytes == 1 else ""))
     plan_check.check(plan, cnns, where)
+    weights = weights_for(plan.precision, backend)      # docs/precision.md
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan.phases.items()}
@@ -98,7 +99,8 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
     for part in plan.partitions:
         cnn = cnns[part.cnn]
         steps = _partition_steps(plan, part, cnn, phases.get(cnn.name, {}), groups, edges, stored,
-                                 dtype, out, models, region_keys, regions, every_band)
+                                 dtype, out, models, region_keys, regions, every_band,
+                                 weights)
         partitions.append({"name": part.name, "cnn": cnn.name, "processor": part.processor,
                            "steps": steps})
     result = {
@@ -119,8 +121,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
         "partitions": partitions, "pipelines": [list(g) for g in plan.pipelines],
         "routing": "round-robin", "models": models,
     }
-    return _finish(result, cnns, dtype, out, backend, with_profile, where,
-                   WEIGHT_TYPES.get(plan.precision, "float32"))
+    return _finish(result, cnns, dtype, out, backend, with_profile, where)
 
 
 def _arenas(plan: Plan) -> tuple[arena.Placement, arena.Placement]:
@@ -166,11 +167,12 @@ def _placed_edges(plan: Plan, cnns: dict[str, CNN], phases: dict, groups: dict, 
 
 def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, int], groups: dict,
                      edges: dict, stored: dict, dtype: str, out: Path, models: dict,
-                     region_keys: dict, regions: bool, every_band: bool) -> list[dict]:
+                     region_keys: dict, regions: bool, every_band: bool,
+                     weights: str = "float32") -> list[dict]:
     """The steps of one partition's firings: a band of firings by parts as one region step
-    (`regions`), a tiled group as one step at its first layer, every other firing its own."""
+    (`regions`), a tiled group as one step at its first layer, every other firing its own;
+    `weights`: how their parameters are stored (deploy/quant/stored.py)."""
     firings = plan.firings[part.name]
-    weights = WEIGHT_TYPES.get(plan.precision, "float32")
     member = {l: g for g in groups.get(cnn.name, []) for l in g.layers}
     for layer_name in firings:
         if layer_name not in cnn.graph:
@@ -231,7 +233,7 @@ def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[dict], out: P
 
 
 def _finish(result: dict, cnns: dict[str, CNN], dtype: str, out: Path, backend: str,
-            with_profile: bool, where: str, weights: str = "float32") -> mf.Manifest:
+            with_profile: bool, where: str) -> mf.Manifest:
     """The per-layer profile models (`with_profile`), the manifest's records, the check of
     every model written, the TensorRT runner, the digests of the files written
     (deploy/checks/files.py), and manifest.json."""
@@ -241,7 +243,7 @@ def _finish(result: dict, cnns: dict[str, CNN], dtype: str, out: Path, backend: 
     from deploy.checks.step_models import check_models
     if with_profile:
         from deploy.steps.layer_models import write_profile_models
-        result["profile"] = write_profile_models(cnns, dtype, out, weights)
+        result["profile"] = write_profile_models(cnns, dtype, out)
     manifest = mf.Manifest.from_dict(result, where)
     check_models(out, manifest, cnns)     # what ONNX Runtime would refuse, found here
     if backend == "tensorrt":

@@ -34,7 +34,7 @@ def session(path: str | Path, threads: int = 0, dtype: str = "float32",
     else:
         opts.intra_op_num_threads = threads
     source = str(path)
-    full = stored_dtype(path) == "float32"
+    full = (dtype == "float16" or weights != "float32") and stored_dtype(path) == "float32"
     rounds = dtype == "float16" and full
     try:
         if rounds or (full and weights != "float32"):

@@ -39,6 +39,13 @@ class Weights:
 FP32 = Weights()
 
 
+def weights_for(precision: str, backend: str = "onnxruntime") -> str:
+    """How a deployment of a plan at `precision` on `backend` stores parameters: ONNX
+    Runtime at the plan's parameter precision (`WEIGHT_TYPES`); TensorRT builds its engines
+    from fp32 weights at the precision it is given."""
+    return WEIGHT_TYPES.get(precision, "float32") if backend == "onnxruntime" else "float32"
+
+
 def weights_of(kind: str, cnn: CNN | None = None) -> Weights:
     """The storage of `cnn`'s parameters at `kind`, with its own scales when it is a QDQ model."""
     if kind not in ("float32", "float16", "int8"):

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from deploy.checks import reference
-from deploy.quant.stored import WEIGHT_TYPES
+from deploy.quant.stored import weights_for
 
 RTOL = {"float32": 2e-4, "float16": 1e-2}
 ULPS = 4           # fp16 units at the output's magnitude: the floor of the rounded reference's tolerance
@@ -76,7 +76,7 @@ def rounding(deploy_dir: str | Path, manifest, frames: dict[str, list[np.ndarray
             out[name] = 0.0
             continue
         # both with the weights as held: the spread is that of the data's rounding alone
-        weights = WEIGHT_TYPES.get(manifest.precision, "float32")
+        weights = weights_for(manifest.precision, manifest.backend)
         exact = reference.session(Path(deploy_dir) / ref, threads, weights=weights)
         half = reference.session(Path(deploy_dir) / ref, threads, manifest.dtype, weights)
         out[name] = spread(exact, half, stream)

@@ -50,8 +50,7 @@ def layer_model(cnn: CNN, name: str, dtype: str, part: bool, weights: str = "flo
     return model, ins, outs, consts
 
 
-def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path,
-                         weights: str = "float32") -> list[dict]:
+def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path) -> list[dict]:
     """Every layer's whole and interior-part model under out_dir/profile/, with the ports
     the board runner feeds when it times them (`board_runner.py profile`, whose code is in
     deploy/tensorrt/trt_measure.py)."""
@@ -63,7 +62,7 @@ def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path,
                 continue
             kinds = [False] + ([True] if can_split(layer) and layer.output_shape[2] > 1 else [])
             for part in kinds:
-                model, ins, outs, idx = layer_model(cnn, name, dtype, part, weights)
+                model, ins, outs, idx = layer_model(cnn, name, dtype, part)
                 kind = "part" if part else "whole"
                 rel = f"profile/{_safe(cnn.name)}/{_safe(name)}.{kind}.onnx"
                 (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
