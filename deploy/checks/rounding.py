@@ -95,6 +95,8 @@ def with_held_weights(model: onnx.ModelProto, cnn: CNN, kind: str) -> tuple[onnx
     changed other than by a transpose and a factor per output channel): left as they are."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
+    if kind == "float32":           # the weights the deployment holds are the model's own
+        return out, []
     storage = weights_of(kind, cnn)
     inits = {t.name: k for k, t in enumerate(out.graph.initializer)}
     nodes = {n.name or n.output[0]: n for n in out.graph.node}
