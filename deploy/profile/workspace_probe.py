@@ -121,22 +121,23 @@ def _probe(job: dict) -> tuple[int, int]:
 
 
 def kept_casts_source(path: str) -> str | bytes:
-    """The model at `path` with its fp16 weights kept behind their Casts, as a deployment
-    runs them (deploy/ort/optimize.py stored_fp16): each fp32 copy made in the step (its
-    workspace), not folded by ONNX Runtime into an fp32 weight. Each such weight is listed
+    """The model at `path` with its fp16 and int8 weights kept behind their Casts, as a
+    deployment runs them (deploy/ort/optimize.py stored_low): each fp32 copy made in the step
+    (its workspace), not folded by ONNX Runtime into an fp32 weight. Each such weight is listed
     as a graph input as well (an initializer that is also a graph input can be overridden
     at run time, so ONNX Runtime does not treat it as constant). The path itself when it
     has none."""
     import onnx
     from onnx import TensorProto, helper
     model = onnx.load(path)
-    half = {t.name: t for t in model.graph.initializer if t.data_type == TensorProto.FLOAT16}
+    low = {t.name: t for t in model.graph.initializer
+           if t.data_type in (TensorProto.FLOAT16, TensorProto.INT8)}
     declared = {v.name for v in model.graph.input}
     names = sorted({n.input[0] for n in model.graph.node
-                    if n.op_type == "Cast" and n.input and n.input[0] in half} - declared)
+                    if n.op_type == "Cast" and n.input and n.input[0] in low} - declared)
     for name in names:
-        model.graph.input.append(helper.make_tensor_value_info(name, TensorProto.FLOAT16,
-                                                               list(half[name].dims)))
+        model.graph.input.append(helper.make_tensor_value_info(name, low[name].data_type,
+                                                               list(low[name].dims)))
     return model.SerializeToString() if names else path
 
 

@@ -110,17 +110,56 @@ class Builder:
         one node per block of output channels (`blocks`) joined by a Concat: each block's
         copy is freed before the next is made, so the step's workspace holds one block, not
         the whole weight. `const_bias`: B as a constant named `param:<layer>:B` (Gemm's),
-        else through `param`."""
+        else through `param`.
+
+        An int8 W with one scale per output channel and zero points 0 (`per_channel`, or a
+        symmetric QDQ model) is applied in its integer form: op(x, Cast(q), B / scale) times
+        the scale per channel, which is op(x, q * scale, B) (both are linear per output
+        channel). ONNX Runtime folds the Cast of a constant and reorders the integer-valued
+        weight for its NCHWc kernels, which a DequantizeLinear would keep from it;
+        deploy/ort/optimize.py then stores it in int8 again."""
         parts = self.blocks(layer, "W") if int(attrs.get("group", 1)) == 1 else [None]
         ys = []
         for rows in parts:
-            ins = [x, self.param(layer, "W", rows)]
+            integer = self._integer_form(layer, rows)
+            w = integer[0] if integer else self.param(layer, "W", rows)
+            ins = [x, w]
             if "B" in layer.params:
-                if const_bias:
-                    bias = np.asarray(layer.params["B"], np.float32).reshape(-1)
-                    name = f"param:{layer.name}:B" + ("" if rows is None else f":rows{rows[0]}_{rows[1]}")
-                    ins.append(self.const(name, bias if rows is None else bias[rows[0]:rows[1]]))
+                tag = "" if rows is None else f":rows{rows[0]}_{rows[1]}"
+                bias = np.asarray(layer.params["B"], np.float32).reshape(-1)
+                bias = bias if rows is None else bias[rows[0]:rows[1]]
+                if integer:
+                    ins.append(self.const(f"param:{layer.name}:B{tag}:over_scale", bias / integer[1]))
+                elif const_bias:
+                    ins.append(self.const(f"param:{layer.name}:B{tag}", bias))
                 else:
                     ins.append(self.param(layer, "B", rows))
-            ys.append(self.node(op, ins, **attrs))
+            y = self.node(op, ins, **attrs)
+            if integer:
+                shape = [1, -1] + [1] * (2 if op == "Conv" else 0)
+                y = self.node("Mul", [y, self.const(f"{w}:scale", integer[1].reshape(shape))])
+            ys.append(y)
         return ys[0] if len(ys) == 1 else self.node("Concat", ys, axis=1)
+
+    def _integer_form(self, layer: Layer, rows: tuple[int, int] | None) -> tuple[str, np.ndarray] | None:
+        """(name of the fp32 Cast of W's int8 values, its scale per output channel) for
+        `weighted`, or None when W is not so stored (not int8, zero points, another axis)."""
+        value = np.asarray(layer.params["W"])
+        if self.weights.kind != "int8" or not stored_low(value):
+            return None
+        source = layer.param_sources.get("W")
+        name = f"param:onnx:{source}" if source else f"param:{layer.name}:W"
+        scale = self.weights.scales.get(f"{layer.name}:W") if source else None
+        q, s, zp, axis = quantized(value.astype(np.float32), scale)
+        if (zp is not None and zp.any()) or axis != 0 or q.dtype != np.int8:
+            return None
+        s = np.broadcast_to(s, (value.shape[0],)).astype(np.float32)
+        if rows is not None:
+            name += f":rows{rows[0]}_{rows[1]}"
+            q, s = q[rows[0]:rows[1]], s[rows[0]:rows[1]]
+        out = f"{name}:integers"
+        if out not in self.names:
+            self.names.add(out)
+            self.const(name, q.astype(np.int8))
+            self.nodes.append(helper.make_node("Cast", [name], [out], to=TensorProto.FLOAT))
+        return out, np.ascontiguousarray(s)

@@ -88,3 +88,17 @@ def test_blocks_compute_the_whole_layer():
     r = ref.weighted("Conv", layer16, "x", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     assert [n.op_type for n in ref.nodes] == ["Conv"]      # fp32: one node, as before
     np.testing.assert_allclose(_run(whole, y, {"x": x}), _run(ref, r, {"x": x}), rtol=1e-5, atol=1e-5)
+
+
+def test_int8_weights_scale_after_the_integer_conv():
+    """op(x, Cast(q), B / s) * s: the same layer as op(x, q * s, B), with no DequantizeLinear."""
+    layer = _conv(cout=8, cin=8, seed=4)
+    x = np.random.default_rng(2).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    b = Builder("float32", Weights("int8"))
+    y = b.weighted("Conv", layer, "x", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    assert [n.op_type for n in b.nodes] == ["Cast", "Conv", "Mul"]
+    assert {t.name: t.data_type for t in b.inits}["param:c:W"] == TensorProto.INT8
+    ref = Builder("float32")
+    held_layer = Layer("c", "Conv", {}, {"W": held(Weights("int8"), layer, "W"), "B": layer.params["B"]})
+    r = ref.weighted("Conv", held_layer, "x", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    np.testing.assert_allclose(_run(b, y, {"x": x}), _run(ref, r, {"x": x}), rtol=1e-5, atol=1e-5)
