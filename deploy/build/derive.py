@@ -19,6 +19,7 @@ from deploy.build.regions import band_step, bands, prune, shared
 from deploy.quant.scales import ActivationScales
 from deploy.runtime import arena, manifest as mf
 from deploy.runtime.manifest_records import StoredEdge
+from deploy.quant.stored import weights_for
 from deploy.checks import plan_check
 from explorer.plan.model import Plan, PlanPartition
 from explorer.plan.plan_file import from_dict
@@ -90,6 +91,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
             raise ValueError("an int8 plan is deployed with the scales of its tensors")
         dtype = scales.dtype
     plan_check.check(plan, cnns, where)
+    weights = weights_for(plan.precision, backend)      # docs/precision.md
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan.phases.items()}
@@ -104,7 +106,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
         cnn = cnns[part.cnn]
         steps = _partition_steps(plan, part, cnn, phases.get(cnn.name, {}), groups, edges, stored,
                                  dtype, out, models, region_keys, regions, every_band,
-                                 scales.for_cnn(cnn.name) if scales else None)
+                                 weights, scales.for_cnn(cnn.name) if scales else None)
         partitions.append({"name": part.name, "cnn": cnn.name, "processor": part.processor,
                            "steps": steps})
     result = {
@@ -174,9 +176,10 @@ def _placed_edges(plan: Plan, cnns: dict[str, CNN], phases: dict, groups: dict, 
 def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, int], groups: dict,
                      edges: dict, stored: dict, dtype: str, out: Path, models: dict,
                      region_keys: dict, regions: bool, every_band: bool,
-                     scales: dict | None = None) -> list[dict]:
+                     weights: str = "float32", scales: dict | None = None) -> list[dict]:
     """The steps of one partition's firings: a band of firings by parts as one region step
-    (`regions`), a tiled group as one step at its first layer, every other firing its own."""
+    (`regions`), a tiled group as one step at its first layer, every other firing its own;
+    `weights`: how their parameters are stored (deploy/quant/stored.py)."""
     firings = plan.firings[part.name]
     member = {l: g for g in groups.get(cnn.name, []) for l in g.layers}
     for layer_name in firings:
@@ -193,7 +196,7 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
     for item in items:
         if isinstance(item, list):            # a band: one region step
             steps.append(band_step(cnn, item, edges, dtype, out, models, region_keys, safe_name,
-                                   scales))
+                                   weights, scales))
             for f in item:
                 seen[f.layer] = seen.get(f.layer, 0) + 1
             continue
@@ -204,10 +207,10 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
             if layer_name == member[layer_name].layers[0]:
                 from deploy.steps.tiles import group_step
                 steps.append(group_step(cnn, member[layer_name], copies,
-                                        dtype, out, models, safe_name, edges, scales))
+                                        dtype, out, models, safe_name, edges, weights, scales))
             continue
         steps.append(layer_step(cnn, layer_name, p, ph, copies, edges, dtype, out, models,
-                                _primitive(plan, cnn.name, layer_name, ph), scales))
+                                _primitive(plan, cnn.name, layer_name, ph), weights, scales))
     for layer_name, count in seen.items():
         if count != ph.get(layer_name, 1):
             raise InputError(f"plan: {part.name} fires {layer_name} {count} times, "

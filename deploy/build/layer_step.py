@@ -20,6 +20,7 @@ import onnx
 from csdf.model import CNN, INPUT, Layer
 from csdf.parts import part_rows, rows_per_phase
 from deploy.runtime import manifest as mf
+from deploy.quant.stored import weights_of
 from deploy.steps.parts import InPort, OutPort, counted_rows, step_model, window_rows
 from sdf3.errors import InputError
 
@@ -52,7 +53,7 @@ class Part:
 
 def layer_step(cnn: CNN, name: str, p: int, ph: dict[str, int], copies: Copies, edges: dict,
                dtype: str, out: Path, models: dict, primitive: str | None = None,
-               scales: dict | None = None) -> dict:
+               weights: str = "float32", scales: dict | None = None) -> dict:
     """The manifest step of firing p of layer `name` (module doc); `edges` are the
     manifest's placed edges, `models` the step models written so far (added to); `scales`:
     an int8 step's scales by layer (deploy/steps/storage.py)."""
@@ -70,7 +71,7 @@ def layer_step(cnn: CNN, name: str, p: int, ph: dict[str, int], copies: Copies, 
     in_ports, bind, fill = _input_binds(cnn, layer, part, copies, edges)
     out_ports, out_bind = _output_binds(cnn, layer, part, out_edges, edges)
     rel = _step_model(cnn, layer, part, fill, in_ports, out_ports, dtype, out, models, primitive,
-                      scales)
+                      weights, scales)
     step = {"layer": name, "phase": p, "model": rel, "bind": bind + out_bind}
     if primitive is not None:
         step["primitive"] = primitive
@@ -178,7 +179,7 @@ def _output_binds(cnn: CNN, layer: Layer, part: Part, out_edges: list[list[str]]
 
 def _step_model(cnn: CNN, layer: Layer, part: Part, fill: bool, in_ports: list[InPort],
                 out_ports: list[OutPort], dtype: str, out: Path, models: dict,
-                primitive: str | None, scales: dict | None = None) -> str:
+                primitive: str | None, weights: str = "float32", scales: dict | None = None) -> str:
     """The step's model file (relative to `out`), written the first time it is asked for:
     one part model per part size serves every phase of that size (a Pad's phases in its
     vertical padding: another; a Pad's part of k > 1 rows meeting it: one per border)."""
@@ -197,7 +198,8 @@ def _step_model(cnn: CNN, layer: Layer, part: Part, fill: bool, in_ports: list[I
     if pad_rows and (fill or any(pad_rows)):   # a Pad part of k > 1 rows meeting its padding
         built, part_model = _pad_layer(layer, pad_rows, count, fill), fill
     model = step_model(built, in_ports, out_ports, dtype, part_model,
-                       primitive if layer.op == "Conv" and not by_parts else None, scales)
+                       primitive if layer.op == "Conv" and not by_parts else None,
+                       weights_of(weights, cnn), scales)
     (out / rel).parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(out / rel))
     models[rel] = {"cnn": cnn.name, "layer": layer.name, "variant": tag,

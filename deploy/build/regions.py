@@ -41,6 +41,7 @@ from csdf.parts import part_rows, rows_per_phase
 from deploy.runtime.manifest import stored_outputs
 from deploy.runtime.manifest_records import StoredEdge
 from deploy.steps.parts import WINDOW_OPS, window_rows
+from deploy.quant.stored import weights_of
 from deploy.steps.regions import Firing, Read, fusable, key, pieces, region_model
 
 MAX_FIRINGS = 256       # a bound on one model's size; real bands end at a ring far sooner
@@ -318,12 +319,13 @@ def _joined(cnn: CNN, a: Firing, b: Firing, edges: dict[str, StoredEdge]) -> Fir
 
 
 def band_step(cnn: CNN, band: list[Firing], edges: dict[str, StoredEdge], dtype: str, out: Path,
-              models: dict, keys: dict, safe: Callable[[str], str], scales: dict | None = None
-              ) -> dict:
+              models: dict, keys: dict, safe: Callable[[str], str], weights: str = "float32",
+              scales: dict | None = None) -> dict:
     """The manifest step of a band: its model (one per distinct band shape, `keys`) and its
     bindings (rings gathered, slot indices, ring slots and CNN output rows written). Its
-    `region` lists every plan firing it computes, (layer, phase), in the plan's order.
-    `scales`: an int8 band's scales by layer."""
+    `region` lists every plan firing it computes, (layer, phase), in the plan's order;
+    `weights`: the parameters' storage type (deploy/quant/stored.py WEIGHT_TYPES); `scales`:
+    an int8 band's scales by layer."""
     band = merge(cnn, band, edges)
     split, binds = pieces(band, edges)
     shape = (cnn.name, key(band, split))
@@ -331,7 +333,7 @@ def band_step(cnn: CNN, band: list[Firing], edges: dict[str, StoredEdge], dtype:
     if rel is None:
         rel = f"models/{safe(cnn.name)}/{safe(band[0].layer)}.region{len(keys)}.onnx"
         keys[shape] = rel
-        model = region_model(cnn, band, split, edges, dtype, scales)
+        model = region_model(cnn, band, split, edges, dtype, weights_of(weights, cnn), scales)
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         onnx.save(model, str(out / rel))
         models[rel] = {"cnn": cnn.name, "layer": band[0].layer,

@@ -1,9 +1,10 @@
 """The unmodified model: a plain ONNX Runtime session on the original ONNX file, the yardstick
 for both the deployed outputs and the deployed fps.
 
-At a plan's precision (`session(..., dtype="float16")`) the unmodified network rounds where
-an fp16 deployment rounds: computed in fp32 with every tensor the deployment stores rounded to
-fp16 (deploy/checks/rounding.py), so fp16 rounding is not blamed on the plan
+At a plan's precision (`session(..., dtype="float16", weights=...)`) the unmodified network
+rounds where an fp16 deployment rounds: computed in fp32 with every tensor the deployment
+stores rounded to fp16 and the weights it stores in fp16 or int8 as it holds them
+(deploy/checks/rounding.py), so fp16 rounding is not blamed on the plan
 (deploy/run/verdict.py). A model stored in fp16 itself (`stored_dtype`) runs as ONNX Runtime
 runs it, in fp16, converted by ONNX Runtime's own converter (onnxruntime.transformers.float16,
 inputs and outputs kept fp32).
@@ -18,8 +19,11 @@ import onnxruntime as ort
 from sdf3.errors import InputError
 
 
-def session(path: str | Path, threads: int = 0, dtype: str = "float32") -> ort.InferenceSession:
-    """A session on the model at `path`, computing in `dtype` (float32 or float16)."""
+def session(path: str | Path, threads: int = 0, dtype: str = "float32",
+            weights: str = "float32") -> ort.InferenceSession:
+    """A session on the model at `path`, computing in `dtype` (float32 or float16), with its
+    weights as a deployment storing them as `weights` computes with them (float16, int8:
+    deploy/checks/rounding.py `with_held_weights`; a model stored in fp16 keeps its own)."""
     if not Path(path).is_file():
         raise InputError(f"{path}: reference model not found")
     from deploy.ort.process import PROCESS
@@ -30,13 +34,20 @@ def session(path: str | Path, threads: int = 0, dtype: str = "float32") -> ort.I
     else:
         opts.intra_op_num_threads = threads
     source = str(path)
-    rounds = dtype == "float16" and stored_dtype(path) == "float32"
+    full = (dtype == "float16" or weights != "float32") and stored_dtype(path) == "float32"
+    rounds = dtype == "float16" and full
     try:
-        if rounds:
+        if rounds or (full and weights != "float32"):
             import onnx
+            from csdf.onnx_import import load_onnx
             from deploy.checks import rounding
             model = onnx.load(source)
-            source = rounding.rounded(model, rounding.stored_tensors(path, model)).SerializeToString()
+            cnn = load_onnx(path, "reference")
+            if weights != "float32":
+                model, _ = rounding.with_held_weights(model, cnn, weights)
+            if rounds:
+                model = rounding.rounded(model, rounding.stored_tensors(path, model, cnn))
+            source = model.SerializeToString()
         elif dtype == "float16":
             from onnxruntime.transformers.float16 import convert_float_to_float16
             import onnx

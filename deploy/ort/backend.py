@@ -331,17 +331,27 @@ class OrtBackend:
         return call
 
     def param_bytes(self) -> int:
-        """Bytes of the weights the sessions hold: the arrays this backend handed them (in
-        the form ONNX Runtime computes with: fp32, NCHWc-reordered where it blocks a conv),
-        one copy per distinct tensor (`_shared_weights`)."""
+        """Bytes of the weights the sessions hold: the arrays this backend handed them, at
+        the type they are stored in (fp32, NCHWc-reordered where ONNX Runtime blocks a conv;
+        fp16 or int8 with its scales where the plan stores parameters so, converted inside
+        each step: deploy/steps/builder.py), one copy per distinct tensor (`_shared_weights`)."""
         held = {id(a): a.nbytes for arrays in self._weights.values() for a in arrays.values()}
         return int(sum(held.values()))
+
+    def param_bytes_by_type(self) -> dict[str, int]:
+        """`param_bytes` by element type of the arrays held ("float32", "float16", "int8")."""
+        held = {id(a): a for arrays in self._weights.values() for a in arrays.values()}
+        out: dict[str, int] = {}
+        for a in held.values():
+            out[a.dtype.name] = out.get(a.dtype.name, 0) + int(a.nbytes)
+        return out
 
     def notes(self) -> list[str]:
         """What the run's report must say about how this backend holds and computes data."""
         if self.dtype == np.float16:
-            return ["ONNX Runtime's CPU kernels compute in fp32: the fp16 arena is cast to fp32 "
-                    "at every step and the weights are held as fp32 (param_bytes counts them)"]
+            return ["ONNX Runtime's CPU kernels compute in fp32: each step casts the fp16 tensors "
+                    "it reads and the stored weights it uses to fp32 (workspace) and its result "
+                    "back to fp16 (docs/precision.md)"]
         return []
 
 

@@ -25,11 +25,11 @@ def shape_inputs(model: onnx.ModelProto) -> set[str]:
 
 def external_arrays(model: onnx.ModelProto, folder: Path, weights: bool = True,
                      known: dict | None = None) -> dict[str, np.ndarray]:
-    """The model's externally stored float tensors (its weights), each read once into its
+    """The model's externally stored weights (`is_weight`), each read once into its
     own array, or the array `known` (OrtBackend._by_content) holds for the same bytes,
     recognised without reading them into memory (a layer's weights in a dozen region models:
     YOLOv2-16's least-memory deployment rose 10 MiB above what it kept, reading conv10's
-    weights again for each); integer tensors (shapes, axes: ONNX Runtime reads them while
+    weights again for each); other integer tensors (shapes, axes: ONNX Runtime reads them while
     loading), one-element constants (Clip bounds, mask constants) and the float tensors
     shape inference reads (`shape_inputs`: Resize's scales) are put back inline in `model`.
     `weights` False: only the latter (a graph read for its form, deploy/ort/blocked.py)."""
@@ -40,7 +40,7 @@ def external_arrays(model: onnx.ModelProto, folder: Path, weights: bool = True,
             continue
         info = {e.key: e.value for e in t.external_data}
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
-        weight = dtype.kind == "f" and int(np.prod(t.dims)) > 1 and t.name not in inline
+        weight = is_weight(dtype) and int(np.prod(t.dims)) > 1 and t.name not in inline
         if not weights and weight:
             continue
         count = int(info["length"]) // dtype.itemsize
@@ -57,6 +57,13 @@ def external_arrays(model: onnx.ModelProto, folder: Path, weights: bool = True,
         else:
             t.CopyFrom(numpy_helper.from_array(arr, t.name))
     return out
+
+
+def is_weight(dtype: np.dtype) -> bool:
+    """Whether tensors of `dtype` are weights: floating point (fp32, or fp16 behind a Cast)
+    or 8-bit integers (int8 weights behind a DequantizeLinear, deploy/steps/builder.py); the
+    other integer types are shapes, axes and indices."""
+    return dtype.kind == "f" or dtype in (np.dtype(np.int8), np.dtype(np.uint8))
 
 
 def _digest(path: Path, offset: int, length: int) -> bytes:

@@ -10,6 +10,7 @@ import platform
 from dataclasses import dataclass
 from typing import Callable
 
+from deploy.quant.stored import weights_for
 from explorer.app.model import Application
 from explorer.throughput.device_profile import DeviceProfile
 from explorer.throughput.layer_times import LayerTimes, from_flat
@@ -65,7 +66,8 @@ def measure_app(app: Application, settings: Settings, progress: Progress | None 
         done = iter(range(1, count + 1))
         table = profile_cnn(cnn, dtype, settings.repeats, settings.threads,
                             lambda layer, t: say(f"  {name} layer {next(done)} of {count} "
-                                                 f"({layer}): {t['whole_ms']:.3f} ms whole"))
+                                                 f"({layer}): {t['whole_ms']:.3f} ms whole"),
+                            weights=weights_for(app.precision.name))
         say(f"  {name}: workspace and session state measured; the ladder's deployments next")
         # the times the evaluator uses: every layer where it runs, in deployments whole and
         # in parts of every k of the ladder, layout and threads as `explore run`

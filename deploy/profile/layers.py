@@ -36,11 +36,13 @@ def median_ms(call, repeats: int, warmup: int = 3) -> float:
 
 
 def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: int,
-               part: bool, workspace: dict | None = None) -> float:
+               part: bool, workspace: dict | None = None, weights: str = "float32") -> float:
     """Milliseconds of one call of layer `name` whole, or of one interior phase. With
     `workspace` (a dict), also puts the step's workspace probe job into workspace["job"]
-    (measured with others in one child: deploy/profile/workspace_probe.py)."""
-    model, ins, outs, idx = layer_model(cnn, name, backend.dtype.name, part)
+    (measured with others in one child: deploy/profile/workspace_probe.py). `weights`: the
+    parameters' storage type (deploy/quant/stored.py), whose conversion to fp32 inside the
+    step is part of its time and workspace."""
+    model, ins, outs, idx = layer_model(cnn, name, backend.dtype.name, part, weights)
     path = folder / cnn.name / f"{len(list(folder.rglob('*.onnx')))}.onnx"
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
@@ -76,11 +78,12 @@ def step_workspace(path: Path, backend: OrtBackend, layout: str, feeds: dict, fe
 
 
 def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: int = 0,
-                progress=None, layout: str = "auto") -> dict[str, dict]:
+                progress=None, layout: str = "auto", weights: str = "float32") -> dict[str, dict]:
     """{layer: {whole_ms, part_ms, phases, whole_ws_bytes, part_ws_bytes,
     whole_session_bytes, part_session_bytes}} (part entries only for layers that can split;
     workspace and session entries where Linux lets the peak be reset).
-    layout "auto" as `explore run` uses it: each step with the faster ORT kernel layout."""
+    layout "auto" as `explore run` uses it: each step with the faster ORT kernel layout;
+    `weights` the parameters' storage type (`time_layer`)."""
     backend = OrtBackend(dtype, threads, layout=layout)
     table: dict[str, dict] = {}
     probes: list[tuple[str, str, dict]] = []       # (layer, key, workspace probe job)
@@ -94,10 +97,10 @@ def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: in
                 table[name] = {"whole_ms": median_ms(lambda: np.copyto(arena, frame, casting="same_kind"), repeats)}
                 continue
             ws: dict = {}
-            entry = {"whole_ms": time_layer(cnn, name, backend, folder, repeats, False, ws)}
+            entry = {"whole_ms": time_layer(cnn, name, backend, folder, repeats, False, ws, weights)}
             probes.append((name, "whole_ws_bytes", ws["job"]))
             if can_split(layer) and layer.output_shape[2] > 1:
-                entry["part_ms"] = time_layer(cnn, name, backend, folder, repeats, True, ws)
+                entry["part_ms"] = time_layer(cnn, name, backend, folder, repeats, True, ws, weights)
                 entry["phases"] = int(layer.output_shape[2])
                 probes.append((name, "part_ws_bytes", ws["job"]))
             table[name] = entry

@@ -57,12 +57,15 @@ def _in_use(meter: HeapMeter) -> int:
 
 
 def _weights(path: str) -> int:
-    """Bytes of a model's float initializers of more than one element: its weights."""
+    """Bytes of a model's weights: initializers of more than one element of a weight type
+    (deploy/ort/weights.py is_weight: floats, and int8 weights behind a DequantizeLinear)."""
     import onnx
     from onnx import helper
+    from deploy.ort.weights import is_weight
     model = onnx.load(path, load_external_data=False)
-    return sum(int(np.prod(t.dims)) * np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
-               for t in model.graph.initializer if t.data_type in (1, 10) and int(np.prod(t.dims)) > 1)
+    types = [np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)) for t in model.graph.initializer]
+    return sum(int(np.prod(t.dims)) * d.itemsize for t, d in zip(model.graph.initializer, types)
+               if is_weight(d) and int(np.prod(t.dims)) > 1)
 
 
 def _probe(job: dict) -> tuple[int, int]:
@@ -87,6 +90,7 @@ def _probe(job: dict) -> tuple[int, int]:
     else:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         disabled = ["NchwcTransformer"] if job["mode"] == "nchw" else None
+        source = kept_casts_source(source)
     meter = HeapMeter()
     loaded = _in_use(meter)
     sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"],
@@ -114,6 +118,27 @@ def _probe(job: dict) -> tuple[int, int]:
         worker.join()
         peaks.append(max(0, _status("VmHWM") - before))
     return min(peaks), state
+
+
+def kept_casts_source(path: str) -> str | bytes:
+    """The model at `path` with its fp16 and int8 weights kept behind their Casts, as a
+    deployment runs them (deploy/ort/optimize.py stored_low): each fp32 copy made in the step
+    (its workspace), not folded by ONNX Runtime into an fp32 weight. Each such weight is listed
+    as a graph input as well (an initializer that is also a graph input can be overridden
+    at run time, so ONNX Runtime does not treat it as constant). The path itself when it
+    has none."""
+    import onnx
+    from onnx import TensorProto, helper
+    model = onnx.load(path)
+    low = {t.name: t for t in model.graph.initializer
+           if t.data_type in (TensorProto.FLOAT16, TensorProto.INT8)}
+    declared = {v.name for v in model.graph.input}
+    names = sorted({n.input[0] for n in model.graph.node
+                    if n.op_type == "Cast" and n.input and n.input[0] in low} - declared)
+    for name in names:
+        model.graph.input.append(helper.make_tensor_value_info(name, low[name].data_type,
+                                                               list(low[name].dims)))
+    return model.SerializeToString() if names else path
 
 
 def handed_in(path: str, opts) -> tuple[str, dict]:

@@ -14,6 +14,7 @@ import numpy as np
 from deploy.runtime import manifest as mf
 from deploy.checks import files, manifest_check
 from deploy.checks import reference
+from deploy.quant.stored import weights_for
 from deploy.runtime.executor import Executor
 from deploy.runtime.footprint import Footprint, peak_rss_bytes  # noqa: F401  (peak_rss_bytes: callers)
 from sdf3.errors import InputError
@@ -153,7 +154,8 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
                 diff[name] = magnitude[name] = None
                 continue
             # the unmodified model at the plan's precision (deploy/run/verdict.py)
-            sess = reference.session(Path(deploy_dir) / ref_path, threads, manifest.dtype)
+            sess = reference.session(Path(deploy_dir) / ref_path, threads, manifest.dtype,
+                                     weights_for(manifest.precision, manifest.backend))
             worst, size = 0.0, 0.0
             for frame, got in zip(stream, outputs[name]):
                 want = reference.run(sess, frame)

@@ -72,6 +72,7 @@ import numpy as np
 
 from deploy.checks import reference
 from deploy.quant.scales import ActivationScales, key
+from deploy.quant.stored import weights_for
 
 RTOL = {"float32": 2e-4, "float16": 1e-2}
 ULPS = 4           # fp16 units at the output's magnitude: the floor of the rounded reference's tolerance
@@ -104,8 +105,10 @@ def rounding(deploy_dir: str | Path, manifest, frames: dict[str, list[np.ndarray
         if manifest.dtype in ("float32", "uint8", "int8"):     # int8: in steps of the scale
             out[name] = 0.0
             continue
-        exact = reference.session(Path(deploy_dir) / ref, threads)
-        half = reference.session(Path(deploy_dir) / ref, threads, manifest.dtype)
+        # both with the weights as held: the spread is that of the data's rounding alone
+        weights = weights_for(manifest.precision, manifest.backend)
+        exact = reference.session(Path(deploy_dir) / ref, threads, weights=weights)
+        half = reference.session(Path(deploy_dir) / ref, threads, manifest.dtype, weights)
         out[name] = spread(exact, half, stream)
     return out
 

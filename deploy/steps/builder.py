@@ -1,6 +1,13 @@
 """The one ONNX graph builder every step model is made with (onnx.helper underneath): nodes
 with numbered temporaries, constants and parameters stored once by name, and the opset and IR
-version the step models share."""
+version the step models share.
+
+Parameters are stored as the plan's precision says (deploy/quant/stored.py: `Weights`) and
+converted to the fp32 tensor the layer computes with inside the step, so the deployment holds
+the bytes the plan counts and the fp32 copy exists only while the step runs (its workspace;
+docs/precision.md): an fp16 parameter through a Cast, an int8 one through a DequantizeLinear
+of it and its scales.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,16 +17,20 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from csdf.model import Layer
+from deploy.quant.stored import FP32, Weights, quantized, stored_low
 
 OPSET = 13
 IR_VERSION = 7
 ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "uint8": TensorProto.UINT8,
              "int8": TensorProto.INT8}
-
+# the largest fp32 copy of a stored weight a step makes at once (`Builder.weighted`): a
+# MobileNetV2 classifier's whole copy was 4.9 MiB of workspace, 10 blocks of it 0.5 MiB
+BLOCK_BYTES = 512 << 10
 
 @dataclass
 class Builder:
     dtype: str
+    weights: Weights = FP32
     # an int8 step's scale of each stored tensor, by the layer whose output it is
     # (deploy/steps/storage.py)
     scales: Mapping | None = None
@@ -48,9 +59,117 @@ class Builder:
             self.inits.append(numpy_helper.from_array(value, name))
         return name
 
-    def param(self, layer: Layer, key: str) -> str:
-        """A layer's parameter as float32; one taken verbatim from an ONNX tensor is named by
-        that tensor, so a tensor two layers share is one parameter in the measured bytes."""
+    def param(self, layer: Layer, key: str, rows: tuple[int, int] | None = None) -> str:
+        """The name of a layer's parameter as the float32 tensor the layer computes with; one
+        taken verbatim from an ONNX tensor is named by that tensor, so a tensor two layers
+        share is one parameter in the measured bytes. Stored at `weights.kind` (see the
+        module's docstring), it is converted once per model, by a node whose output is
+        named `<initializer>:float32`. `rows`: only output channels [a, b) of it, stored as
+        their own initializer (`weighted`)."""
         source = layer.param_sources.get(key)
         name = f"param:onnx:{source}" if source else f"param:{layer.name}:{key}"
-        return self.const(name, layer.params[key].astype(np.float32))
+        value = np.asarray(layer.params[key])
+        if rows is not None:
+            name += f":rows{rows[0]}_{rows[1]}"
+        if self.weights.kind == "float32" or not stored_low(value):
+            part = value if rows is None else value[rows[0]:rows[1]]
+            return self.const(name, part.astype(np.float32))
+        out = f"{name}:float32"
+        if out in self.names:
+            return out
+        self.names.add(out)
+        if self.weights.kind == "float16":
+            part = value if rows is None else value[rows[0]:rows[1]]
+            self.const(name, part.astype(np.float16))
+            self.nodes.append(helper.make_node("Cast", [name], [out], to=TensorProto.FLOAT))
+            return out
+        scale = self.weights.scales.get(f"{layer.name}:{key}") if source else None
+        q, s, zp, axis = quantized(value.astype(np.float32), scale)
+        if rows is not None:           # `blocks` splits along axis 0 only
+            q = q[rows[0]:rows[1]]
+            if s.ndim == 1:
+                s = s[rows[0]:rows[1]]
+                zp = None if zp is None else zp[rows[0]:rows[1]]
+        ins = [self.const(name, q), self.const(f"{name}:scale", s)]
+        if zp is not None:
+            ins.append(self.const(f"{name}:zero_point", zp))
+        attrs = {"axis": axis} if s.ndim == 1 else {}
+        self.nodes.append(helper.make_node("DequantizeLinear", ins, [out], **attrs))
+        return out
+
+    def blocks(self, layer: Layer, key: str) -> list[tuple[int, int] | None]:
+        """Output-channel ranges of parameter `key` whose fp32 copies are at most BLOCK_BYTES
+        each, or [None] (the whole) when it is stored fp32 or its copy is that small."""
+        value = np.asarray(layer.params[key])
+        if self.weights.kind == "float32" or not stored_low(value) or 4 * value.size <= BLOCK_BYTES:
+            return [None]
+        scale = self.weights.scales.get(f"{layer.name}:{key}")
+        if scale is not None and scale.axis not in (None, 0) and len(scale.scale) > 1:
+            return [None]
+        step = max(1, BLOCK_BYTES // (4 * (value.size // value.shape[0])))
+        return [(a, min(a + step, value.shape[0])) for a in range(0, value.shape[0], step)]
+
+    def weighted(self, op: str, layer: Layer, x: str, const_bias: bool = False, **attrs) -> str:
+        """`op` (Conv, or Gemm with transB=1) of `x` with the layer's W and its B if any, in
+        one node, or, for a W stored below fp32 whose fp32 copy would exceed BLOCK_BYTES,
+        one node per block of output channels (`blocks`) joined by a Concat: each block's
+        copy is freed before the next is made, so the step's workspace holds one block, not
+        the whole weight. `const_bias`: B as a constant named `param:<layer>:B` (Gemm's),
+        else through `param`.
+
+        An int8 W with one scale per output channel and zero points 0 (`per_channel`, or a
+        symmetric QDQ model) is applied in its integer form: op(x, Cast(q), B / scale) times
+        the scale per channel, which is op(x, q * scale, B) (both are linear per output
+        channel). ONNX Runtime folds the Cast of a constant and reorders the integer-valued
+        weight for its NCHWc kernels, which a DequantizeLinear would keep from it;
+        deploy/ort/optimize.py then stores it in int8 again.
+
+        In an int8 step (`scales`: int8 data) W is one DequantizeLinear feeding the op: ONNX
+        Runtime fuses DequantizeLinear -> op -> QuantizeLinear into its integer kernel
+        (QLinearConv), which neither blocks nor the integer form would let it do."""
+        int8_data = self.scales is not None
+        parts = self.blocks(layer, "W") if int(attrs.get("group", 1)) == 1 and not int8_data else [None]
+        ys = []
+        for rows in parts:
+            integer = None if int8_data else self._integer_form(layer, rows)
+            w = integer[0] if integer else self.param(layer, "W", rows)
+            ins = [x, w]
+            if "B" in layer.params:
+                tag = "" if rows is None else f":rows{rows[0]}_{rows[1]}"
+                bias = np.asarray(layer.params["B"], np.float32).reshape(-1)
+                bias = bias if rows is None else bias[rows[0]:rows[1]]
+                if integer:
+                    ins.append(self.const(f"param:{layer.name}:B{tag}:over_scale", bias / integer[1]))
+                elif const_bias:
+                    ins.append(self.const(f"param:{layer.name}:B{tag}", bias))
+                else:
+                    ins.append(self.param(layer, "B", rows))
+            y = self.node(op, ins, **attrs)
+            if integer:
+                shape = [1, -1] + [1] * (2 if op == "Conv" else 0)
+                y = self.node("Mul", [y, self.const(f"{w}:scale", integer[1].reshape(shape))])
+            ys.append(y)
+        return ys[0] if len(ys) == 1 else self.node("Concat", ys, axis=1)
+
+    def _integer_form(self, layer: Layer, rows: tuple[int, int] | None) -> tuple[str, np.ndarray] | None:
+        """(name of the fp32 Cast of W's int8 values, its scale per output channel) for
+        `weighted`, or None when W is not so stored (not int8, zero points, another axis)."""
+        value = np.asarray(layer.params["W"])
+        if self.weights.kind != "int8" or not stored_low(value):
+            return None
+        source = layer.param_sources.get("W")
+        name = f"param:onnx:{source}" if source else f"param:{layer.name}:W"
+        scale = self.weights.scales.get(f"{layer.name}:W") if source else None
+        q, s, zp, axis = quantized(value.astype(np.float32), scale)
+        if (zp is not None and zp.any()) or axis != 0 or q.dtype != np.int8:
+            return None
+        s = np.broadcast_to(s, (value.shape[0],)).astype(np.float32)
+        if rows is not None:
+            name += f":rows{rows[0]}_{rows[1]}"
+            q, s = q[rows[0]:rows[1]], s[rows[0]:rows[1]]
+        out = f"{name}:integers"
+        if out not in self.names:
+            self.names.add(out)
+            self.const(name, q.astype(np.int8))
+            self.nodes.append(helper.make_node("Cast", [name], [out], to=TensorProto.FLOAT))
+        return out, np.ascontiguousarray(s)

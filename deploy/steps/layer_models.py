@@ -12,6 +12,7 @@ import onnx
 
 from csdf.model import CNN, INPUT
 from csdf.parts import can_split, window
+from deploy.quant.stored import weights_of
 from deploy.steps.parts import InPort, OutPort, needs_mask, step_model, window_rows
 
 
@@ -41,10 +42,11 @@ def _ports(cnn: CNN, name: str, part: bool) -> tuple[list[InPort], list[OutPort]
     return ins, outs, consts
 
 
-def layer_model(cnn: CNN, name: str, dtype: str, part: bool):
-    """The step model timed for layer `name` (whole, or one interior phase) and its ports."""
+def layer_model(cnn: CNN, name: str, dtype: str, part: bool, weights: str = "float32"):
+    """The step model timed for layer `name` (whole, or one interior phase) and its ports;
+    `weights`: the parameters' storage type (deploy/quant/stored.py WEIGHT_TYPES)."""
     ins, outs, consts = _ports(cnn, name, part)
-    model = step_model(cnn.layer(name), ins, outs, dtype, part)
+    model = step_model(cnn.layer(name), ins, outs, dtype, part, weights=weights_of(weights, cnn))
     return model, ins, outs, consts
 
 

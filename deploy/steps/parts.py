@@ -30,6 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 from csdf.model import CNN, OPAQUE, Layer
 from csdf.parts import window
 from deploy.quant.scales import TensorScale
+from deploy.quant.stored import FP32, Weights
 from deploy.steps import primitives, storage
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
 from sdf3.errors import InputError
@@ -126,7 +127,7 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
     `premasked`: the window rows were masked already (step_model does it on the gathered
     rows, where it is cheap); `masks` still give AveragePool its divisor. `rows`: the output
     rows of the part (a per-pixel opaque layer computes exactly these)."""
-    op, hyper, params = layer.op, layer.hyper, layer.params
+    op, hyper = layer.op, layer.hyper
     n, c_out, h_out, w_out = layer.output_shape
     if op == OPAQUE:
         from deploy.steps.opaque import opaque_core
@@ -153,10 +154,7 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
             x = _apply_mask(b, op, x, mask)
         if op == "Conv":
             attrs.update(dilations=dil, group=int(hyper.get("group", 1)))
-            ins = [x, b.param(layer, "W")]
-            if "B" in params:
-                ins.append(b.param(layer, "B"))
-            y = b.node("Conv", ins, **attrs)
+            y = b.weighted("Conv", layer, x, **attrs)
         else:
             if "ceil_mode" in hyper:
                 attrs["ceil_mode"] = int(hyper["ceil_mode"])
@@ -181,10 +179,7 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
         y = b.node("Concat", xs, axis=axis + 4 if axis < 0 else axis)
     elif op == "Gemm":
         flat = b.node("Reshape", [xs[0], b.const(b.tmp("shape"), np.array([n, -1], np.int64))])
-        ins = [flat, b.param(layer, "W")]
-        if "B" in params:
-            ins.append(b.const(f"param:{layer.name}:B", params["B"].astype(np.float32).reshape(-1)))
-        g = b.node("Gemm", ins, transB=1)   # alpha and beta are folded into W and B
+        g = b.weighted("Gemm", layer, flat, const_bias=True, transB=1)   # alpha, beta folded into W, B
         y = b.node("Reshape", [g, b.const(b.tmp("shape"), np.array(layer.output_shape, np.int64))])
     elif op in ("Flatten", "Reshape"):
         y = b.node("Reshape", [xs[0], b.const(b.tmp("shape"), np.array(layer.output_shape, np.int64))])
@@ -269,15 +264,16 @@ def _elementwise(b: Builder, layer: Layer, xs: list[str]) -> str:
 
 def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype: str,
                part: bool = False, primitive: str | None = None,
-               scales: Mapping[str, TensorScale] | None = None) -> onnx.ModelProto:
+               weights: Weights = FP32, scales: Mapping[str, TensorScale] | None = None
+               ) -> onnx.ModelProto:
     """The ONNX model of one step: layer `layer` whole, or (`part`) any phase of it;
     `primitive`: how a whole Conv is computed (deploy/steps/primitives).
     Inputs are named by `inputs[i].name` (a gathering input also takes `<name>_idx`,
     int32 slot indices, and when masked `<name>_mask`, int32 0/1 per gathered row); every
-    output port gets the same result in its own layout. `scales`: an int8 step's scale of each
-    stored tensor by its layer (deploy/steps/storage.py); input i is layer.inputs' i-th
-    distinct source."""
-    b = Builder(dtype, scales)
+    output port gets the same result in its own layout; `weights`: how parameters are
+    stored (deploy/quant/stored.py); `scales`: an int8 step's scale of each stored tensor by
+    its layer (deploy/steps/storage.py); input i is layer.inputs' i-th distinct source."""
+    b = Builder(dtype, weights, scales)
     sources = list(dict.fromkeys(layer.inputs))
     elem = ONNX_TYPE[dtype]
     from deploy.steps import rowwise as parts_rowwise

@@ -31,6 +31,7 @@ from onnx import TensorProto, helper
 
 from csdf.model import CNN, Layer
 from deploy.quant.scales import TensorScale
+from deploy.quant.stored import FP32, Weights
 from deploy.steps import storage
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
 from deploy.steps.parts import ELEMENTWISE_OPS, WINDOW_OPS, layer_core
@@ -144,13 +145,13 @@ def key(band: list[Firing], split: list[list[Piece]]) -> tuple:
 
 
 def region_model(cnn: CNN, band: list[Firing], split: list[list[Piece]],
-                 edges: dict, dtype: str, scales: Mapping[str, TensorScale] | None = None
-                 ) -> onnx.ModelProto:
+                 edges: dict, dtype: str, weights: Weights = FP32,
+                 scales: Mapping[str, TensorScale] | None = None) -> onnx.ModelProto:
     """The band's model (`split`: pieces(band, edges)[0]; `edges`: the manifest's edges;
-    `scales`: an int8 band's scales by layer, deploy/steps/storage.py). Rows one firing hands
-    to the next inside the band carry their stored values (`results`: each firing's output
-    as stored, NCHW)."""
-    b = Builder(dtype, scales)
+    `weights`: how parameters are stored, deploy/quant/stored.py; `scales`: an int8 band's
+    scales by layer, deploy/steps/storage.py). Rows one firing hands to the next inside the
+    band carry their stored values (`results`: each firing's output as stored, NCHW)."""
+    b = Builder(dtype, weights, scales)
     elem = ONNX_TYPE[dtype]
     inputs, outputs, results = [], [], []
     declared: set[str] = set()

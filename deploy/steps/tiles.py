@@ -24,17 +24,20 @@ from onnx import TensorProto, helper
 from csdf.model import CNN, Layer
 from csdf.tiling import Group, Tile, distinct_shapes, tile_group
 from deploy.quant.scales import TensorScale
+from deploy.quant.stored import FP32, Weights, weights_of
 from deploy.steps import storage
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
 from deploy.steps.parts import layer_core
 
 
 def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nchw",
-               scales: Mapping[str, TensorScale] | None = None) -> onnx.ModelProto:
+               weights: Weights = FP32, scales: Mapping[str, TensorScale] | None = None
+               ) -> onnx.ModelProto:
     """The model of `tile`'s shape: in0 (whole input, NCHW or, when its producer runs by
-    parts, rows first: HNCW) + starts/ends [row, column] -> mid<k>..., out. Each layer reads
-    its predecessor's output as stored (deploy/steps/storage.py; `scales` for int8)."""
-    b = Builder(dtype, scales)
+    parts, rows first: HNCW) + starts/ends [row, column] -> mid<k>..., out; `weights`: how
+    parameters are stored (deploy/quant/stored.py). Each layer reads its predecessor's output
+    as stored (deploy/steps/storage.py; `scales` for int8)."""
+    b = Builder(dtype, weights, scales)
     elem = ONNX_TYPE[dtype]
     first = cnn.layer(group.layers[0])
     n, c, h, w = (int(v) for v in cnn.edge_shape(first.inputs[0], first.name))
@@ -72,10 +75,11 @@ def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nc
 
 def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[str]],
                dtype: str, out: Path, models: dict, safe: Callable[[str], str],
-               edges: dict | None = None, scales: Mapping[str, TensorScale] | None = None
-               ) -> dict[str, Any]:
+               edges: dict | None = None, weights: str = "float32",
+               scales: Mapping[str, TensorScale] | None = None) -> dict[str, Any]:
     """The manifest step of one tiled group: its tile calls (model, region, bindings).
-    `edges`: the manifest's edges by name (records with a `layout`); `scales`: int8's."""
+    `edges`: the manifest's edges by name (records with a `layout`); `weights`: the
+    parameters' storage type (deploy/quant/stored.py WEIGHT_TYPES); `scales`: int8's."""
     layers = list(group.layers)
     first, last = cnn.layer(layers[0]), layers[-1]
     in_edges = edge_copies(first.inputs[0], layers[0])
@@ -89,7 +93,7 @@ def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[st
     for shape_no, (key, same) in enumerate(distinct_shapes(tiles).items()):
         rel = f"models/{safe(cnn.name)}/{safe(group.name)}.tile{shape_no}.onnx"
         if rel not in models:
-            model = tile_model(cnn, group, same[0], dtype, layout, scales)
+            model = tile_model(cnn, group, same[0], dtype, layout, weights_of(weights, cnn), scales)
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             onnx.save(model, str(out / rel))
             models[rel] = {"cnn": cnn.name, "layer": group.name, "layers": layers,
