@@ -139,14 +139,35 @@ def test_a_qdq_model_at_another_precision_is_one_line(models):
     assert "\n" not in text and "precision" in text and "QDQ" in text and "'fp16'" in text
 
 
-def test_deploying_an_int8_plan_says_int8_is_not_yet_supported(models, tmp_path, capsys):
+@pytest.mark.parametrize("mem", ["1GB", "0"])
+def test_a_qdq_model_deploys_with_its_own_scales_and_passes(models, tmp_path, capsys, mem):
+    """Reuse only and the least memory: no calibration (no warning), the arena in the model's
+    int8 with the plan's bytes, its QuantizeLinear scales in the manifest, the weights held
+    at one byte, the outputs those of the QDQ model itself within one step of its scale."""
+    import json
+    from deploy.runtime import manifest as mf
     from explorer.cli.main import main
     app = _app(models[1].parent, models[1], None)
-    assert main([str(app.path), "--quiet", "--out", str(tmp_path / "o")]) == 0
-    assert main(["deploy", str(tmp_path / "o" / "plan.json"), "--out", str(tmp_path / "dep")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "int8 deployment is not yet supported" in err
-    assert "key 'precision' is 'int8'" in err and not (tmp_path / "dep").exists()
+    assert main([str(app.path), "--quiet", "--mem", mem, "--out", str(tmp_path / "o")]) == 0
+    capsys.readouterr()
+    assert main(["deploy", str(tmp_path / "o" / "plan.json"), "--out", str(tmp_path / "dep")]) == 0
+    assert "calibration" not in capsys.readouterr().err
+    manifest = mf.load(tmp_path / "dep")
+    own = app.cnns["net"].quantized.activations
+    assert manifest.dtype == "int8" and {k.split("/", 1)[1]: (v.scale, v.zero_point)
+                                         for k, v in manifest.quantization.by_tensor.items()} \
+        == {layer: (s.scale[0], s.zero_point[0]) for layer, s in own.items()}
+    assert main(["run", str(tmp_path / "dep"), "--frames", "2", "--json", "--in-process"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    v = res["verdict"]["net"]
+    assert v["verdict"] == "PASS" and v["reference_dtype"] == "int8"
+    last = app.cnns["net"].order()[-1]
+    assert v["max_abs_diff"] <= own[last].scale[0] * 1.001
+    assert res["arena_bytes"] == res["plan_buffer_bytes"]
+    weights = sum(int(np.prod(w.shape)) for layer in app.cnns["net"].layers()
+                  for w in layer.params.values() if w.ndim >= 2)
+    assert res["breakdown"]["weights_bytes"] >= weights     # int8 W + fp32 biases, not fp32 W
+    assert res["param_bytes"] < 2 * res["plan_param_bytes"]
 
 
 def test_a_weight_folded_with_batchnorm_keeps_its_scales_by_tensor(tmp_path):
