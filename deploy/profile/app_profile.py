@@ -43,11 +43,28 @@ class Settings:
 
 
 def onnxruntime_dtype(app: Application, where: str) -> str:
-    """The ONNX Runtime data type of the app's precision (fp32 or fp16 data only)."""
-    if app.precision.data_bytes not in (2, 4):
+    """The ONNX Runtime data type of the app's precision's data ("uint8" for int8: a QDQ
+    model's own int8 activations are timed as uint8, ONNX Runtime's integer kernels take
+    either at the same speed)."""
+    if app.precision.data_bytes not in (1, 2, 4):
         raise InputError(f"{where}: precision {app.precision.name} cannot run on ONNX Runtime "
-                         "CPU here (fp32 or fp16 data only)")
-    return "float32" if app.precision.data_bytes == 4 else "float16"
+                         "CPU here (fp32, fp16 or int8 data)")
+    return {4: "float32", 2: "float16", 1: "uint8"}[app.precision.data_bytes]
+
+
+def timing_scales(cnn, dtype: str):
+    """For an int8 profile (`dtype` "uint8"), scales of `cnn`'s stored tensors to time its
+    steps with: calibrated on generated frames as `explore deploy` does without
+    --calibration (deploy/build/quantization.py), so fused activations and zero points are
+    those of a real deployment; None otherwise."""
+    if dtype != "uint8":
+        return None
+    from deploy.build.quantization import deployment_scales
+    from deploy.quant.calibration import qdq_scales
+    from deploy.quant.scales import ActivationScales
+    own = qdq_scales(cnn)
+    scales = deployment_scales({cnn.name: cnn}, None) if own is None else own
+    return ActivationScales("uint8", scales.by_tensor)
 
 
 def measure_app(app: Application, settings: Settings, progress: Progress | None = None,
@@ -64,10 +81,11 @@ def measure_app(app: Application, settings: Settings, progress: Progress | None 
         count = len(cnn.graph)
         say(f"profiling {name}: {count} layers")
         done = iter(range(1, count + 1))
+        scales = timing_scales(cnn, dtype)
         table = profile_cnn(cnn, dtype, settings.repeats, settings.threads,
                             lambda layer, t: say(f"  {name} layer {next(done)} of {count} "
                                                  f"({layer}): {t['whole_ms']:.3f} ms whole"),
-                            weights=weights_for(app.precision.name))
+                            weights=weights_for(app.precision.name), scales=scales)
         say(f"  {name}: workspace and session state measured; the ladder's deployments next")
         # the times the evaluator uses: every layer where it runs, in deployments whole and
         # in parts of every k of the ladder, layout and threads as `explore run`
@@ -75,10 +93,10 @@ def measure_app(app: Application, settings: Settings, progress: Progress | None 
         ladder = profile_ladder(cnn, app.precision.name, settings.frames, settings.threads,
                                 settings.layout, None, runs[name], settings.rounds,
                                 settings.steps == "regions",
-                                lambda text: say(f"  {name} ladder: {text}"))
+                                lambda text: say(f"  {name} ladder: {text}"), scales)
         models[name] = {layer: _layer_times(t, ladder.get(layer, {})) for layer, t in table.items()}
         rungs[name] = ladder_rows(cnn)
-        if settings.primitives:
+        if settings.primitives and scales is None:
             from deploy.profile.primitives import profile_primitives
             say(f"  {name}: timing every primitive")
             prims[name] = profile_primitives(cnn, dtype, settings.repeats, settings.threads)

@@ -157,7 +157,7 @@ def step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
 def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads: int = 0,
                    layout: str = "blocked", progress=None,
                    runs_out: list | None = None, rounds: int = 1,
-                   regions: bool = False, live=None) -> dict[str, dict]:
+                   regions: bool = False, live=None, scales=None) -> dict[str, dict]:
     """{layer: {"whole_ms": ms, "by_phases": {Φ: ms}}} measured in deployments of `cnn`
     whole and in parts of every k of `ladder_rows`. `runs_out` (a list) receives one
     {"rows", "layers_ms", "frame_ms", "calls"} per deployment (rows 0 = whole): what the
@@ -170,9 +170,10 @@ def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads:
     so the least is the closest to a quiet machine (the benchmark measures plans the same
     way, benchmarks/granularity.py). `regions`: deployed as `explore deploy --steps regions`
     deploys (a band's time shared among its layers, `time_shares`), else one step per firing.
-    `live(text)` hears of every deployment as it is written and as it is timed."""
+    `live(text)` hears of every deployment as it is written and as it is timed. `scales`: an
+    int8 profile's (deploy/profile/app_profile.py `timing_scales`)."""
     with tempfile.TemporaryDirectory() as tmp:
-        ladder = Ladder(cnn, Path(tmp), precision, frames, threads, layout, regions, live)
+        ladder = Ladder(cnn, Path(tmp), precision, frames, threads, layout, regions, live, scales)
         for _ in range(max(1, rounds)):
             ladder.time_round(live)
         return ladder.table(runs_out, progress)
@@ -199,7 +200,7 @@ class Ladder:
 
     def __init__(self, cnn: CNN, folder: Path, precision: str = "fp32", frames: int = 10,
                  threads: int = 0, layout: str = "blocked", regions: bool = False,
-                 live=None):
+                 live=None, scales=None):
         from deploy.build.derive import derive as deploy_plan
         self.cnn, self.frames, self.threads, self.layout = cnn, frames, threads, layout
         # (label, k, group): group None = every layer at k (k None: whole)
@@ -215,7 +216,8 @@ class Ladder:
         self.folders: list[tuple[Path, dict[str, int]]] = []
         for i, phases in enumerate(every):
             out = Path(folder) / f"run{i}"
-            deploy_plan(cnn_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions)
+            deploy_plan(cnn_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions,
+                        scales=scales)
             self.folders.append((out, phases))
             if live:
                 live(f"deployed {self.runs[i][0]} ({i + 1} of {len(every)})")

@@ -36,13 +36,14 @@ def median_ms(call, repeats: int, warmup: int = 3) -> float:
 
 
 def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: int,
-               part: bool, workspace: dict | None = None, weights: str = "float32") -> float:
+               part: bool, workspace: dict | None = None, weights: str = "float32",
+               scales: dict | None = None) -> float:
     """Milliseconds of one call of layer `name` whole, or of one interior phase. With
     `workspace` (a dict), also puts the step's workspace probe job into workspace["job"]
     (measured with others in one child: deploy/profile/workspace_probe.py). `weights`: the
     parameters' storage type (deploy/quant/stored.py), whose conversion to fp32 inside the
-    step is part of its time and workspace."""
-    model, ins, outs, idx = layer_model(cnn, name, backend.dtype.name, part, weights)
+    step is part of its time and workspace. `scales`: an int8 step's, by layer."""
+    model, ins, outs, idx = layer_model(cnn, name, backend.dtype.name, part, weights, scales)
     path = folder / cnn.name / f"{len(list(folder.rglob('*.onnx')))}.onnx"
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
@@ -50,7 +51,9 @@ def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: 
     rng = np.random.default_rng(0)
     feeds, fetches = {}, {}
     for port, const in zip(ins, idx):
-        feeds[port.name] = rng.standard_normal(port.stored_shape).astype(backend.dtype)
+        feeds[port.name] = (rng.integers(0, 256, port.stored_shape).astype(backend.dtype)
+                            if backend.dtype.kind in "iu" else
+                            rng.standard_normal(port.stored_shape).astype(backend.dtype))
         feeds.update(const)
     for port in outs:
         fetches[port.name] = np.zeros(port.stored_shape, backend.dtype)
@@ -78,14 +81,17 @@ def step_workspace(path: Path, backend: OrtBackend, layout: str, feeds: dict, fe
 
 
 def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: int = 0,
-                progress=None, layout: str = "auto", weights: str = "float32") -> dict[str, dict]:
+                progress=None, layout: str = "auto", weights: str = "float32",
+                scales=None) -> dict[str, dict]:
     """{layer: {whole_ms, part_ms, phases, whole_ws_bytes, part_ws_bytes,
     whole_session_bytes, part_session_bytes}} (part entries only for layers that can split;
     workspace and session entries where Linux lets the peak be reset).
     layout "auto" as `explore run` uses it: each step with the faster ORT kernel layout;
-    `weights` the parameters' storage type (`time_layer`)."""
+    `weights` the parameters' storage type (`time_layer`); `scales` an int8 profile's
+    (ActivationScales: its stored tensors' scales, deploy/profile/app_profile.py)."""
     backend = OrtBackend(dtype, threads, layout=layout)
     table: dict[str, dict] = {}
+    by_layer = scales.for_cnn(cnn.name) if scales is not None else None
     probes: list[tuple[str, str, dict]] = []       # (layer, key, workspace probe job)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -94,13 +100,19 @@ def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: in
             if layer.op == INPUT:
                 frame = np.zeros(layer.output_shape, np.float32)
                 arena = np.zeros(layer.output_shape, backend.dtype)
-                table[name] = {"whole_ms": median_ms(lambda: np.copyto(arena, frame, casting="same_kind"), repeats)}
+                if scales is None:
+                    copy = lambda: np.copyto(arena, frame, casting="same_kind")  # noqa: E731
+                else:     # an int8 frame is quantized as it is copied in (executor)
+                    copy = lambda: np.copyto(arena, scales.quantize(cnn.name, name, frame))  # noqa: E731
+                table[name] = {"whole_ms": median_ms(copy, repeats)}
                 continue
             ws: dict = {}
-            entry = {"whole_ms": time_layer(cnn, name, backend, folder, repeats, False, ws, weights)}
+            entry = {"whole_ms": time_layer(cnn, name, backend, folder, repeats, False, ws, weights,
+                                            by_layer)}
             probes.append((name, "whole_ws_bytes", ws["job"]))
             if can_split(layer) and layer.output_shape[2] > 1:
-                entry["part_ms"] = time_layer(cnn, name, backend, folder, repeats, True, ws, weights)
+                entry["part_ms"] = time_layer(cnn, name, backend, folder, repeats, True, ws, weights,
+                                              by_layer)
                 entry["phases"] = int(layer.output_shape[2])
                 probes.append((name, "part_ws_bytes", ws["job"]))
             table[name] = entry

@@ -183,12 +183,13 @@ def available() -> bool:
 
 def job(path: str | Path, mode: str, feeds: dict, fetches: dict, threads: int = 1) -> dict:
     """The probe job of step model `path` bound to arrays shaped like `feeds`/`fetches`
-    (integer feeds, such as a part's row slots and mask, are passed by value). `mode`:
+    (int32 feeds, such as a part's row slots and mask, are passed by value; an int8 step's
+    uint8/int8 data by shape and type). `mode`:
     "nchw" (ONNX Runtime's NCHWc rewrite off), "nchwc" (on), "stripped" (an optimised,
     blocked model, run as it is), "deployed" (a session's final form as the backend loads it,
     deploy/profile/deployed_forms.py)."""
     def spec(v: np.ndarray) -> dict:
-        if v.dtype.kind in "iu":
+        if v.dtype == np.int32:
             return {"shape": list(v.shape), "values": v.tolist()}
         return {"shape": list(v.shape), "dtype": str(v.dtype)}
     return {"model": str(path), "mode": mode, "threads": threads,

@@ -42,11 +42,13 @@ def _ports(cnn: CNN, name: str, part: bool) -> tuple[list[InPort], list[OutPort]
     return ins, outs, consts
 
 
-def layer_model(cnn: CNN, name: str, dtype: str, part: bool, weights: str = "float32"):
+def layer_model(cnn: CNN, name: str, dtype: str, part: bool, weights: str = "float32",
+                scales: dict | None = None):
     """The step model timed for layer `name` (whole, or one interior phase) and its ports;
     `weights`: the parameters' storage type (deploy/quant/stored.py WEIGHT_TYPES)."""
     ins, outs, consts = _ports(cnn, name, part)
-    model = step_model(cnn.layer(name), ins, outs, dtype, part, weights=weights_of(weights, cnn))
+    model = step_model(cnn.layer(name), ins, outs, dtype, part, weights=weights_of(weights, cnn),
+                       scales=scales)
     return model, ins, outs, consts
 
 
