@@ -49,6 +49,10 @@ CASES = {
     "r50-int8-reuse": [R50, "--precision", "int8", "--mem", "1GB", "--fps", "0"],
     "r50-int8-least": [R50, "--precision", "int8", "--mem", "0", "--fps", "0"],
     "qdq-mobilenet_v2-least": ["QDQ", "--mem", "0"],
+    # planned with this machine's measured int8 profile (`platform: cpu`, threads 1)
+    "app1-int8-cpu-reuse": ["CPU:" + APP1, "--precision", "int8", "--mem", "1GB"],
+    "app1-int8-cpu-least": ["CPU:" + APP1, "--precision", "int8", "--mem", "0"],
+    "readme-fp16-cpu": ["CPU:" + README[0], *README[1:]],
 }
 
 
@@ -71,6 +75,22 @@ def qdq_app(folder: Path) -> Path:
     app.write_text(f"name: mobilenet-v2-qdq\nplatform: jetson-tx2\ncnns:\n"
                    f"  - name: mobilenet_v2\n    model: {model}\n    fps: 0\n")
     return app
+
+
+def cpu_app(app: Path, folder: Path, threads: int) -> Path:
+    """`app` planned on this machine: `platform: cpu` with `threads:` (the CNNs' models
+    named by absolute path); its measured profile is cached (docs/profile.md), so the cases
+    that share it measure once."""
+    import yaml
+    data = yaml.safe_load(app.read_text())
+    data.update(platform="cpu", threads=threads)
+    for cnn in data["cnns"]:
+        model = str(cnn["model"])
+        if not model.startswith("zoo:") and not Path(model).is_absolute():
+            cnn["model"] = str((app.parent / model).resolve())
+    path = folder / f"cpu_{app.name}"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
 
 
 def frames_for(model: str | Path, count: int = 16):
@@ -135,6 +155,8 @@ def child(name: str, args) -> dict:
         tmp = Path(tmp)
         if argv[0] == "QDQ":
             argv[0] = str(qdq_app(tmp))
+        elif argv[0].startswith("CPU:"):
+            argv[0] = str(cpu_app(ROOT / argv[0][4:], tmp, args.threads))
         else:
             argv[0] = str(ROOT / argv[0])
         start = time.perf_counter()
