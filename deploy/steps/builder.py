@@ -124,11 +124,15 @@ class Builder:
         weight for its NCHWc kernels, which a DequantizeLinear would keep from it;
         deploy/ort/optimize.py then stores it in int8 again.
 
-        In an int8 step (`scales`: int8 data) W is one DequantizeLinear feeding the op: ONNX
-        Runtime fuses DequantizeLinear -> op -> QuantizeLinear into its integer kernel
-        (QLinearConv), which neither blocks nor the integer form would let it do."""
+        In an int8 step (`scales`: int8 data) a Conv's W is one DequantizeLinear feeding it:
+        ONNX Runtime fuses DequantizeLinear -> Conv -> QuantizeLinear into QLinearConv,
+        which neither blocks nor the integer form would let it do. A Gemm's W is still split
+        into blocks (each block's DequantizeLinear then Gemm in fp32, the QuantizeLinear
+        after their Concat): the classifier of MobileNetV2 fused whole (QGemm) held its
+        weight's fp32 copy, 4.9 MiB, as workspace."""
         int8_data = self.scales is not None
-        parts = self.blocks(layer, "W") if int(attrs.get("group", 1)) == 1 and not int8_data else [None]
+        split = int(attrs.get("group", 1)) == 1 and not (int8_data and op == "Conv")
+        parts = self.blocks(layer, "W") if split else [None]
         ys = []
         for rows in parts:
             integer = None if int8_data else self._integer_form(layer, rows)
