@@ -15,8 +15,9 @@ rounds (deploy/checks/rounding.py: fp32 arithmetic, every stored tensor rounded 
     max |deployed - reference|  <=  max(ULPS * ulp16(max |reference|),  NOISE * spread)
 
 `ulp16(x)` is the spacing of fp16 numbers at x, ULPS 4; `spread` is how far that rounded
-reference lies from the exact fp32 network on the same frames: the fp16 rounding of every
-stored tensor, carried through the layers after it. Both computations round the same tensors
+reference lies from the fp32 network on the same frames (both with the weights as the
+deployment holds them, docs/precision.md): the fp16 rounding of every stored tensor,
+carried through the layers after it. Both computations round the same tensors
 but from fp32 values that differ in their last bits (operation order, BatchNorm folded or
 not, region rows handed on unrounded), so some elements round the other way by one fp16
 unit, and each such unit is carried through the rest of the network like the rounding

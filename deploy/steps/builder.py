@@ -157,9 +157,11 @@ class Builder:
 
     def _integer_form(self, layer: Layer, rows: tuple[int, int] | None) -> tuple[str, np.ndarray] | None:
         """(name of the fp32 Cast of W's int8 values, its scale per output channel) for
-        `weighted`, or None when W is not so stored (not int8, zero points, another axis)."""
+        `weighted`, or None when W is not so stored (not int8, zero points, another axis),
+        or when the data is int8 too: ONNX Runtime fuses DequantizeLinear -> Conv between
+        quantized tensors into its integer kernels (QLinearConv), which this form would hide."""
         value = np.asarray(layer.params["W"])
-        if self.weights.kind != "int8" or not stored_low(value):
+        if self.weights.kind != "int8" or not stored_low(value) or self.dtype not in ("float32", "float16"):
             return None
         source = layer.param_sources.get("W")
         name = f"param:onnx:{source}" if source else f"param:{layer.name}:W"

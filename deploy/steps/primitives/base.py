@@ -13,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from csdf.model import Layer
+from deploy.quant.stored import held
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,14 @@ class Primitive(Protocol):
     def build(self, b, layer: Layer, spec: ConvSpec, x: str) -> str:
         """Nodes computing the Conv (with bias, without activations) on NCHW float32 `x`
         through builder `b` (deploy.steps.builder.Builder); returns the NCHW output name."""
+
+
+def conv_weight(b, layer: Layer) -> np.ndarray:
+    """The layer's W as a step computes with it when builder `b` stores parameters below
+    fp32 (its fp16 or int8 values in fp32, deploy/quant/stored.py `held`): a primitive's
+    transformed weights are made from these and kept fp32, so it computes what the
+    fp16/mixed reference computes."""
+    return held(b.weights, layer, "W")
 
 
 def weights(b, layer: Layer, tag: str, value: np.ndarray) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from deploy.steps.primitives.base import ConvSpec, add_bias, pad, reshape, weights, window
+from deploy.steps.primitives.base import ConvSpec, add_bias, conv_weight, pad, reshape, weights, window
 
 
 class Im2col:
@@ -28,7 +28,7 @@ class Im2col:
                 taps.append(b.node("Unsqueeze", [win, b.const(b.tmp("ax"), np.array([2], np.int64))]))
         cols = b.node("Concat", taps, axis=2) if len(taps) > 1 else taps[0]   # [N, C, k, Ho, Wo]
         cols = reshape(b, cols, [s.n, g, s.c_in // g * s.kh * s.kw, s.h_out * s.w_out])
-        w = layer.params["W"].astype(np.float32).reshape(g, s.c_out // g, -1)  # (c, i, j) order
+        w = conv_weight(b, layer).reshape(g, s.c_out // g, -1)  # (c, i, j) order
         y = b.node("MatMul", [weights(b, layer, "W_im2col", w), cols])        # [N, G, O/G, P]
         y = reshape(b, y, [s.n, s.c_out, s.h_out, s.w_out])
         return add_bias(b, layer, y, s.c_out)

@@ -6,9 +6,7 @@ product and keeps every stride-th output (correct, but the work of stride 1); re
 nothing."""
 from __future__ import annotations
 
-import numpy as np
-
-from deploy.steps.primitives.base import ConvSpec, add_bias, pad, reshape, weights, window
+from deploy.steps.primitives.base import ConvSpec, add_bias, conv_weight, pad, reshape, weights, window
 
 
 class Kn2row:
@@ -24,7 +22,7 @@ class Kn2row:
         g = s.group
         hp, wp = s.padded
         xp = reshape(b, pad(b, s, x), [s.n, g, s.c_in // g, hp * wp])
-        w = layer.params["W"].astype(np.float32)                            # [O, C/G, kh, kw]
+        w = conv_weight(b, layer)                                            # [O, C/G, kh, kw]
         taps = w.reshape(g, s.c_out // g, s.c_in // g, s.kh, s.kw)
         acc = None
         for i in range(s.kh):

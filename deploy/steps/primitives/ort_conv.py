@@ -3,7 +3,7 @@ im2col working buffer otherwise), with ONNX Runtime's NCHWc rewrite switched off
 step, so the layer reads and writes NCHW. Refuses nothing."""
 from __future__ import annotations
 
-from deploy.steps.primitives.base import ConvSpec, weights
+from deploy.steps.primitives.base import ConvSpec, conv_weight, weights
 
 
 class OrtConv:
@@ -17,7 +17,7 @@ class OrtConv:
     def build(self, b, layer, spec: ConvSpec, x: str) -> str:
         attrs = dict(kernel_shape=[spec.kh, spec.kw], strides=list(spec.stride),
                      pads=list(spec.pads), dilations=list(spec.dilation), group=spec.group)
-        ins = [x, weights(b, layer, "W", layer.params["W"])]
+        ins = [x, weights(b, layer, "W", conv_weight(b, layer))]
         if "B" in layer.params:
             ins.append(weights(b, layer, "B", layer.params["B"]))
         return b.node("Conv", ins, **attrs)

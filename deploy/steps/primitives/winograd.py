@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from deploy.steps.primitives.base import ConvSpec, add_bias, pad, reshape, weights, window
+from deploy.steps.primitives.base import ConvSpec, add_bias, conv_weight, pad, reshape, weights, window
 
 BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float32)
 G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float32)
@@ -44,7 +44,7 @@ class Winograd:
         d = reshape(b, b.node("Transpose", [d], perm=[0, 2, 1, 3, 4]), [16, -1])
         v = b.node("MatMul", [b.const(b.tmp("BB"), np.kron(BT, BT)), d])      # [16, C*N*P]
         v = reshape(b, v, [16, g, s.c_in // g, s.n * th * tw])
-        w = layer.params["W"].astype(np.float32).reshape(s.c_out, s.c_in // g, 9)
+        w = conv_weight(b, layer).reshape(s.c_out, s.c_in // g, 9)
         u = (np.kron(G, G) @ w.reshape(-1, 9).T).reshape(16, g, s.c_out // g, s.c_in // g)
         m = b.node("MatMul", [weights(b, layer, "W_winograd", u), v])       # [16, G, O/G, N*P]
         y = b.node("MatMul", [b.const(b.tmp("AA"), np.kron(AT, AT)), reshape(b, m, [16, -1])])
