@@ -14,6 +14,7 @@ ONNX Runtime's / the step's own scratch, like the gathered window of a step by p
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -21,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from csdf.model import CNN, Layer
+from csdf.model import CNN
 from csdf.tiling import Group, Tile, distinct_shapes, tile_group
 from deploy.quant.scales import TensorScale
 from deploy.quant.stored import FP32, Weights, weights_of
@@ -57,8 +58,9 @@ def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nc
         if "pads" in hyper or layer.op in ("Conv", "MaxPool", "AveragePool"):
             hyper["pads"] = list(lt.pads)
         n, c = (int(v) for v in layer.output_shape[:2])
-        shaped = Layer(layer.name, layer.op, hyper, layer.params, layer.inputs,
-                       (n, c, lt.out_h.size, lt.out_w.size))
+        # the layer at the tile's shape; its params keep their ONNX sources (a QDQ model's
+        # weights are stored with their own scales)
+        shaped = replace(layer, hyper=hyper, output_shape=(n, c, lt.out_h.size, lt.out_w.size))
         in_c = int(cnn.edge_shape(layer.inputs[0], layer.name)[1])
         x = layer_core(b, shaped, [x], [(n, in_c, lt.in_h.size, lt.in_w.size)], None, None)
         name = "out" if k == len(tile.layers) - 1 else f"mid{k}"
