@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deploy.checks import reference  # noqa: E402
 from deploy.ort import process as ort_process  # noqa: E402
 from deploy.run import verdict  # noqa: E402
+from deploy.quant.stored import weights_for  # noqa: E402
 from deploy.run.measure import CHECKED, frames_for, make_backend  # noqa: E402
 from deploy.runtime import manifest as mf  # noqa: E402
 from deploy.runtime.executor import Executor  # noqa: E402
@@ -36,16 +37,17 @@ def main() -> None:
     args = parser.parse_args()
     manifest = mf.load(args.dir)
     ort_process.init_runtime(args.threads, True)     # one thread pool, as explore run has
-    ex = Executor(manifest, args.dir, make_backend("onnxruntime", manifest["dtype"], args.threads, True))
+    ex = Executor(manifest, args.dir, make_backend("onnxruntime", manifest.dtype, args.threads, True))
+    weights = weights_for(manifest.precision, manifest.backend)    # as explore run's verdict
     refs, exact, stored = {}, {}, {}
-    for name, info in manifest["cnns"].items():
-        path = Path(args.dir) / info["reference"]
-        refs[name] = reference.session(path, args.threads, manifest["dtype"])
-        exact[name] = reference.session(path, args.threads)
+    for name, info in manifest.cnns.items():
+        path = Path(args.dir) / info.reference
+        refs[name] = reference.session(path, args.threads, manifest.dtype, weights)
+        exact[name] = reference.session(path, args.threads, weights=weights)
         stored[name] = reference.stored_dtype(path)
     worst = (0.0, None, None)
     for seed in range(args.seeds):
-        routed = frames_for(manifest, max(args.frames, len(manifest["cnns"])), seed)
+        routed = frames_for(manifest, max(args.frames, len(manifest.cnns)), seed)
         diff, size, noise = {}, {}, {}
         for name, stream in routed.items():
             checked = [stream[f] for f in range(min(CHECKED, len(stream)))]
@@ -56,9 +58,9 @@ def main() -> None:
                     d = max(d, float(np.max(np.abs(g - w.reshape(g.shape)))))
                     m = max(m, float(np.max(np.abs(w))))
             diff[name], size[name] = d, m
-            noise[name] = 0.0 if manifest["dtype"] == "float32" else verdict.spread(exact[name], refs[name], checked)
+            noise[name] = 0.0 if manifest.dtype == "float32" else verdict.spread(exact[name], refs[name], checked)
         result = {"fps": dict.fromkeys(routed, 1.0), "max_abs_diff": diff, "max_abs_output": size}
-        for name, v in verdict.judge(result, manifest["dtype"], noise, stored).items():
+        for name, v in verdict.judge(result, manifest.dtype, noise, stored).items():
             ratio = v["max_abs_diff"] / v["tolerance"]
             print(f"seed {seed:3d} {name}: max |diff| {v['max_abs_diff']:.4g} on outputs up to "
                   f"{v['max_abs_output']:.3g}, spread {v['rounding']:.4g}, tolerance "
