@@ -57,9 +57,7 @@ def _need(data, key, where, kind=None):
     return value
 
 
-def _ints(data, key, where, default=None):
-    if default is not None and key not in data:
-        return default
+def _ints(data, key, where):
     values = _need(data, key, where, list)
     if not all(isinstance(v, int) for v in values):
         raise BadManifest("%s: key '%s' must list integers, got %r" % (where, key, values))
