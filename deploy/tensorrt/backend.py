@@ -12,7 +12,8 @@ from deploy.tensorrt import board_runner
 from sdf3.errors import InputError
 
 # the standalone runner: the script and the modules it imports, all copied flat into DIR
-RUNNER_FILES = ("board_runner.py", "trt_cuda.py", "trt_engines.py", "trt_board.py", "trt_measure.py")
+RUNNER_FILES = ("board_runner.py", "trt_cuda.py", "trt_manifest.py", "trt_engines.py", "trt_board.py",
+                "trt_measure.py")
 
 
 def available() -> bool:
@@ -37,8 +38,8 @@ def copy_runner(out_dir: str | Path) -> Path:
 
 def build_engines(out_dir: str | Path, manifest) -> int:
     """Engines for every step model of `manifest` (deploy/runtime/manifest_records.Manifest;
-    the runner reads it as the dicts of its JSON)."""
-    return board_runner.build_all(str(out_dir), manifest.to_dict())
+    the runner reads its JSON form into the runner's own records, trt_manifest.py)."""
+    return board_runner.build_all(str(out_dir), board_runner.read_manifest(manifest.to_dict()))
 
 
 def measure(deploy_dir: str | Path, frames: int, seed: int, warmup: int, check: bool) -> dict:

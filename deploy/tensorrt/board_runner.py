@@ -3,8 +3,8 @@
 
 Runs on the board itself: needs only numpy, tensorrt and the CUDA runtime (libcudart through
 ctypes), and runs under Python 3.6 (JetPack 4.6, TensorRT 8.2) as well as 3.11 (TensorRT 10).
-Copy this file and its modules (trt_cuda.py, trt_engines.py, trt_board.py, trt_measure.py)
-next to the deployment (explore deploy does) and run:
+Copy this file and its modules (trt_cuda.py, trt_manifest.py, trt_engines.py, trt_board.py,
+trt_measure.py) next to the deployment (explore deploy does) and run:
 
     python3 board_runner.py build DIR            # engines from the ONNX step models
     python3 board_runner.py run DIR --frames 50 --json
@@ -17,8 +17,9 @@ execution context without device memory of its own, all of them sharing one scra
 and execute_async_v2; TensorRT 10: set_tensor_address and execute_async_v3).
 
 This module holds the command line; the work is in trt_cuda.py (CUDA runtime, tensorrt
-import), trt_engines.py (manifest, engines), trt_board.py (the arena executor) and
-trt_measure.py (run and profile), whose names it re-exports. Each imports its siblings
+import), trt_manifest.py (manifest.json read once into records), trt_engines.py (engines),
+trt_board.py (the arena executor) and trt_measure.py (run and profile), whose names it
+re-exports. Each imports its siblings
 relatively inside the package deploy.tensorrt and flat when DIR runs this file as a script.
 """
 import argparse
@@ -28,17 +29,19 @@ import sys
 try:
     from .trt_board import Board
     from .trt_cuda import ALIGN, D2H, H2D, Cuda, trt, trt_major
-    from .trt_engines import Engine, build_all, build_engine, engine_path, load_manifest
-    from .trt_measure import Cycle, input_frames, measure, profile
+    from .trt_engines import Engine, build_all, build_engine, engine_path
+    from .trt_manifest import Manifest, load_manifest, read_manifest
+    from .trt_measure import Cycle, input_frames, input_shapes, measure, profile
 except ImportError:  # run as a script: the modules lie flat in DIR, which is sys.path[0]
     from trt_board import Board
     from trt_cuda import ALIGN, D2H, H2D, Cuda, trt, trt_major
-    from trt_engines import Engine, build_all, build_engine, engine_path, load_manifest
-    from trt_measure import Cycle, input_frames, measure, profile
+    from trt_engines import Engine, build_all, build_engine, engine_path
+    from trt_manifest import Manifest, load_manifest, read_manifest
+    from trt_measure import Cycle, input_frames, input_shapes, measure, profile
 
-__all__ = ["ALIGN", "D2H", "H2D", "Board", "Cuda", "Cycle", "Engine", "build_all", "build_engine",
-           "engine_path", "input_frames", "load_manifest", "main", "measure", "profile", "trt",
-           "trt_major"]
+__all__ = ["ALIGN", "D2H", "H2D", "Board", "Cuda", "Cycle", "Engine", "Manifest", "build_all",
+           "build_engine", "engine_path", "input_frames", "input_shapes", "load_manifest", "main",
+           "measure", "profile", "read_manifest", "trt", "trt_major"]
 
 
 def main(argv=None):

@@ -1,12 +1,10 @@
-"""Engines of the board runner: the deployment's manifest, an engine built from each ONNX
-step model (and where it is stored), and a deserialized engine whose one context owns no
-device memory and binds arena addresses (TensorRT 8: bindings by index; TensorRT 10: tensor
-addresses).
+"""Engines of the board runner: an engine built from each ONNX step model (and where it is
+stored), and a deserialized engine whose one context owns no device memory and binds arena
+addresses (TensorRT 8: bindings by index; TensorRT 10: tensor addresses).
 
 Part of the standalone runner (board_runner.py and its trt_*.py modules, copied beside a
 deployment): Python 3.6 compatible, imports nothing of memtrade.
 """
-import json
 import os
 import sys
 
@@ -14,14 +12,10 @@ try:
     from .trt_cuda import trt, trt_major, device_capsule, trt_logger
 except ImportError:  # run as a script: the modules lie flat in DIR
     from trt_cuda import trt, trt_major, device_capsule, trt_logger
-
-
-def load_manifest(deploy_dir):
-    with open(os.path.join(deploy_dir, "manifest.json")) as f:
-        manifest = json.load(f)
-    if manifest.get("format") != "memtrade-deployment":
-        raise SystemExit("%s: not a memtrade deployment" % deploy_dir)
-    return manifest
+try:
+    from .trt_manifest import load_manifest
+except ImportError:  # run as a script: the modules lie flat in DIR
+    from trt_manifest import load_manifest
 
 
 def build_engine(onnx_path, fp16, workspace=1 << 28):
@@ -56,13 +50,14 @@ def engine_path(deploy_dir, model_rel):
 
 
 def build_all(deploy_dir, manifest=None, fp16=None, verbose=False):
-    """Build (or keep) an engine for every step model and the reference models."""
+    """Build (or keep) an engine for every step model, the reference models and the profile
+    models of `manifest` (trt_manifest.Manifest; None: DIR's)."""
     manifest = manifest or load_manifest(deploy_dir)
     if fp16 is None:
-        fp16 = manifest["precision"] in ("fp16", "mixed")
-    rels = list(manifest["models"])
-    rels += [c["reference"] for c in manifest["cnns"].values() if c.get("reference")]
-    rels += [p["model"] for p in manifest.get("profile", [])]
+        fp16 = manifest.precision in ("fp16", "mixed")
+    rels = list(manifest.models)
+    rels += [c.reference for c in manifest.cnns.values() if c.reference]
+    rels += [p.model for p in manifest.profile]
     built = 0
     for rel in rels:
         out = engine_path(deploy_dir, rel)

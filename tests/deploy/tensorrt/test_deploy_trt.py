@@ -21,8 +21,8 @@ from deploy_fixtures import make_plan, tiny_cnn
 
 HERE = Path(board_runner.__file__).parent
 SIBLINGS = {Path(f).stem for f in backend_trt.RUNNER_FILES}
-ALLOWED = {"argparse", "ctypes", "ctypes.util", "json", "os", "resource", "sys", "threading",
-           "time", "numpy", "tensorrt"}
+ALLOWED = {"argparse", "collections", "ctypes", "ctypes.util", "json", "os", "resource", "sys",
+           "threading", "time", "numpy", "tensorrt"}
 
 
 def test_runner_files_are_the_whole_runner():
@@ -74,8 +74,7 @@ def test_copied_runner_imports_standalone(tmp_path):
     folder = tmp_path / "dir"
     folder.mkdir()
     assert backend_trt.copy_runner(folder) == folder / "board_runner.py"
-    m = {"cnns": {"a": {"inputs": [{"shape": [1, 3, 4, 4]}]},
-                  "b": {"inputs": [{"shape": [1, 2, 2, 3]}]}}}
+    m = {"a": [1, 3, 4, 4], "b": [1, 2, 2, 3]}
     child = """if True:
         import json, sys
         sys.path.insert(0, sys.argv[1])
@@ -177,8 +176,7 @@ def test_tensorrt_run_matches_reference(deployed):   # pragma: no cover - GPU on
 def test_runner_feeds_a_pool_of_frames():
     """`board_runner.py run` deals max(frames, CNNs) frames to the CNNs in turn, each CNN's
     cycled from at most 4 arrays made once (peak RSS counts 4 frames, not --frames)."""
-    m = {"cnns": {"a": {"inputs": [{"shape": [1, 3, 8, 8]}]},
-                  "b": {"inputs": [{"shape": [1, 1, 4, 4]}]}}}
+    m = {"a": [1, 3, 8, 8], "b": [1, 1, 4, 4]}
     got = board_runner.input_frames(m, 11, seed=5)
     assert [len(got["a"]), len(got["b"])] == [6, 5]
     a = got["a"]
@@ -191,3 +189,85 @@ def test_runner_feeds_a_pool_of_frames():
     assert all(np.array_equal(x, y) for x, y in zip(again["b"].pool, got["b"].pool))
     assert got["b"][0].shape == (1, 1, 4, 4) and got["b"][0].dtype == np.float32
     assert [len(c) for c in board_runner.input_frames(m, 1).values()] == [1, 1]
+
+
+def test_runner_reads_the_manifest_as_the_records_do(deployed):
+    """The runner's records (trt_manifest.py, Python 3.6) hold, field by field, what
+    deploy/runtime/manifest_records.py reads from the same manifest.json."""
+    from deploy.runtime.manifest_records import Manifest as Records
+    folder, data = deployed
+    want = Records.from_dict(data)
+    got = board_runner.load_manifest(str(folder))
+    assert got == board_runner.read_manifest(data)
+    assert (got.dtype, got.precision, got.device_arena_bytes) == (
+        want.dtype, want.precision, want.device_arena_bytes)
+    assert list(got.models) == list(want.models) and got.models
+    assert got.pipelines == want.pipelines
+    assert {n: tuple(e) for n, e in got.edges.items()} == {
+        n: (e.device_offset, e.row_bytes, e.layout) for n, e in want.edges.items()}
+    assert list(got.cnns) == list(want.cnns)
+    for name, cnn in got.cnns.items():
+        ref = want.cnns[name]
+        assert cnn.reference == ref.reference and cnn.partitions == ref.partitions
+        assert [tuple(p) for p in cnn.inputs] == [(p.layer, p.shape, p.layout) for p in ref.inputs]
+        assert [tuple(p) for p in cnn.outputs] == [(p.layer, p.shape, p.layout) for p in ref.outputs]
+    assert [(p.name, p.cnn, len(p.steps)) for p in got.partitions] == [
+        (p.name, p.cnn, len(p.steps)) for p in want.partitions]
+    kinds = set()
+    for part, (_, t, step) in zip([s for p in got.partitions for s in p.steps], want.steps()):
+        assert part.model == step.model
+        assert [tuple(b) for b in part.bind] == [
+            (b.kind, b.name, b.edges, b.slot, b.values, b.layer) for b in step.bind]
+        kinds |= {b.kind for b in part.bind}
+    assert {"frame", "edge", "output"} <= kinds
+    assert [(p.cnn, p.layer, p.kind, p.model, p.phases, tuple(p.ports)) for p in got.profile] == [
+        (p.cnn, p.layer, p.kind, p.model, p.phases,
+         tuple((q.name, q.shape, q.dtype, q.values) for q in p.ports)) for p in want.profile]
+    assert {p.kind for p in got.profile} == {"whole", "part"}
+    assert got.cnns["tiny"].inputs[0].shape == tuple(data["cnns"]["tiny"]["inputs"][0]["shape"])
+    assert board_runner.input_shapes(got) == {"tiny": list(data["cnns"]["tiny"]["inputs"][0]["shape"])}
+
+
+@pytest.mark.parametrize("damage, where", [
+    (lambda m: m.pop("device_arena_bytes"), "manifest.json: expected key 'device_arena_bytes'"),
+    (lambda m: m["edges"][sorted(m["edges"])[0]].update(row_bytes="8"),
+     "manifest.json: edges.%s: key 'row_bytes' must be an integer, got '8'"),
+    (lambda m: m["partitions"][0]["steps"][1]["bind"][0].pop("kind"),
+     "manifest.json: partitions.%s.steps[1].bind[0]: expected key 'kind'"),
+    (lambda m: m["partitions"][0]["steps"][0].update(model=3),
+     "manifest.json: partitions.%s.steps[0]: key 'model' must be a string or null, got 3"),
+])
+def test_runner_refuses_a_damaged_manifest_in_one_line(deployed, tmp_path, damage, where):
+    _, data = deployed
+    broken = json.loads(json.dumps(data))
+    damage(broken)
+    (tmp_path / "manifest.json").write_text(json.dumps(broken))
+    with pytest.raises(SystemExit) as err:
+        board_runner.load_manifest(str(tmp_path))
+    if "edges." in where:
+        where = where % sorted(data["edges"])[0]
+    elif "partitions." in where:
+        where = where % data["partitions"][0]["name"]
+    assert str(err.value) == str(tmp_path / where)
+    assert "\n" not in str(err.value)
+
+
+def test_build_all_builds_every_model_once(deployed, tmp_path, monkeypatch):
+    """`board_runner.py build`: an engine per step model, reference and profile model (their
+    paths from the JSON), none rebuilt while newer than its ONNX file."""
+    from deploy.tensorrt import trt_engines
+    folder, data = deployed
+    dep = tmp_path / "dep"
+    for rel in [p.relative_to(folder) for p in folder.rglob("*.onnx")] + [Path("manifest.json")]:
+        (dep / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dep / rel).write_bytes((folder / rel).read_bytes())
+    built = []
+    monkeypatch.setattr(trt_engines, "build_engine",
+                        lambda path, fp16: built.append((Path(path).relative_to(dep), fp16)) or b"e")
+    want = set(data["models"]) | {p["model"] for p in data["profile"]} | {
+        c["reference"] for c in data["cnns"].values()}
+    assert data["precision"] == "fp16" and len(want) > 3
+    assert board_runner.build_all(str(dep)) == len(want)
+    assert sorted(str(p) for p, _ in built) == sorted(want) and all(f for _, f in built)
+    assert all((dep / "engines" / (rel[:-len(".onnx")] + ".engine")).read_bytes() == b"e" for rel in want)
+    assert board_runner.build_all(str(dep), fp16=False) == 0 and len(built) == len(want)

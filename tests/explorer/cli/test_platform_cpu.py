@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import onnx
 import pytest
 
 from conftest import write_tiny_onnx
@@ -20,8 +21,16 @@ from sdf3.errors import InputError
 APP = "name: tinycpu\nplatform: cpu\n{threads}cnns:\n  - name: tiny\n    model: tiny.onnx\n"
 
 
-def app_file(folder: Path, threads: str = "", seed: int = 0) -> Path:
+def app_file(folder: Path, threads: str = "", seed: int = 0, side: int = 8) -> Path:
+    """The tiny CNN (conftest.write_tiny_onnx) on a `side` x `side` input, and its app file.
+    A 2 x 2 input has one ladder rung (k=1: 3 ladder deployments, 8 x 8 has 9), which is
+    all the end-to-end run needs of the measurement."""
     write_tiny_onnx(folder / "tiny.onnx", seed)
+    if side != 8:
+        model = onnx.load(str(folder / "tiny.onnx"))
+        for dim in model.graph.input[0].type.tensor_type.shape.dim[2:]:
+            dim.dim_value = side
+        onnx.save(model, str(folder / "tiny.onnx"))
     path = folder / "app.yaml"
     path.write_text(APP.format(threads=threads))
     return path
@@ -39,7 +48,7 @@ def test_threads_key(tmp_path):
 
 def test_explore_deploy_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MEMTRADE_CACHE", str(tmp_path / "cache"))
-    app = app_file(tmp_path)
+    app = app_file(tmp_path, side=2)
     assert main([str(app), "--out", str(tmp_path / "p1")]) == 0
     first = capsys.readouterr().err
     assert "platform cpu: measuring tiny" in first and "tiny ladder: timed whole" in first

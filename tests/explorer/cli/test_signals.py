@@ -22,14 +22,14 @@ from onnx_cases import Net
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def chain(path: Path, layers: int = 24) -> Path:
-    """`layers` 3x3 convs of 16 channels on 24x24: slow enough to stop mid-way."""
+def chain(path: Path, layers: int = 24, side: int = 24) -> Path:
+    """`layers` 3x3 convs of 16 channels on side x side (24 x 24: slow enough to stop mid-way)."""
     n = Net(11)
     x = n.op("Relu", [n.conv("input", 3, 16)])
     for _ in range(layers - 1):
         x = n.op("Relu", [n.conv(x, 16, 16)])
     n.nodes[-1].output[0] = "output"
-    return n.save(path, [("input", [1, 3, 24, 24])], [("output", [1, 16, 24, 24])])
+    return n.save(path, [("input", [1, 3, side, side])], [("output", [1, 16, side, side])])
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +39,11 @@ def app(tmp_path_factory) -> Path:
     (root / "app.yaml").write_text(
         "name: chain\ncnns:\n  - {name: chain, model: chain.onnx}\n"
         "search: {population: 40, generations: 400, workers: 2, effort: full}\n")
+    # what the run after a SIGKILL'd `explore profile` measures: the stale sibling it
+    # removes is the --out file's, whatever the app, and 2 layers on 1 x 1 (whole only, no
+    # ladder rung) profile in seconds where the 24-layer chain takes a minute
+    chain(root / "small.onnx", layers=2, side=1)
+    (root / "small.yaml").write_text("name: small\ncnns:\n  - {name: small, model: small.onnx}\n")
     return root / "app.yaml"
 
 
@@ -134,6 +139,8 @@ def test_after_sigkill_the_next_run_takes_over(app, plan, tmp_path, command):
     assert [name.startswith(f"memtrade-{proc.pid}-") for name in scratch] == [True], scratch
     quick = {"explore": ["--generations", "2", "--population", "8", "--quiet"],
              "deploy": [], "profile": []}[command]
+    if command == "profile":
+        argv = ["profile", str(app.parent / "small.yaml"), *argv[2:]]
     done = subprocess.run([sys.executable, "-m", "explorer.cli.main", *argv, *quick],
                           capture_output=True, text=True, env=_env(tmp_path / "tmp"))
     assert done.returncode in (0, 3), done.stderr[-2000:]   # 3: see `plan`

@@ -14,12 +14,22 @@ from explorer.throughput.device_profile import DeviceProfile, LayerTimes, load_p
 from csdf.regions import beside_parts, region_params, region_sizes
 from explorer.throughput.evaluator import make_evaluator
 from sdf3.errors import InputError
-from deploy_fixtures import tiny_app_file
+from deploy_fixtures import tiny_app_file, tiny_onnx
 
 
 @pytest.fixture(scope="module")
 def app_file(tmp_path_factory):
     return tiny_app_file(tmp_path_factory.mktemp("app"))
+
+
+@pytest.fixture(scope="module")
+def small_app_file(tmp_path_factory):
+    """The tiny app on a 4 x 4 input: ladder rows 1 and 2, 9 deployments where 16 x 12
+    has 15, with the same branches (residual, squeeze-excite, concat) among the split layers."""
+    folder = tmp_path_factory.mktemp("small")
+    path = tiny_app_file(folder)
+    tiny_onnx(folder / "tiny.onnx", shape=(1, 3, 4, 4))
+    return path
 
 
 def _components(edges, phases, params) -> dict[str, int]:
@@ -134,11 +144,12 @@ def test_evaluator_places_each_layer_by_its_region(app_file, tmp_path):
             else table[n].whole_ms for n in cnn.order()), rel=1e-12)
 
 
-def test_alone_groups_time_every_split_layer_with_whole_neighbours(app_file, tmp_path, monkeypatch):
+def test_alone_groups_time_every_split_layer_with_whole_neighbours(small_app_file, tmp_path,
+                                                                  monkeypatch):
     """For every k: the alone runs split disjoint groups covering the layers in parts at k,
     no two neighbours in one group, each at its Φ of k; the table files the alone times and
     the regions (networkx's components of the run with every layer at k)."""
-    cnn = load_app(app_file).cnns["tiny"]
+    cnn = load_app(small_app_file).cnns["tiny"]
     ladder = ladder_profile.Ladder(cnn, tmp_path)
     edges = cnn.edges()
     params = {n: cnn.layer(n).param_count for n in cnn.order()}
@@ -165,6 +176,7 @@ def test_alone_groups_time_every_split_layer_with_whole_neighbours(app_file, tmp
     monkeypatch.setattr(ladder_profile, "step_times_in_child", fake)
     ladder.time_round()
     table = ladder.table()
+    checked = set()
     for n in cnn.order():
         for k in ladder_profile.ladder_rows(cnn):
             every = ladder.folders[index[(k, None)]][1]
@@ -175,6 +187,8 @@ def test_alone_groups_time_every_split_layer_with_whole_neighbours(app_file, tmp
             alone = [i for (kk, g), i in index.items()
                      if kk == k and g is not None and ladder.folders[i][1][n] > 1]
             assert table[n]["alone"][p] == alone[0] + 1
+            checked.add(k)
+    assert checked == set(ladder_profile.ladder_rows(cnn)) == {1, 2}
     # whole beside parts: the median over every run (all at k, or alone) where it was so
     for n in cnn.order():
         runs = [i + 1 for i, (_, phases) in enumerate(ladder.folders) if i > 0 and phases[n] == 1
