@@ -52,6 +52,21 @@ def onnxruntime_dtype(app: Application, where: str) -> str:
     return {4: "float32", 2: "float16", 1: "uint8"}[app.precision.data_bytes]
 
 
+def code_digest() -> str:
+    """sha256 of the source of what a profile measures (the step builders, the quantization,
+    the ONNX Runtime backend, the executor, the profile itself): a profile cached by other
+    code (another step form, another weight storage) is not reused."""
+    import hashlib
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for sub in ("steps", "quant", "ort", "runtime", "profile", "build"):
+        for path in sorted((root / sub).rglob("*.py")):
+            h.update(path.relative_to(root).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def timing_scales(cnn, dtype: str):
     """For an int8 profile (`dtype` "uint8"), scales of `cnn`'s stored tensors to time its
     steps with: calibrated on generated frames as `explore deploy` does without

@@ -97,8 +97,9 @@ def cpu_profile(app, cache: ProfileCache | None = None, quiet: bool = False,
     say = say or (lambda line: None)
     settings = Settings(threads=app.threads)
     machine = machine_key()
+    from deploy.profile.app_profile import code_digest
     key = profile_key(app.cnns, app.precision.name, settings.threads, settings.layout,
-                      settings.steps, machine)
+                      settings.steps, machine, code_digest())
     warn = (lambda line: print(f"explore: warning: {line}", file=sys.stderr, flush=True))
     found = cache.get(key)
     if found is not None:

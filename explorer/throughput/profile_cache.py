@@ -84,18 +84,23 @@ class ProfileKey:
     layout: str
     steps: str
     machine: str
+    code: str = ""      # digest of the code that builds and runs what was measured
 
     @property
     def digest(self) -> str:
         text = json.dumps([list(map(list, self.models)), self.precision, self.threads,
-                           self.layout, self.steps, self.machine])
+                           self.layout, self.steps, self.machine]
+                          + ([self.code] if self.code else []))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def profile_key(cnns: dict[str, CNN], precision: str, threads: int, layout: str = "blocked",
-                steps: str = "regions", machine: str | None = None) -> ProfileKey:
+                steps: str = "regions", machine: str | None = None, code: str = "") -> ProfileKey:
+    """`code`: a digest of the code the measured step forms depend on (the caller's:
+    deploy/profile/app_profile.py `code_digest`), so a profile measured by other code is
+    measured again."""
     return ProfileKey(tuple((name, model_digest(cnn)) for name, cnn in cnns.items()),
-                      precision, threads, layout, steps, machine or machine_key())
+                      precision, threads, layout, steps, machine or machine_key(), code)
 
 
 class ProfileCache:

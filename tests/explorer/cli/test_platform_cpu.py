@@ -84,6 +84,7 @@ def test_explore_deploy_run(tmp_path, monkeypatch, capsys):
 def test_changed_model_and_corrupt_entry_measured_again(tmp_path, monkeypatch, capsys):
     from explorer.cli import cpu_profile as glue
     import deploy.profile.app_profile as app_profile
+    from deploy.profile.app_profile import code_digest
 
     calls = []
 
@@ -102,7 +103,7 @@ def test_changed_model_and_corrupt_entry_measured_again(tmp_path, monkeypatch, c
     glue.cpu_profile(load_app(app_file(tmp_path, "threads: 2\n", seed=3)), cache, quiet=True)
     assert calls == [2, 2]                                # other weights: measured again
     app = load_app(app_file(tmp_path, "threads: 2\n"))
-    cache.path(profile_key(app.cnns, "fp32", 2)).write_text("format: [")   # corrupt
+    cache.path(profile_key(app.cnns, "fp32", 2, code=code_digest())).write_text("format: [")   # corrupt
     capsys.readouterr()
     glue.cpu_profile(app, cache, quiet=True)
     assert calls == [2, 2, 2]

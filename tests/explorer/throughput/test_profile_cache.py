@@ -30,8 +30,9 @@ def test_key_follows_model_bytes_and_settings(tmp_path):
     assert profile_key(tiny(tmp_path, 0), "fp32", 1, machine="m").digest == base.digest
     others = [profile_key(b, "fp32", 1, machine="m"), profile_key(a, "fp16", 1, machine="m"),
               profile_key(a, "fp32", 2, machine="m"), profile_key(a, "fp32", 1, machine="n"),
-              profile_key(a, "fp32", 1, "nchw", machine="m")]
-    assert len({k.digest for k in others} | {base.digest}) == 6
+              profile_key(a, "fp32", 1, "nchw", machine="m"),
+              profile_key(a, "fp32", 1, machine="m", code="other code")]
+    assert len({k.digest for k in others} | {base.digest}) == 7
 
 
 def test_hit_and_miss_round_trip(tmp_path):
