@@ -90,6 +90,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
         if scales is None:
             raise ValueError("an int8 plan is deployed with the scales of its tensors")
         dtype = scales.dtype
+    check_backend(plan, backend, where)
     plan_check.check(plan, cnns, where)
     weights = weights_for(plan.precision, backend)      # docs/precision.md
     out = Path(out_dir)
@@ -130,6 +131,17 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
     if scales is not None:
         result["quantization"] = scales.to_json()
     return _finish(result, cnns, dtype, out, backend, with_profile, where)
+
+
+def check_backend(plan: Plan, backend: str, where: str = "plan") -> None:
+    """One line for a plan `backend` cannot run: the TensorRT board runner builds fp32/fp16
+    engines and runs layer and region steps, so int8 plans and fused tiles are ONNX
+    Runtime's."""
+    if backend == "tensorrt" and (plan.data_bytes == 1 or plan.tilings):
+        raise InputError(f"{where}: " + ("an int8 plan" if plan.data_bytes == 1 else
+                                         "a plan with fused tiles (key 'tilings')")
+                         + " cannot be deployed with --backend tensorrt; deploy it with "
+                         "--backend onnxruntime")
 
 
 def _arenas(plan: Plan) -> tuple[arena.Placement, arena.Placement]:

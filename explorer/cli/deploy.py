@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _deploy(args: argparse.Namespace, out: Path) -> int:
-    from deploy.build.derive import derive
+    from deploy.build.derive import check_backend, derive
     from explorer.app.appfile import load_app
     from explorer.plan.plan_file import from_json
 
@@ -72,6 +72,7 @@ def _deploy(args: argparse.Namespace, out: Path) -> int:
         print(f"explore deploy: warning: plan {args.plan} does not meet its constraints ({unmet}); "
               f"deploying it anyway", file=sys.stderr)
     app = load_app(plan.app)
+    check_backend(plan, args.backend, args.plan)
     scales = None
     if plan.data_bytes == 1:
         from deploy.build.quantization import deployment_scales

@@ -67,3 +67,9 @@ def test_calibration_for_an_fp32_plan_is_ignored_with_a_warning(plans, tmp_path,
     err = capsys.readouterr().err
     assert "--calibration is for int8 plans" in err
     assert "quantization" not in json.loads((tmp_path / "d" / "manifest.json").read_text())
+
+
+def test_an_int8_plan_is_refused_for_tensorrt(plans, tmp_path, capsys):
+    refused(capsys, ["deploy", str(plans / "int8" / "plan.json"), "--out", str(tmp_path / "t"),
+                     "--backend", "tensorrt"], "int8 plan", "--backend onnxruntime")
+    assert not (tmp_path / "t").exists()

@@ -192,6 +192,10 @@ def test_deployed_two_groups_equal_outputs_arena_is_plan(app, tmp_path):
     assert res["arena_bytes"] == plan.buffer_bytes
     # input copy + 16 + 4 tile calls + the global average pool
     assert res["calls_per_frame"]["small"] == 1 + 16 + 4 + 1
+    # the TensorRT board runner runs layer and region steps only: one line, nothing written
+    assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "t"),
+                 "--backend", "tensorrt"]) == 2
+    assert not (tmp_path / "t").exists()
 
 
 def test_csdf_view_one_actor_per_group(app):
