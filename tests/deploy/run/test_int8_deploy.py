@@ -2,7 +2,7 @@
 with the same scales, one session: deploy/checks/quantized.py), element by element: by parts
 with padding rows at both borders, a stride-2 depthwise layer, a residual join, a
 concatenation, parts of 3 rows of a height of 11 (the last part 2 rows); and damage (a
-scale, two swapped steps, a ring read at the wrong slots) FAILs."""
+scale, a weight, two swapped steps, a ring read at the wrong slots) FAILs."""
 from __future__ import annotations
 
 import json
@@ -102,6 +102,25 @@ def test_damage_fails_at_int8(net, tmp_path, capsys):
     for i, t in enumerate(model.graph.initializer):
         if t.name == "scale:c":
             model.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * 2, t.name))
+    onnx.save(model, str(out / rel))
+    assert run_json(capsys, out)[1]["verdict"]["net"]["verdict"] == "FAIL"
+
+    # a wrong weight: the int8 weights of output channel 0 of layer a's first step model
+    # moved by 20 steps of their scale
+    shutil.rmtree(out)
+    shutil.copytree(pristine, out)
+    rel = next(r for r, m in json.loads((out / "manifest.json").read_text())["models"].items()
+               if m["layer"] == "a")
+    model = onnx.load(str(out / rel))
+    for i, t in enumerate(model.graph.initializer):
+        w = numpy_helper.to_array(t)
+        if w.dtype == np.int8 and w.ndim == 4:
+            w = w.copy()
+            w[0] = np.clip(w[0].astype(np.int32) + 20, -127, 127).astype(np.int8)
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(w, t.name))
+            break
+    else:
+        raise AssertionError(f"no int8 weight in {rel}")
     onnx.save(model, str(out / rel))
     assert run_json(capsys, out)[1]["verdict"]["net"]["verdict"] == "FAIL"
 
