@@ -234,10 +234,10 @@ def test_bad_plans(cnn, tmp_path):
     small["buffers"][small["edges"][name]["buffer"]]["bytes"] = 4
     with pytest.raises(InputError, match="cannot hold|needs"):
         derive(small, {cnn.name: cnn}, tmp_path / "b")
-    half = json.loads(json.dumps(plan))
-    half["data_bytes"] = 1
-    with pytest.raises(InputError, match="data_bytes"):
-        derive(half, {cnn.name: cnn}, tmp_path / "c")
+    odd = json.loads(json.dumps(plan))
+    odd["data_bytes"] = 3
+    with pytest.raises(InputError, match="key 'data_bytes' must be 4 \\(fp32\\), 2 \\(fp16\\) or 1 \\(int8\\)"):
+        derive(odd, {cnn.name: cnn}, tmp_path / "c")
 
 
 def test_cli_run_json(cnn, tmp_path, capsys):
