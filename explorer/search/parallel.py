@@ -12,6 +12,7 @@ evaluations run in this process.
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -93,7 +94,15 @@ def evaluation_pool(evaluate: Callable[[Key], Result], workers: int) -> Iterator
         yield evaluate
         return
     _EVALUATE = evaluate
-    pool = multiprocessing.get_context("fork").Pool(n, initializer=_quiet_worker)
+    # what the parent holds stays out of the workers' garbage collection: a forked child
+    # collecting an ONNX Runtime session the parent made (a test, a `platform: cpu` profile
+    # measured in this process) crashed in its finalizer, and the pool then waited forever
+    gc.collect()
+    gc.freeze()
+    try:
+        pool = multiprocessing.get_context("fork").Pool(n, initializer=_quiet_worker)
+    finally:
+        gc.unfreeze()
     try:
         yield PoolEvaluate(evaluate, pool)
     finally:
