@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper, numpy_helper
+
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "csdf")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "csdf"),
+                str(ROOT / "tests" / "deploy" / "checks"), str(ROOT / "tests" / "deploy" / "quant")]
 import onnx_cases  # noqa: E402
 from conftest import write_tiny_onnx  # noqa: E402
 from csdf import zoo  # noqa: E402
@@ -35,6 +36,7 @@ from csdf.onnx_import import load_onnx  # noqa: E402
 from deploy.checks.quantized import quantized_reference  # noqa: E402
 from deploy.quant.calibration import activation_scales, frames, stored  # noqa: E402
 from test_onnx_qdq import fp32_model  # noqa: E402
+from test_quantized import damaged  # noqa: E402
 
 
 def session(model: onnx.ModelProto, fused: bool = True) -> ort.InferenceSession:
@@ -43,28 +45,6 @@ def session(model: onnx.ModelProto, fused: bool = True) -> ort.InferenceSession:
     if not fused:
         opts.add_session_config_entry("session.disable_quant_qdq", "1")
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-
-
-def damaged(ref: onnx.ModelProto, tensor: str, how: str, rows: int) -> onnx.ModelProto:
-    """`tensor` written at twice its scale, or its rows 1 and rows-2 swapped for its readers."""
-    m = onnx.ModelProto()
-    m.CopyFrom(ref)
-    if how == "scale x2":
-        q = next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and n.output[0] == tensor + "_q")
-        s = next(t for t in m.graph.initializer if t.name == q.input[1])
-        m.graph.initializer.append(numpy_helper.from_array(numpy_helper.to_array(s) * np.float32(2), q.input[1] + "_x2"))
-        q.input[1] += "_x2"
-        return m
-    idx = list(range(rows))
-    idx[1], idx[rows - 2] = idx[rows - 2], idx[1]
-    m.graph.initializer.append(numpy_helper.from_array(np.array(idx, np.int64), "swap"))
-    for n in m.graph.node:
-        for k, t in enumerate(n.input):
-            if t == tensor:
-                n.input[k] = tensor + "_swapped"
-    at = next(i for i, n in enumerate(m.graph.node) if tensor in n.output)
-    m.graph.node.insert(at + 1, helper.make_node("Gather", [tensor, "swap"], [tensor + "_swapped"], axis=2))
-    return m
 
 
 def measure(path: Path, seeds: int) -> str:
@@ -76,8 +56,8 @@ def measure(path: Path, seeds: int) -> str:
     spatial = [(t, n) for t, n in stored(cnn, onnx.load(str(path))).items() if cnn.layer(n).output_shape[2] >= 4]
     tensor, layer = spatial[len(spatial) // 2]
     fused, plain = session(ref), session(ref, False)
-    broken = {how: session(damaged(ref, tensor, how, cnn.layer(layer).output_shape[2]), False)
-              for how in ("scale x2", "rows swapped")}
+    broken = {label: session(damaged(ref, tensor, how, cnn.layer(layer).output_shape[2]), False)
+              for how, label in (("scale", "scale x2"), ("rows", "rows swapped"))}
     worst, span, least = 0.0, 0.0, {how: np.inf for how in broken}
     name = fused.get_inputs()[0].name
     for seed in range(1, seeds + 1):

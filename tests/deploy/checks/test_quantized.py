@@ -199,9 +199,9 @@ def test_a_missing_scale_is_one_line(tmp_path):
         quantized_reference(path, cnn, short)
 
 
-def _damaged(ref: onnx.ModelProto, tensor: str, how: str, rows: int) -> onnx.ModelProto:
+def damaged(ref: onnx.ModelProto, tensor: str, how: str, rows: int) -> onnx.ModelProto:
     """`tensor` written at twice its scale (read back at its own), or its rows 1 and rows-2
-    swapped where its readers read it."""
+    swapped where its readers read it (also benchmarks/int8_tolerance.py's damage)."""
     m = onnx.ModelProto()
     m.CopyFrom(ref)
     if how == "scale":
@@ -232,7 +232,7 @@ def test_the_int8_tolerance_passes_fp32_steps_and_fails_damage(tmp_path):
     tol = verdict.tolerance("int8", None, 1.0, None, verdict.int8_step(scales, ["net/conv5"]))
     assert tol == verdict.INT8_UNITS * scales.of("net", "conv5").scale
     fused, plain = _session(ref), _session(ref, fused=False)
-    broken = [_session(_damaged(ref, "a3", how, 8), fused=False) for how in ("scale", "rows")]
+    broken = [_session(damaged(ref, "a3", how, 8), fused=False) for how in ("scale", "rows")]
     for seed in range(20):
         x = {"input": np.random.default_rng(100 + seed).standard_normal(SHAPE, dtype=np.float32)}
         want = fused.run(None, x)[0]
