@@ -36,15 +36,7 @@ from csdf.onnx_import import load_onnx  # noqa: E402
 from deploy.checks.quantized import quantized_reference  # noqa: E402
 from deploy.quant.calibration import activation_scales, frames, stored  # noqa: E402
 from test_onnx_qdq import fp32_model  # noqa: E402
-from test_quantized import damaged  # noqa: E402
-
-
-def session(model: onnx.ModelProto, fused: bool = True) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    if not fused:
-        opts.add_session_config_entry("session.disable_quant_qdq", "1")
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+from test_quantized import damaged, session  # noqa: E402
 
 
 def measure(path: Path, seeds: int) -> str:

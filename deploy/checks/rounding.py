@@ -46,12 +46,8 @@ def stored_tensors(path: str | Path, model: onnx.ModelProto, cnn: CNN | None = N
     when not given) that a deployment of it stores: the graph input and every layer's output,
     as csdf's import cuts the model into layers."""
     from csdf.onnx_import import load_onnx
-    cnn = cnn or load_onnx(path, "reference")
-    typed = onnx.shape_inference.infer_shapes(model)
-    kinds = {v.name: v.type.tensor_type.elem_type
-             for v in list(typed.graph.input) + list(typed.graph.value_info) + list(typed.graph.output)}
-    tensors = [layer.output_tensor for layer in cnn.layers() if layer.output_tensor]
-    return [t for t in dict.fromkeys(tensors) if kinds.get(t) == TensorProto.FLOAT]
+    from deploy.quant.calibration import stored
+    return list(stored(cnn or load_onnx(path, "reference"), model))
 
 
 # (tensor, its value, the name its readers read) -> the nodes of one round trip

@@ -75,11 +75,8 @@ def timing_scales(cnn, dtype: str):
     if dtype != "uint8":
         return None
     from deploy.build.quantization import deployment_scales
-    from deploy.quant.calibration import qdq_scales
     from deploy.quant.scales import ActivationScales
-    own = qdq_scales(cnn)
-    scales = deployment_scales({cnn.name: cnn}, None) if own is None else own
-    return ActivationScales("uint8", scales.by_tensor)
+    return ActivationScales("uint8", deployment_scales({cnn.name: cnn}, None).by_tensor)
 
 
 def measure_app(app: Application, settings: Settings, progress: Progress | None = None,

@@ -135,7 +135,7 @@ class Builder:
         parts = self.blocks(layer, "W") if split else [None]
         ys = []
         for rows in parts:
-            integer = None if int8_data else self._integer_form(layer, rows)
+            integer = self._integer_form(layer, rows)
             w = integer[0] if integer else self.param(layer, "W", rows)
             ins = [x, w]
             if "B" in layer.params:

@@ -34,7 +34,7 @@ def _setup(tmp_path: Path, make=fp32_model, frames: int = 6):
     return path, cnn, calibration.activation_scales(path, cnn, found)
 
 
-def _session(model: onnx.ModelProto, fused: bool = True) -> ort.InferenceSession:
+def session(model: onnx.ModelProto, fused: bool = True) -> ort.InferenceSession:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     if not fused:
@@ -136,7 +136,7 @@ def _numpy_small(x: np.ndarray, cnn, scales) -> np.ndarray:
 
 def test_run_by_onnx_runtime_it_equals_numpy_fake_quant(tmp_path):
     path, cnn, scales = _setup(tmp_path)
-    sess = _session(quantized_reference(path, cnn, scales))
+    sess = session(quantized_reference(path, cnn, scales))
     step = verdict.int8_step(scales, "net/conv5")
     assert step == scales.of("net", "conv5").scale
     worst = 0.0
@@ -165,9 +165,9 @@ def test_below_opset_13_the_weights_are_their_dequantized_values(tmp_path):
                 and init[n.input[0]].dtype == np.int8]
     conv1 = next(n for n in ref.graph.node if n.name == "conv1")
     np.testing.assert_array_equal(init[conv1.input[1]], dequantized(*per_channel(cnn.layer("conv1").params["W"])))
-    new = _session(quantized_reference(path, cnn, scales))
+    new = session(quantized_reference(path, cnn, scales))
     x = {"input": np.random.default_rng(3).standard_normal(SHAPE, dtype=np.float32)}
-    units = np.abs(_session(ref).run(None, x)[0] - new.run(None, x)[0]) / scales.of("net", "conv5").scale
+    units = np.abs(session(ref).run(None, x)[0] - new.run(None, x)[0]) / scales.of("net", "conv5").scale
     assert np.rint(units).max() <= 2, units.max()
 
 
@@ -231,8 +231,8 @@ def test_the_int8_tolerance_passes_fp32_steps_and_fails_damage(tmp_path):
     ref = quantized_reference(path, cnn, scales)
     tol = verdict.tolerance("int8", None, 1.0, None, verdict.int8_step(scales, ["net/conv5"]))
     assert tol == verdict.INT8_UNITS * scales.of("net", "conv5").scale
-    fused, plain = _session(ref), _session(ref, fused=False)
-    broken = [_session(damaged(ref, "a3", how, 8), fused=False) for how in ("scale", "rows")]
+    fused, plain = session(ref), session(ref, fused=False)
+    broken = [session(damaged(ref, "a3", how, 8), fused=False) for how in ("scale", "rows")]
     for seed in range(20):
         x = {"input": np.random.default_rng(100 + seed).standard_normal(SHAPE, dtype=np.float32)}
         want = fused.run(None, x)[0]
@@ -263,7 +263,7 @@ def test_a_band_of_rows_through_qlinearconv_is_the_whole_layer_s_rows():
                          [h.make_tensor_value_info("yq", T.UINT8, None)], inits)
         m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
         m.ir_version = 8
-        return _session(m)
+        return session(m)
 
     whole, band = model([1, 1, 1, 1], hgt), model([0, 1, 0, 1], 5)
     for seed in range(4):
