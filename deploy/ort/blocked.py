@@ -109,7 +109,7 @@ def step_form(model: onnx.ModelProto, original: onnx.ModelProto) -> StepForm:
     _ring_form(model, form)
     ops = {(n.domain or "", n.op_type) for n in original.graph.node}
     if ops and all(d == "" and op in NEUTRAL_OPS for d, op in ops):
-        form.neutral = _same_layout_math(original)
+        form.neutral = same_layout_math(original)
     return form
 
 
@@ -149,9 +149,9 @@ def _ring_form(model: onnx.ModelProto, form: StepForm) -> None:
             form.groups.append(group)
 
 
-def _same_layout_math(model: onnx.ModelProto) -> bool:
-    """Elementwise on equal shapes, or Concat on axis 1 of batch-1 tensors: the result is the
-    same whether the tensors are plain or blocked alike. A constant operand of more than one
+def same_layout_math(model: onnx.ModelProto, concat: bool = True) -> bool:
+    """Elementwise on equal shapes, or (`concat`) Concat on axis 1 of batch-1 tensors: the
+    result is the same whether the tensors are plain or blocked alike. A constant operand of more than one
     value (a per-channel or per-pixel Add) stays in plain layout, so such a step is not
     neutral: the blocked tensor would meet it element by element in another order."""
     consts = {i.name for i in model.graph.initializer}
@@ -163,22 +163,26 @@ def _same_layout_math(model: onnx.ModelProto) -> bool:
     if not shapes or any(len(s) != 4 or s[0] != 1 for s in shapes):
         return False
     concats = [n for n in model.graph.node if n.op_type == "Concat"]
+    if concats and not concat:
+        return False
     if concats:
         axes = [{a.name: helper.get_attribute_value(a) for a in n.attribute}.get("axis") for n in concats]
         return all(a == 1 for a in axes) and all(s[2:] == shapes[0][2:] for s in shapes)
     return all(s == shapes[0] for s in shapes)
 
 
-def choose(manifest: Manifest, forms: dict[str, StepForm], block: int) -> set[str]:
+def choose(manifest: Manifest, forms: dict[str, StepForm], block: int,
+           rings: bool = True) -> set[str]:
     """The edges to store blocked: whole tensors and rows rings (row-blocked, see
     deploy/ort/blocked_rings.py) of batch 1 whose channels fill whole blocks, whose producer
     emits and every consumer accepts the blocked layout (neutral steps: all their tensors
     blocked or none). A model that several steps run (a layer's phases) binds each port to
-    the same edges in every step, else none of its edges is blocked."""
+    the same edges in every step, else none of its edges is blocked. `rings` False: whole
+    tensors only (the channels-last layout of int8 deployments, deploy/ort/channels_last.py)."""
     edges = manifest.edges
     ok = {eid for eid, e in edges.items()
           if e.shape[0] == 1 and e.shape[1] % block == 0
-          and (e.layout == "hncw" or e.layout == "nchw" and e.whole)}
+          and (e.layout == "hncw" and rings or e.layout == "nchw" and e.whole)}
     stored = stored_as(edges)
     groups: dict[str, set[str]] = {}
     for eid, rep in stored.items():

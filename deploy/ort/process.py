@@ -111,13 +111,15 @@ def session_options(threads: int, shared_pool: bool, arena: bool = True) -> ort.
     return opts
 
 
-def form_options(threads: int, shared_pool: bool, arena: bool = True) -> ort.SessionOptions:
+def form_options(threads: int, shared_pool: bool, arena: bool = True,
+                 prepack: bool = False) -> ort.SessionOptions:
     """The options of a session running a step's final form (ONNX Runtime's graph already
-    optimised on this machine): no further optimisation and no pre-packing, since a
-    pre-packed copy is a second copy of the weights."""
+    optimised on this machine): no further optimisation, and no pre-packing unless `prepack`,
+    since a pre-packed copy is a second copy of the weights (deploy/ort/backend.py says when
+    a step pre-packs)."""
     opts = session_options(threads, shared_pool, arena)
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.add_session_config_entry("session.disable_prepacking", "1")
+    opts.add_session_config_entry("session.disable_prepacking", "0" if prepack else "1")
     return opts
 
 

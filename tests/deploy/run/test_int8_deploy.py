@@ -66,6 +66,9 @@ def _parts(cnn) -> dict[str, int]:
 
 @pytest.mark.parametrize("mode", ["whole", "parts", "regions"])
 def test_int8_outputs_equal_the_quantized_reference(net, tmp_path, mode):
+    """Layout "nchwc" (every tensor as the manifest lays it out) against the reference; layout
+    "blocked" (tensors channels-last where both ends allow, deploy/ort/channels_last.py)
+    computes the same bytes: its outputs equal the first's element by element."""
     cnn = net[0]
     phases = {k: 1 for k in cnn.order()} if mode == "whole" else _parts(cnn)
     out = _deploy(net, tmp_path / mode, phases, regions=mode == "regions")
@@ -79,11 +82,18 @@ def test_int8_outputs_equal_the_quantized_reference(net, tmp_path, mode):
     sess = reference.session(out / manifest.cnns["net"].reference, 1)
     step = manifest.quantization.of("net", cnn.order()[-1]).scale
     frames = [np.random.default_rng(s).standard_normal((1, 3, H, 9), dtype=np.float32) for s in range(3)]
-    for frame, got in zip(frames, ex.run_stream("net", frames, True)):
+    plain = [got[0].copy() for got in ex.run_stream("net", frames, True)]
+    for frame, got in zip(frames, plain):
         want = reference.run(sess, frame)[0]
-        units = np.abs(got[0] - want.reshape(got[0].shape)) / step
+        units = np.abs(got - want.reshape(got.shape)) / step
         assert units.max() <= 1.0 + 1e-3, units.max()       # ONNX Runtime's fused int8 kernels
         assert np.mean(units > 0.5) <= 0.05                  # nearly every element exact
+    backend = OrtBackend(manifest.dtype, threads=1, layout="blocked")
+    last = Executor(manifest, out, backend)
+    layouts = {manifest.edges[e].layout for e in backend.blocked_edges}
+    assert layouts == {"nchw"} if mode == "whole" else "hncw" in layouts, layouts
+    for want, got in zip(plain, last.run_stream("net", frames, True)):
+        np.testing.assert_array_equal(got[0], want)
 
 
 def test_damage_fails_at_int8(net, tmp_path, capsys):
