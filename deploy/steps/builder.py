@@ -91,6 +91,8 @@ class Builder:
                 s = s[rows[0]:rows[1]]
                 zp = None if zp is None else zp[rows[0]:rows[1]]
         ins = [self.const(name, q), self.const(f"{name}:scale", s)]
+        if zp is None and self.scales is not None:
+            zp = np.zeros(s.shape, q.dtype)   # ONNX Runtime fuses a Gemm into QGemm only with it
         if zp is not None:
             ins.append(self.const(f"{name}:zero_point", zp))
         attrs = {"axis": axis} if s.ndim == 1 else {}
@@ -124,14 +126,15 @@ class Builder:
         weight for its NCHWc kernels, which a DequantizeLinear would keep from it;
         deploy/ort/optimize.py then stores it in int8 again.
 
-        In an int8 step (`scales`: int8 data) a Conv's W is one DequantizeLinear feeding it:
-        ONNX Runtime fuses DequantizeLinear -> Conv -> QuantizeLinear into QLinearConv,
-        which neither blocks nor the integer form would let it do. A Gemm's W is still split
-        into blocks (each block's DequantizeLinear then Gemm in fp32, the QuantizeLinear
-        after their Concat): the classifier of MobileNetV2 fused whole (QGemm) held its
-        weight's fp32 copy, 4.9 MiB, as workspace."""
+        In an int8 step (`scales`: int8 data) W is one DequantizeLinear feeding the op:
+        ONNX Runtime fuses DequantizeLinear -> Conv/Gemm -> QuantizeLinear into QLinearConv
+        or QGemm, which compute on the int8 values (no fp32 copy of W), and which neither
+        blocks nor the integer form would let it do. A step that is the only model of its
+        layer pre-packs W (deploy/ort/backend.py `sole_models`): MobileNetV2's classifier
+        as QGemm, one thread, 31 us a call pre-packed, 239 us packing at every call, 350 us
+        in fp32 blocks."""
         int8_data = self.scales is not None
-        split = int(attrs.get("group", 1)) == 1 and not (int8_data and op == "Conv")
+        split = int(attrs.get("group", 1)) == 1 and not int8_data
         parts = self.blocks(layer, "W") if split else [None]
         ys = []
         for rows in parts:
