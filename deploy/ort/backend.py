@@ -69,6 +69,7 @@ class OrtBackend:
         self.blocked_edges: set[str] = set()
         self._block = 0                      # channels per NCHWc block (layout "blocked")
         self.prepacked: set[str] = set()     # step models whose sessions pre-pack (`prepare`)
+        self._frame_orders: dict[str, list[int]] = {}   # edges a frame copy stores channels-last
         self._packed: dict[str, dict[str, int]] = {}   # their sessions -> bytes handed, by type
         self._heap = HeapMeter()             # session_heap and bind_heap readings
         self._work = tempfile.mkdtemp(prefix="memtrade-ort-")   # optimised models, briefly
@@ -146,7 +147,8 @@ class OrtBackend:
             opt = onnx.load(str(path), load_external_data=False)
             external_arrays(opt, path.parent, weights=False)    # shapes inline
             forms[rel] = cl.step_form(opt, layouts[rel])
-        self.blocked_edges = ob.choose(manifest, forms, 1)
+        self.blocked_edges = ob.choose(manifest, forms, 1, frames=True)
+        self._frame_orders = {eid: cl.PERM[manifest.edges[eid].layout] for eid in self.blocked_edges}
         for _, _, step in manifest.steps():
             ports = ob.blocked_ports(step, self.blocked_edges) if step.model else frozenset()
             if ports:
@@ -155,6 +157,11 @@ class OrtBackend:
                 self._blocked[key] = ports
                 self._transforms[key] = lambda model, chosen=chosen: cl.strip(model, chosen)
         self.prefetch([(key, "nchw") for key in models if key not in self._blocked])
+
+    def frame_order(self, edge: str) -> list[int] | None:
+        """How the Input's frame copy stores `edge`: the axes of its manifest layout in
+        stored order (np.transpose), or None when stored as the manifest lays it out."""
+        return self._frame_orders.get(edge)
 
     def prefetch(self, jobs: list[tuple[str, str]]) -> None:
         """Optimise (model, form) pairs not yet optimised, all in one child process."""

@@ -172,13 +172,15 @@ def same_layout_math(model: onnx.ModelProto, concat: bool = True) -> bool:
 
 
 def choose(manifest: Manifest, forms: dict[str, StepForm], block: int,
-           rings: bool = True) -> set[str]:
+           rings: bool = True, frames: bool = False) -> set[str]:
     """The edges to store blocked: whole tensors and rows rings (row-blocked, see
     deploy/ort/blocked_rings.py) of batch 1 whose channels fill whole blocks, whose producer
     emits and every consumer accepts the blocked layout (neutral steps: all their tensors
     blocked or none). A model that several steps run (a layer's phases) binds each port to
     the same edges in every step, else none of its edges is blocked. `rings` False: whole
-    tensors only (the channels-last layout of int8 deployments, deploy/ort/channels_last.py)."""
+    tensors only. `frames`: the Input's frame copy writes its edges in the chosen layout
+    (the executor asks `OrtBackend.frame_order`; the channels-last layout of int8
+    deployments, deploy/ort/channels_last.py)."""
     edges = manifest.edges
     ok = {eid for eid, e in edges.items()
           if e.shape[0] == 1 and e.shape[1] % block == 0
@@ -199,6 +201,8 @@ def choose(manifest: Manifest, forms: dict[str, StepForm], block: int,
         for s in steps:
             ports = [b for b in s.bind if b.kind == "edge"]
             form = forms.get(s.model) if s.model else None
+            if frames and not s.model and s.bind and all(b.kind == "frame" for b in s.bind):
+                continue
             if form is None or len(bound[s.model]) > 1:   # frame copies, plain-only, mixed
                 for b in s.bind:
                     ok.difference_update(b.edges)

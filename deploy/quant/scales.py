@@ -44,8 +44,11 @@ class ActivationScales:
         """`x` as QuantizeLinear stores it (round half to even, saturated)."""
         s = self.of(cnn, layer)
         info = np.iinfo(self.dtype)
-        q = np.rint(np.asarray(x, np.float32) / np.float32(s.scale)) + s.zero_point
-        return np.clip(q, info.min, info.max).astype(self.dtype)
+        q = np.divide(np.asarray(x, np.float32), np.float32(s.scale), dtype=np.float32)
+        np.rint(q, out=q)             # in place: a frame's copy per step, not four
+        q += np.float32(s.zero_point)
+        np.clip(q, info.min, info.max, out=q)
+        return q.astype(self.dtype)
 
     def dequantize(self, cnn: str, layer: str, q: np.ndarray) -> np.ndarray:
         s = self.of(cnn, layer)
