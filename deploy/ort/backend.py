@@ -410,22 +410,32 @@ LAYOUTS = ("nchwc", "nchw", "auto", "blocked")
 
 
 def sole_models(manifest: Manifest, root: Path) -> set[str]:
-    """The step models that are the only model of their layer (a whole layer, or every part
-    of a layer in one model): their weights are in no other session. An int8 step pre-packs
-    those: ONNX Runtime's QLinearConv otherwise packs its weight at every call (measured on
-    MobileNetV2's features_18, one thread: 584 us a call unpacked, 150 us pre-packed), and a
-    pre-packed copy of weights no other session holds is one packed copy per weight. The
-    models of a layer's first, middle and last parts, a region's bands and fused tiles hold
-    the same weights in several sessions, so they do not pre-pack (one packed copy each).
+    """The step models that alone hold the weights of every layer they compute (a whole
+    layer, or every part of a layer in one model, in no region band or fused tile): their
+    weights are in no other session. An int8 step pre-packs those: ONNX Runtime's
+    QLinearConv otherwise packs its weight at every call (measured on MobileNetV2's
+    features_18, one thread: 584 us a call unpacked, 150 us pre-packed), and a pre-packed
+    copy of weights no other session holds is one packed copy per weight. The models of a
+    layer's first, middle and last parts, of a region's bands and of fused tiles hold the
+    same weights in several sessions, so they do not pre-pack (one packed copy each).
     A pre-packing session gets its weights inside its model rather than as shared arrays:
     ONNX Runtime then owns them and keeps the packed copy alone (measured on MobileNetV2's
     int8 reuse-only deployment, one thread: footprint 16.2 MiB with the arrays shared as well,
     14.0 without)."""
-    models: dict[str, set[str]] = {}
-    for _, _, step in manifest.steps():
-        if step.model:
-            models.setdefault(step.layer, set()).add(step.model)
-    return {str(root / next(iter(m))) for m in models.values() if len(m) == 1}
+    holders: dict[str, set[str]] = {}       # layer -> the models (or tiled groups) computing it
+    layers: dict[str, set[str]] = {}        # model -> the layers it computes
+    for i, (_, _, step) in enumerate(manifest.steps()):
+        computed = {step.layer} | {layer for layer, _ in step.region or ()}
+        model = step.model or f"tiles:{i}"
+        if step.group is not None:
+            computed |= set(step.group.layers)
+        if not step.model and step.group is None:
+            continue
+        layers.setdefault(model, set()).update(computed)
+        for layer in computed:
+            holders.setdefault(layer, set()).add(model)
+    return {str(root / m) for m, ls in layers.items()
+            if not m.startswith("tiles:") and all(holders[layer] == {m} for layer in ls)}
 
 
 def _inline(model: onnx.ModelProto, arrays: dict[str, np.ndarray]) -> dict[str, int]:
