@@ -35,6 +35,7 @@ from onnx import numpy_helper
 from deploy.ort import optimize as ort_optimize
 from deploy.ort.process import form_options, session_options
 from deploy.ort.weights import external_arrays
+from deploy.ort.weight_holders import one_form_per_layer, sole_models
 from deploy.runtime.footprint import HeapMeter, trim_heap
 from deploy.runtime.manifest_records import Manifest
 from sdf3.errors import InputError
@@ -106,6 +107,12 @@ class OrtBackend:
         self.prefetch([(key, form) for key in models for form in first])
         if self.layout == "auto":
             self.prefetch([(key, "nchw") for key in models])
+        if self.layout in ("auto", "blocked") and self.dtype.itemsize > 1:
+            rels = sorted({s.model for _, _, s in manifest.steps() if s.model})
+            graphs = {rel: onnx.load(str(self.optimize(str(root / rel), "nchwc")), load_external_data=False)
+                      for rel in rels}
+            for rel in one_form_per_layer(manifest, graphs):
+                self.chosen[str(root / rel)] = "nchw"
         if self.layout != "blocked":
             return
         if self.dtype.itemsize == 1:
@@ -115,7 +122,8 @@ class OrtBackend:
         block = ob.block_size(self.options())
         self._block = block
         candidates = {s.model for _, _, s in manifest.steps()
-                      if s.model and any(b.kind == "edge" for b in s.bind)}
+                      if s.model and any(b.kind == "edge" for b in s.bind)
+                      and str(root / s.model) not in self.chosen}
         regions = {s.model for _, _, s in manifest.steps() if s.region}
         forms = {}
         for rel in sorted(candidates):    # graphs only: the weights stay in the side files
@@ -226,7 +234,9 @@ class OrtBackend:
         in ONNX Runtime: the model it parses has only external references), loaded without
         further optimisation and without pre-packing (a pre-packed copy is a second copy of
         the weights). Measured on a 3x3 256-channel conv: 6.9 MiB per session for 2.25 MiB of
-        weights before, 2.25 after."""
+        weights before, 2.25 after. A step model in `prepacked` (an int8 model that alone
+        holds its layers' weights, deploy/ort/weight_holders.py) gets them inside its model
+        instead and pre-packs them: ONNX Runtime keeps the packed copy alone."""
         skey = f"{layout}:{key}"
         if skey not in self._sessions:
             before = self._heap.in_use() if self.session_heap is not None else None
@@ -408,34 +418,6 @@ class OrtBackend:
 
 LAYOUTS = ("nchwc", "nchw", "auto", "blocked")
 
-
-def sole_models(manifest: Manifest, root: Path) -> set[str]:
-    """The step models that alone hold the weights of every layer they compute (a whole
-    layer, or every part of a layer in one model, in no region band or fused tile): their
-    weights are in no other session. An int8 step pre-packs those: ONNX Runtime's
-    QLinearConv otherwise packs its weight at every call (measured on MobileNetV2's
-    features_18, one thread: 584 us a call unpacked, 150 us pre-packed), and a pre-packed
-    copy of weights no other session holds is one packed copy per weight. The models of a
-    layer's first, middle and last parts, of a region's bands and of fused tiles hold the
-    same weights in several sessions, so they do not pre-pack (one packed copy each).
-    A pre-packing session gets its weights inside its model rather than as shared arrays:
-    ONNX Runtime then owns them and keeps the packed copy alone (measured on MobileNetV2's
-    int8 reuse-only deployment, one thread: footprint 16.2 MiB with the arrays shared as well,
-    14.0 without)."""
-    holders: dict[str, set[str]] = {}       # layer -> the models (or tiled groups) computing it
-    layers: dict[str, set[str]] = {}        # model -> the layers it computes
-    for i, (_, _, step) in enumerate(manifest.steps()):
-        computed = {step.layer} | {layer for layer, _ in step.region or ()}
-        model = step.model or f"tiles:{i}"
-        if step.group is not None:
-            computed |= set(step.group.layers)
-        if not step.model and step.group is None:
-            continue
-        layers.setdefault(model, set()).update(computed)
-        for layer in computed:
-            holders.setdefault(layer, set()).add(model)
-    return {str(root / m) for m, ls in layers.items()
-            if not m.startswith("tiles:") and all(holders[layer] == {m} for layer in ls)}
 
 
 def _inline(model: onnx.ModelProto, arrays: dict[str, np.ndarray]) -> dict[str, int]:

@@ -26,6 +26,10 @@ ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "uint
 # the largest fp32 copy of a stored weight a step makes at once (`Builder.weighted`): a
 # MobileNetV2 classifier's whole copy was 4.9 MiB of workspace, 10 blocks of it 0.5 MiB
 BLOCK_BYTES = 512 << 10
+# blocks of output channels start at multiples of this: ONNX Runtime's NCHWc conv pads a
+# weight's output channels to its block (8 with AVX2, 16 with AVX-512), so blocks of 113 and
+# 15 channels held 128 and 16 (Table 13's mixed ResNet-50: 1.08x its parameters held)
+CHANNEL_ALIGN = 16
 
 @dataclass
 class Builder:
@@ -109,6 +113,8 @@ class Builder:
         if scale is not None and scale.axis not in (None, 0) and len(scale.scale) > 1:
             return [None]
         step = max(1, BLOCK_BYTES // (4 * (value.size // value.shape[0])))
+        if step >= CHANNEL_ALIGN:     # whole NCHWc blocks: no padded channels in a block's copy
+            step -= step % CHANNEL_ALIGN
         return [(a, min(a + step, value.shape[0])) for a in range(0, value.shape[0], step)]
 
     def weighted(self, op: str, layer: Layer, x: str, const_bias: bool = False, **attrs) -> str:
@@ -130,7 +136,7 @@ class Builder:
         ONNX Runtime fuses DequantizeLinear -> Conv/Gemm -> QuantizeLinear into QLinearConv
         or QGemm, which compute on the int8 values (no fp32 copy of W), and which neither
         blocks nor the integer form would let it do. A step that is the only model of its
-        layer pre-packs W (deploy/ort/backend.py `sole_models`): MobileNetV2's classifier
+        layer pre-packs W (deploy/ort/weight_holders.py `sole_models`): MobileNetV2's classifier
         as QGemm, one thread, 31 us a call pre-packed, 239 us packing at every call, 350 us
         in fp32 blocks."""
         int8_data = self.scales is not None

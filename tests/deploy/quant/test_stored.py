@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 from csdf.model import Layer
 from csdf.onnx_qdq import Scale
 from deploy.quant.stored import WEIGHT_TYPES, Weights, held, quantized, stored_low, weights_for
-from deploy.steps.builder import BLOCK_BYTES, Builder
+from deploy.steps.builder import BLOCK_BYTES, CHANNEL_ALIGN, Builder
 
 
 def _run(b: Builder, out: str, feeds: dict[str, np.ndarray]) -> np.ndarray:
@@ -80,7 +80,9 @@ def test_blocks_compute_the_whole_layer():
                                     "B": rng.standard_normal(rows).astype(np.float32)})
     x = rng.standard_normal((1, 64, 5, 5)).astype(np.float32)
     whole = Builder("float32", Weights("float16"))
-    assert whole.blocks(layer, "W") == [(0, rows - 3), (rows - 3, rows)]
+    step = (rows - 3) // CHANNEL_ALIGN * CHANNEL_ALIGN      # whole NCHWc blocks of channels
+    assert whole.blocks(layer, "W") == [(0, step), (step, rows)]
+    assert step % 16 == 0 and 4 * step * 64 * 9 <= BLOCK_BYTES
     y = whole.weighted("Conv", layer, "x", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     assert [n.op_type for n in whole.nodes].count("Conv") == 2 and whole.nodes[-1].op_type == "Concat"
     ref = Builder("float32")

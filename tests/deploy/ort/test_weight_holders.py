@@ -1,0 +1,57 @@
+"""Which models hold a layer's weights (deploy/ort/weight_holders.py): the models that pre-pack
+(theirs alone) and the models that run plain so that no layer's weights are held both
+NCHWc-reordered and plain."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from onnx import helper
+
+from deploy.ort.weight_holders import NCHWC, one_form_per_layer, sole_models
+from deploy.runtime.step_records import Step
+
+
+class _Manifest:
+    def __init__(self, steps):
+        self._steps = steps
+
+    def steps(self):
+        return [(None, None, s) for s in self._steps]
+
+
+def _step(layer, model, region=None):
+    return Step(layer, 0, model, (), region=region)
+
+
+STEPS = [
+    _step("input", None),                                   # the frame copy: no model
+    _step("a", "a.whole.onnx"),                             # a layer in one model
+    _step("b", "b.first.onnx"), _step("b", "b.rest.onnx"),  # a layer in two part models
+    _step("c", "c.region.onnx", region=(("c", 0), ("d", 0))),   # a band of c and d
+    _step("d", "d.part.onnx"),                              # d's later rows by parts
+    _step("e", "e.part.onnx"),
+    _step("c", "c.tail.onnx"),                              # c's last rows alone
+]
+
+
+def _graph(kind):
+    domain = NCHWC if kind == "nchwc" else ""
+    node = helper.make_node("Conv", ["x", "w"], ["y"], domain=domain)
+    return helper.make_model(helper.make_graph([node], "g", [], []))
+
+
+def test_sole_models_are_the_only_holders_of_their_layers():
+    root = Path("/deploy")
+    assert sole_models(_Manifest(STEPS), root) == {str(root / "a.whole.onnx"), str(root / "e.part.onnx")}
+
+
+def test_one_form_per_layer():
+    forms = {"a.whole.onnx": "nchwc", "b.first.onnx": "nchwc", "b.rest.onnx": "plain",
+             "c.region.onnx": "nchwc", "d.part.onnx": "plain", "e.part.onnx": "plain",
+             "c.tail.onnx": "nchwc"}
+    plain = one_form_per_layer(_Manifest(STEPS), {m: _graph(k) for m, k in forms.items()})
+    # b is mixed; d is mixed (region nchwc, its part plain), which makes the region plain,
+    # and then c (region plain, tail nchwc) mixed: its tail runs plain too
+    assert plain == {"b.first.onnx", "b.rest.onnx", "c.region.onnx", "d.part.onnx", "c.tail.onnx"}
+    uniform = {m: "nchwc" for m in forms}
+    assert one_form_per_layer(_Manifest(STEPS), {m: _graph(k) for m, k in uniform.items()}) == set()
