@@ -271,7 +271,9 @@ class OrtBackend:
             trim_heap()
             if before is not None and self.session_heap is not None:
                 added = list(self._by_content.values())[known:]     # this session's new weights
-                self.session_heap[skey] = self._heap.in_use() - before - sum(a.nbytes for a, _ in added)
+                inside = sum(self._packed.get(skey, {}).values())     # or those it packed
+                self.session_heap[skey] = (self._heap.in_use() - before - inside
+                                           - sum(a.nbytes for a, _ in added))
         return self._sessions[skey]
 
     def _shared_weights(self, arrays: dict[str, np.ndarray]
