@@ -166,6 +166,12 @@ class OrtBackend:
                 self._transforms[key] = lambda model, chosen=chosen: cl.strip(model, chosen)
         self.prefetch([(key, "nchw") for key in models if key not in self._blocked])
 
+    def frame_copy(self, targets, shape: list[int], scale: float, zero_point: int) -> Callable:
+        """An int8 Input step: the frame quantized into `targets` ((arena view, layout,
+        `frame_order`)) in one ONNX Runtime call (deploy/ort/frame_copy.py)."""
+        from deploy.ort.frame_copy import frame_copy
+        return frame_copy(targets, shape, scale, zero_point, self.dtype, self.options())
+
     def frame_order(self, edge: str) -> list[int] | None:
         """How the Input's frame copy stores `edge`: the axes of its manifest layout in
         stored order (np.transpose), or None when stored as the manifest lays it out."""

@@ -130,8 +130,8 @@ class Executor:
                             (outs if b.writes else ins)[b.name] = view
                     self.views[(part.name, index, parity)] = (ins, outs)
                     if session is None:
-                        calls[parity].append(_frame_copy(frame_targets, run, parity,
-                                                         self._quantizer(part.cnn, step.layer)))
+                        calls[parity].append(self._frame_step(frame_targets, run, parity,
+                                                              part.cnn, step.layer))
                         continue
                     try:                  # binding may run the step (a backend tunes it)
                         calls[parity].append(backend.bind(session, ins, outs))
@@ -183,6 +183,15 @@ class Executor:
                 if f < keep:
                     results[f] = self._collect(run, f % 2, into[f] if into else None)
         return results
+
+    def _frame_step(self, targets, run: CnnRun, parity: int, cnn: str, layer: str) -> Callable:
+        """The Input layer's firing: int8 frames through the backend's own quantizing copy
+        when it has one (deploy/ort/frame_copy.py), else quantized and copied here."""
+        if self.quant is not None and hasattr(self.backend, "frame_copy"):
+            s = self.quant.of(cnn, layer)
+            write = self.backend.frame_copy(targets, run.input_shape, s.scale, s.zero_point)
+            return lambda: write(_current_frame())
+        return _frame_copy(targets, run, parity, self._quantizer(cnn, layer))
 
     def _quantizer(self, cnn: str, layer: str) -> Callable | None:
         """How an int8 deployment stores a frame of input layer `layer` (None: as it is)."""
