@@ -30,11 +30,10 @@ from typing import Callable
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import numpy_helper
 
 from deploy.ort import optimize as ort_optimize
 from deploy.ort.process import form_options, session_options
-from deploy.ort.weights import external_arrays
+from deploy.ort.weights import external_arrays, inline
 from deploy.ort.weight_holders import one_form_per_layer, sole_models
 from deploy.runtime.footprint import HeapMeter, trim_heap
 from deploy.runtime.manifest_records import Manifest
@@ -142,28 +141,18 @@ class OrtBackend:
     def _channels_last(self, manifest: Manifest, root: Path, models: list[str]) -> None:
         """Layout "blocked" of an int8 deployment: tensors stored channels-last
         (deploy/ort/channels_last.py; ONNX Runtime's quantized kernels have no NCHWc form)."""
-        from deploy.ort import blocked as ob
         from deploy.ort import channels_last as cl
-        layouts: dict[str, dict[str, str]] = {}     # model -> port -> its edges' layout
-        for _, _, step in manifest.steps():
-            if step.model and any(b.kind == "edge" for b in step.bind):
-                layouts.setdefault(step.model, {}).update(
-                    {b.name: manifest.edges[b.edges[0]].layout for b in step.bind if b.kind == "edge"})
-        forms = {}
-        for rel in sorted(layouts):
+
+        def optimized(rel: str) -> onnx.ModelProto:
             path = self.optimize(str(root / rel), "nchwc")
             opt = onnx.load(str(path), load_external_data=False)
             external_arrays(opt, path.parent, weights=False)    # shapes inline
-            forms[rel] = cl.step_form(opt, layouts[rel])
-        self.blocked_edges = ob.choose(manifest, forms, 1, frames=True)
-        self._frame_orders = {eid: cl.PERM[manifest.edges[eid].layout] for eid in self.blocked_edges}
-        for _, _, step in manifest.steps():
-            ports = ob.blocked_ports(step, self.blocked_edges) if step.model else frozenset()
-            if ports:
-                key = str(root / step.model)
-                chosen = {name: layouts[step.model][name] for name in ports}
-                self._blocked[key] = ports
-                self._transforms[key] = lambda model, chosen=chosen: cl.strip(model, chosen)
+            return opt
+        choice = cl.choose(manifest, optimized)
+        self.blocked_edges, self._frame_orders = choice.edges, choice.frame_orders
+        for rel, ports in choice.ports.items():
+            self._blocked[str(root / rel)] = frozenset(ports)
+            self._transforms[str(root / rel)] = lambda model, ports=ports: cl.strip(model, ports)
         self.prefetch([(key, "nchw") for key in models if key not in self._blocked])
 
     def frame_copy(self, targets, shape: list[int], scale: float, zero_point: int) -> Callable:
@@ -259,7 +248,7 @@ class OrtBackend:
             if self.on_session is not None:
                 self.on_session(skey, model, arrays)
             if key in self.prepacked:     # ONNX Runtime owns them: it packs them, keeps one copy
-                self._packed[skey] = _inline(model, arrays)
+                self._packed[skey] = inline(model, arrays)
                 arrays, values = {}, {}
             else:
                 arrays, values = self._shared_weights(arrays)
@@ -426,17 +415,6 @@ class OrtBackend:
 
 LAYOUTS = ("nchwc", "nchw", "auto", "blocked")
 
-
-
-def _inline(model: onnx.ModelProto, arrays: dict[str, np.ndarray]) -> dict[str, int]:
-    """Put `arrays` back into `model` as its initializers' data; their bytes by type."""
-    out: dict[str, int] = {}
-    for t in model.graph.initializer:
-        if t.name in arrays:
-            a = arrays[t.name]
-            t.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(a), t.name))
-            out[a.dtype.name] = out.get(a.dtype.name, 0) + int(a.nbytes)
-    return out
 
 
 class _Pending:

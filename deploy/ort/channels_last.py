@@ -42,16 +42,47 @@ accept.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from deploy.ort.blocked import StepForm, same_layout_math
+from deploy.ort.blocked import StepForm, blocked_ports, choose as choose_stored, same_layout_math
+from deploy.runtime.manifest_records import Manifest
 
 PERM = {"nchw": [0, 2, 3, 1], "hncw": [0, 1, 3, 2]}   # stored[j] = logical[PERM[j]]
 BATCH_ROWS = [0, 2, 1, 3]     # Reshape [r, 1, C, W] -> [r, C, 1, W] as a permutation
 NEUTRAL = {("com.microsoft", "QLinearAdd"), ("", "Add"), ("", "Sum"), ("", "Relu"),
            ("", "Clip"), ("", "Identity"), ("", "QuantizeLinear"), ("", "DequantizeLinear")}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The edges stored channels-last; per step model, its ports so stored and their manifest
+    layouts; per edge the Input's frame copy writes so, its axes in stored order."""
+    edges: set[str]
+    ports: dict[str, dict[str, str]]
+    frame_orders: dict[str, list[int]]
+
+
+def choose(manifest: Manifest, optimized: Callable[[str], onnx.ModelProto]) -> Choice:
+    """The channels-last choice for `manifest`, `optimized(model)` giving a step model's graph
+    as ONNX Runtime optimised it on this machine."""
+    layouts: dict[str, dict[str, str]] = {}     # model -> port -> its edges' layout
+    for _, _, step in manifest.steps():
+        if step.model and any(b.kind == "edge" for b in step.bind):
+            layouts.setdefault(step.model, {}).update(
+                {b.name: manifest.edges[b.edges[0]].layout for b in step.bind if b.kind == "edge"})
+    forms = {rel: step_form(optimized(rel), layouts[rel]) for rel in sorted(layouts)}
+    edges = choose_stored(manifest, forms, 1, frames=True)
+    ports = {}
+    for _, _, step in manifest.steps():
+        names = blocked_ports(step, edges) if step.model else frozenset()
+        if names:
+            ports[step.model] = {name: layouts[step.model][name] for name in names}
+    return Choice(edges, ports, {eid: PERM[manifest.edges[eid].layout] for eid in edges})
 
 
 def reading(perm: list[int], layout: str) -> list[int]:

@@ -59,6 +59,18 @@ def external_arrays(model: onnx.ModelProto, folder: Path, weights: bool = True,
     return out
 
 
+def inline(model: onnx.ModelProto, arrays: dict[str, np.ndarray]) -> dict[str, int]:
+    """Put `arrays` back into `model` as its initializers' data (a session that owns its
+    weights, deploy/ort/backend.py); their bytes by type."""
+    out: dict[str, int] = {}
+    for t in model.graph.initializer:
+        if t.name in arrays:
+            a = arrays[t.name]
+            t.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(a), t.name))
+            out[a.dtype.name] = out.get(a.dtype.name, 0) + int(a.nbytes)
+    return out
+
+
 def is_weight(dtype: np.dtype) -> bool:
     """Whether tensors of `dtype` are weights: floating point (fp32, or fp16 behind a Cast)
     or 8-bit integers (int8 weights behind a DequantizeLinear, deploy/steps/builder.py); the

@@ -283,19 +283,13 @@ def _failed(cnn: str, partition: str, label: str, err: BaseException) -> StepFai
 def _frame_copy(targets: list[tuple[np.ndarray, str, list[int] | None]], run: CnnRun, parity: int,
                 quantize: Callable | None = None) -> Callable:
     """The Input layer's firing: the current frame (`quantize`d, int8) into each of its
-    output edges, in the edge's layout (rows outermost for "hncw"), its axes in the order
-    the backend stores them (`order`: channels-last int8 edges, deploy/ort/channels_last.py)."""
+    output edges, in the edge's layout (rows outermost for "hncw"). An edge a backend stores
+    in another order (int8 channels-last) is written by the backend's own `frame_copy`."""
     def call() -> None:
         frame = _current_frame()
         if quantize is not None:
             frame = quantize(frame)
-        for view, layout, order in targets:
-            if order is not None:      # batch 1, channels last: [H, W, C] either way
-                n, c, h, w = frame.shape
-                hwc = view.reshape(h, w, c)
-                for k in range(c):     # a channel at a time: 2x faster than one transpose
-                    np.copyto(hwc[:, :, k], frame[0, k], casting="same_kind")
-                continue
+        for view, layout, _ in targets:
             np.copyto(view, frame.transpose(2, 0, 1, 3) if layout == "hncw" else frame,
                       casting="same_kind")
     return call
