@@ -92,8 +92,10 @@ class OrtBackend:
     def prepare(self, manifest: Manifest, root: str | Path) -> None:
         """Have ONNX Runtime optimise every step model up front (in a child process when
         `optimize_in_child`, see deploy/ort/optimize.py), and for layout "blocked" choose the
-        edges held in ONNX Runtime's NCHWc layout (deploy/ort/blocked.py); the other steps
-        then run as with "auto"."""
+        edges held in ONNX Runtime's NCHWc layout (deploy/ort/blocked.py; an int8 deployment's
+        edges channels-last, deploy/ort/channels_last.py); the other steps then run as with
+        "auto". The models that hold a layer's weights run in one form, and an int8 model
+        that alone holds its layers' weights pre-packs them (deploy/ort/weight_holders.py)."""
         root = Path(root)
         if self.dtype.itemsize == 1:
             self.prepacked = sole_models(manifest, root)
@@ -414,7 +416,6 @@ class OrtBackend:
 
 
 LAYOUTS = ("nchwc", "nchw", "auto", "blocked")
-
 
 
 class _Pending:
