@@ -153,7 +153,8 @@ def main() -> None:
         ratio = f"{d['least'] / f['least']:.4f}" if d.get("least") and f.get("least") else "-"
         load = "; ".join(f"{side} {r['load_before']} / {r['load_after']}"
                          for side, r in (("default", d), ("full", f)) if r)
-        print(f"| {row['app']} | {row['layers']} | {wall(d)} | {d.get('stages', '-')} | {wall(f)} "
+        stages = d.get("stages", "").removeprefix("stages").strip() or "-"
+        print(f"| {row['app']} | {row['layers']} | {wall(d)} | {stages} | {wall(f)} "
               f"| {mib(d.get('least'))} | {mib(f.get('least'))} | {ratio} | {load} |")
 
 
