@@ -47,9 +47,10 @@ from typing import Callable
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from deploy.ort.blocked import StepForm, blocked_ports, choose as choose_stored, same_layout_math
+from deploy.ort.blocked_rings import Graph
 from deploy.runtime.manifest_records import Manifest
 
 PERM = {"nchw": [0, 2, 3, 1], "hncw": [0, 1, 3, 2]}   # stored[j] = logical[PERM[j]]
@@ -102,20 +103,6 @@ def trivial(perm: list[int], layout: str) -> bool:
     return perm == [0, 1, 2, 3] or layout == "hncw" and perm == [1, 0, 2, 3]
 
 
-class _Graph:
-    def __init__(self, model: onnx.ModelProto):
-        self.g = model.graph
-        self.users: dict[str, list[onnx.NodeProto]] = {}
-        self.producer: dict[str, onnx.NodeProto] = {}
-        for node in self.g.node:
-            for name in node.input:
-                self.users.setdefault(name, []).append(node)
-            for name in node.output:
-                self.producer[name] = node
-        self.outputs = {o.name for o in self.g.output}
-        self.consts = {i.name: i for i in self.g.initializer}
-
-
 def _perm(node: onnx.NodeProto) -> list[int] | None:
     if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx"):
         return None
@@ -128,7 +115,7 @@ def _axis0(node: onnx.NodeProto) -> bool:
     return attrs.get("axis", 0) == 0
 
 
-def _row_op(graph: _Graph, node: onnx.NodeProto, name: str) -> bool:
+def _row_op(graph: Graph, node: onnx.NodeProto, name: str) -> bool:
     """`node` moves or masks whole rows of `name` (a ring's or a gathered window's): the
     layout of a row does not matter to it. A mask (deploy/steps/storage.py masked_rows) is
     `Where(Reshape(mask, [rows, 1, 1, 1]), rows, fill)`, one value per row."""
@@ -143,17 +130,17 @@ def _row_op(graph: _Graph, node: onnx.NodeProto, name: str) -> bool:
     return node.op_type == "Identity" or node.op_type == "Concat" and _axis0(node)
 
 
-def _batch_rows(graph: _Graph, node: onnx.NodeProto, name: str, dims: list[int]) -> bool:
+def _batch_rows(graph: Graph, node: onnx.NodeProto, name: str, dims: list[int]) -> bool:
     """`node` reshapes rows [r, 1, C, W] of `name` to [r, C, 1, W] (rows as a batch, the
     1x1-conv-by-rows form, deploy/steps/rowwise.py): a Transpose(0, 2, 1, 3) in effect."""
     shape = graph.consts.get(node.input[1]) if len(node.input) > 1 else None
     if node.op_type != "Reshape" or node.input[0] != name or shape is None or dims[1] != 1:
         return False
-    values = [int(v) for v in numpy_helper.to_array(shape).ravel()] if not shape.external_data else []
+    values = [int(v) for v in np.asarray(shape).ravel()]
     return len(values) == 4 and values[1:] == [dims[2], 1, dims[3]]
 
 
-def _reach(graph: _Graph, port: str, layout: str, dims: list[int]):
+def _reach(graph: Graph, port: str, layout: str, dims: list[int]):
     """The Transposes reading input `port` (logical `dims`) as [(node, new perm)], the
     rows reshapes before them and the Transposes writing into the rows it is joined with, or
     None when something else touches it or a new perm is not trivial."""
@@ -198,7 +185,7 @@ def _reach(graph: _Graph, port: str, layout: str, dims: list[int]):
     return moves
 
 
-def _written(graph: _Graph, port: str, layout: str):
+def _written(graph: Graph, port: str, layout: str):
     """The Transpose writing output `port` ([(node, new perm)], with the ports its Identity
     copies write), or None."""
     node = graph.producer.get(port)
@@ -218,7 +205,7 @@ def step_form(model: onnx.ModelProto, layouts: dict[str, str]) -> StepForm:
     -> manifest layout): the input ports it can read and the output ports it can write
     channels-last (the ports one Transpose writes, through Identity copies, go together), and
     whether it is elementwise on whole tensors (neutral)."""
-    graph = _Graph(model)
+    graph = Graph(model)
     form = StepForm()
     for port in graph.g.input:
         layout = layouts.get(port.name)
@@ -241,7 +228,7 @@ def step_form(model: onnx.ModelProto, layouts: dict[str, str]) -> StepForm:
     return form
 
 
-def _rows_elementwise(graph: _Graph, layouts: dict[str, str]) -> bool:
+def _rows_elementwise(graph: Graph, layouts: dict[str, str]) -> bool:
     """A by-parts elementwise step: rows gathered from rings (masked per row), then only
     elementwise operations with one scale each, on rows of the same channels and width: the
     same whatever the layout of a row, so long as every ring shares it."""
@@ -252,7 +239,7 @@ def _rows_elementwise(graph: _Graph, layouts: dict[str, str]) -> bool:
     if any(int(np.prod(i.dims)) > 1 and i.data_type != onnx.TensorProto.INT64
            for i in graph.g.initializer):
         return False                 # a per-channel constant would meet rows in their layout
-    aux = {i.name for i in graph.g.input if i.name not in layouts} | set(graph.consts)
+    aux = {i.name for i in list(graph.g.input) + list(graph.g.initializer) if i.name not in layouts}
     for node in graph.g.node:
         if all(x in aux for x in node.input if x) and node.op_type in ("Cast", "Reshape"):
             aux.update(node.output)       # a mask, one value per row
@@ -271,7 +258,7 @@ def strip(model: onnx.ModelProto, ports: dict[str, str]) -> onnx.ModelProto:
     nothing is left to move), the ports declared in their stored dimensions (a neutral step's
     keep theirs: its math is the same in either layout)."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
-    graph = _Graph(model)
+    graph = Graph(model)
     moves, declared = [], {}
     for port in graph.g.input:
         if port.name in ports:
