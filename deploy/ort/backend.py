@@ -108,16 +108,24 @@ class OrtBackend:
         self.prefetch([(key, form) for key in models for form in first])
         if self.layout == "auto":
             self.prefetch([(key, "nchw") for key in models])
+        graphs: dict[str, onnx.ModelProto] = {}
+
+        def graph(rel: str) -> onnx.ModelProto:
+            """Step model `rel` as ONNX Runtime optimised it: the graph only (the weights
+            stay in the side files), shapes inline; read once for every choice below."""
+            if rel not in graphs:
+                path = self.optimize(str(root / rel), "nchwc")
+                graphs[rel] = onnx.load(str(path), load_external_data=False)
+                external_arrays(graphs[rel], path.parent, weights=False)
+            return graphs[rel]
         if self.layout in ("auto", "blocked") and self.dtype.itemsize > 1:
             rels = sorted({s.model for _, _, s in manifest.steps() if s.model})
-            graphs = {rel: onnx.load(str(self.optimize(str(root / rel), "nchwc")), load_external_data=False)
-                      for rel in rels}
-            for rel in one_form_per_layer(manifest, graphs):
+            for rel in one_form_per_layer(manifest, {rel: graph(rel) for rel in rels}):
                 self.chosen[str(root / rel)] = "nchw"
         if self.layout != "blocked":
             return
         if self.dtype.itemsize == 1:
-            self._channels_last(manifest, root, models)
+            self._channels_last(manifest, root, models, graph)
             return
         from deploy.ort import blocked as ob
         block = ob.block_size(self.options())
@@ -127,10 +135,8 @@ class OrtBackend:
                       and str(root / s.model) not in self.chosen}
         regions = {s.model for _, _, s in manifest.steps() if s.region}
         forms = {}
-        for rel in sorted(candidates):    # graphs only: the weights stay in the side files
-            path = self.optimize(str(root / rel), "nchwc")
-            opt = onnx.load(str(path), load_external_data=False)
-            external_arrays(opt, path.parent, weights=False)    # shapes inline
+        for rel in sorted(candidates):
+            opt = graph(rel)
             forms[rel] = (ob.region_form(opt, block) if rel in regions
                           else ob.step_form(opt, ob.graph_only(root / rel, opt)))
         self.blocked_edges = ob.choose(manifest, forms, block)
@@ -140,17 +146,13 @@ class OrtBackend:
                 self._transforms[str(root / rel)] = transform
         self.prefetch([(key, "nchw") for key in models if key not in self._blocked])
 
-    def _channels_last(self, manifest: Manifest, root: Path, models: list[str]) -> None:
+    def _channels_last(self, manifest: Manifest, root: Path, models: list[str],
+                       graph: Callable[[str], onnx.ModelProto]) -> None:
         """Layout "blocked" of an int8 deployment: tensors stored channels-last
-        (deploy/ort/channels_last.py; ONNX Runtime's quantized kernels have no NCHWc form)."""
+        (deploy/ort/channels_last.py; ONNX Runtime's quantized kernels have no NCHWc form);
+        `graph(model)`: the model as ONNX Runtime optimised it (`prepare`)."""
         from deploy.ort import channels_last as cl
-
-        def optimized(rel: str) -> onnx.ModelProto:
-            path = self.optimize(str(root / rel), "nchwc")
-            opt = onnx.load(str(path), load_external_data=False)
-            external_arrays(opt, path.parent, weights=False)    # shapes inline
-            return opt
-        choice = cl.choose(manifest, optimized)
+        choice = cl.choose(manifest, graph)
         self.blocked_edges, self._frame_orders = choice.edges, choice.frame_orders
         for rel, ports in choice.ports.items():
             self._blocked[str(root / rel)] = frozenset(ports)

@@ -325,8 +325,7 @@ def _drop_identities(model: onnx.ModelProto) -> None:
 
 def port_dims(model: onnx.ModelProto, name: str) -> list[int]:
     """The declared dimensions of graph input or output `name`."""
-    port = next(p for p in list(model.graph.input) + list(model.graph.output) if p.name == name)
-    return [d.dim_value for d in port.type.tensor_type.shape.dim]
+    return _dims(next(p for p in list(model.graph.input) + list(model.graph.output) if p.name == name))
 
 
 def _dims(port: onnx.ValueInfoProto) -> list[int]:
