@@ -163,3 +163,14 @@ def planned(plan) -> dict[str, list[list]]:
             out[name].append([layer, seen.get(layer, 0)])
             seen[layer] = seen.get(layer, 0) + 1
     return out
+
+
+def tensorrt_deployment(tmp: Path) -> Path:
+    """The tiny CNN with every layer in its parts, fp16, deployed for the TensorRT backend
+    with its profile step models: the folder written (tmp / "dep")."""
+    from csdf.parts import all_parts
+    from deploy.build.derive import derive
+    cnn = tiny_cnn(tmp)
+    plan = make_plan([cnn], {cnn.name: all_parts(cnn)}, data_bytes=2)
+    derive(plan, {cnn.name: cnn}, tmp / "dep", backend="tensorrt", with_profile=True)
+    return tmp / "dep"

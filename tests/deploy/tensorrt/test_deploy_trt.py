@@ -14,10 +14,8 @@ import numpy as np
 import onnx
 import pytest
 
-from csdf.parts import all_parts
 from deploy.tensorrt import backend as backend_trt, board_runner
-from deploy.build.derive import derive
-from deploy_fixtures import make_plan, tiny_cnn
+from deploy_fixtures import tensorrt_deployment
 
 HERE = Path(board_runner.__file__).parent
 SIBLINGS = {Path(f).stem for f in backend_trt.RUNNER_FILES}
@@ -121,12 +119,9 @@ def test_copied_runner_runs_as_a_script(tmp_path):
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("trt")
-    cnn = tiny_cnn(tmp)
-    plan = make_plan([cnn], {cnn.name: all_parts(cnn)}, data_bytes=2)
-    derive(plan, {cnn.name: cnn}, tmp / "dep", backend="tensorrt", with_profile=True)
+    dep = tensorrt_deployment(tmp_path_factory.mktemp("trt"))
     # the manifest as the board runner reads it: the JSON's dicts (Python 3.6, no records)
-    return tmp / "dep", json.loads((tmp / "dep" / "manifest.json").read_text())
+    return dep, json.loads((dep / "manifest.json").read_text())
 
 
 def test_deployment_holds_the_whole_runner(deployed):

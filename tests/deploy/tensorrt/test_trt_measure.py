@@ -9,10 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from csdf.parts import all_parts
-from deploy.build.derive import derive
 from deploy.tensorrt import trt_board, trt_measure
-from deploy_fixtures import make_plan, tiny_cnn
+from deploy_fixtures import tensorrt_deployment
 from test_trt_board import FakeCuda, FakeEngine
 
 FAKE_TRT = SimpleNamespace(Runtime=lambda logger: "runtime", __version__="0.fake")
@@ -21,10 +19,7 @@ FAKE_TRT = SimpleNamespace(Runtime=lambda logger: "runtime", __version__="0.fake
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("measure")
-    cnn = tiny_cnn(tmp)
-    plan = make_plan([cnn], {cnn.name: all_parts(cnn)}, data_bytes=2)
-    derive(plan, {cnn.name: cnn}, tmp / "dep", backend="tensorrt", with_profile=True)
-    data = json.loads((tmp / "dep" / "manifest.json").read_text())
+    data = json.loads((tensorrt_deployment(tmp) / "manifest.json").read_text())
     for k, rel in enumerate(data["models"]):      # engines of k + 1 bytes, as if built
         engine = tmp / "dep" / "engines" / (rel[:-len(".onnx")] + ".engine")
         engine.parent.mkdir(parents=True, exist_ok=True)
