@@ -130,8 +130,7 @@ def child(args) -> None:
         fp.start(lambda: init_runtime(args.threads))
         sess = reference.session(args.path, args.threads)
         fp.loaded()
-        fps = reference.plain_timings(sess, args.frames, data=data)["fps"]
-        fp.ran()
+        fps = reference.plain_timings(sess, args.frames, data=data, after_run=fp.ran)["fps"]
         print(json.dumps({"fps": fps, **fp.report()}))
         return
     from deploy.run.measure import measure

@@ -11,6 +11,7 @@ inputs and outputs kept fp32).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -125,10 +126,13 @@ def plain_fps(sess: ort.InferenceSession, frames: int, warmup: int = 3) -> float
 
 
 def plain_timings(sess: ort.InferenceSession, frames: int, warmup: int = 3,
-                  data: list[np.ndarray] | None = None) -> dict[str, float]:
+                  data: list[np.ndarray] | None = None,
+                  after_run: Callable[[], None] | None = None) -> dict[str, float]:
     """`fps` (frames over elapsed time) and the medians per frame of wall and of this
     thread's CPU time (`frame_ms_median`, `frame_cpu_ms_median`), as deploy.run.measure reports
-    them for a deployment. `data`: the frames (plain_frames), else made here."""
+    them for a deployment. `data`: the frames (plain_frames), else made here. `after_run`:
+    called once the frames have run, before the medians (a footprint's `ran`, as
+    deploy.run.measure reads it: numpy's median is the measurement's memory)."""
     import time
     if data is None:
         data = _frames([d if isinstance(d, int) else 1 for d in sess.get_inputs()[0].shape], frames)
@@ -142,5 +146,7 @@ def plain_timings(sess: ort.InferenceSession, frames: int, warmup: int = 3,
         walls.append(time.perf_counter() - wall)
         cpus.append(time.thread_time() - cpu)
     elapsed = time.perf_counter() - start
+    if after_run is not None:
+        after_run()
     return {"fps": frames / elapsed, "frame_ms_median": float(np.median(walls)) * 1e3,
             "frame_cpu_ms_median": float(np.median(cpus)) * 1e3}
