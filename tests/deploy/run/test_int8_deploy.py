@@ -156,3 +156,25 @@ def test_damage_fails_at_int8(net, tmp_path, capsys):
     path.write_text(json.dumps(manifest))
     code, res = run_json(capsys, out)
     assert code == 4 and res["verdict"]["net"]["verdict"] == "FAIL"
+
+
+def test_prepacking_sessions_are_built_first_largest_first(net, tmp_path):
+    """A pre-packing session holds its weights up to three times while ONNX Runtime builds
+    it; built before every other session, the largest first, that transient never stands on
+    the rest of the deployment (OrtBackend._prepacked_first)."""
+    cnn = net[0]
+    out = _deploy(net, tmp_path / "parts", _parts(cnn))
+    manifest = mf.load(out)
+    backend = OrtBackend(manifest.dtype, threads=1, layout="blocked")
+    built = []
+    backend.on_session = lambda skey, model, arrays: built.append(skey.split(":", 1)[1])
+    Executor(manifest, out, backend)
+    prepacked = backend.prepacked
+    assert prepacked and set(built[:len(prepacked)]) == prepacked
+
+    def weight_bytes(key):     # the model's integer tensors (weights, biases), read here
+        return sum(numpy_helper.to_array(t).nbytes for t in onnx.load(key).graph.initializer
+                   if t.data_type in (onnx.TensorProto.INT8, onnx.TensorProto.INT32)
+                   and len(t.dims) >= 1 and numpy_helper.to_array(t).size > 1)
+    sizes = [weight_bytes(key) for key in built[:len(prepacked)]]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1], sizes
