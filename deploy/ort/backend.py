@@ -32,6 +32,7 @@ import onnx
 import onnxruntime as ort
 
 from deploy.ort import optimize as ort_optimize
+from deploy.ort.io_binding import bind_views, runner
 from deploy.ort.process import form_options, session_options
 from deploy.ort.weights import external_arrays, inline
 from deploy.ort.weight_holders import one_form_per_layer, sole_models
@@ -389,24 +390,8 @@ class OrtBackend:
     def _bind(self, session: ort.InferenceSession, inputs: dict[str, np.ndarray],
               outputs: dict[str, np.ndarray]) -> Callable[[], None]:
         before = self._heap.in_use() if self.bind_heap is not None else None
-        binding = session.io_binding()
-        declared = {v.name: v.shape for v in session.get_inputs() + session.get_outputs()}
-        for name, arr in inputs.items():
-            binding.bind_input(name, "cpu", 0, arr.dtype, _shape(arr, declared.get(name)), arr.ctypes.data)
-        for name, arr in outputs.items():
-            binding.bind_output(name, "cpu", 0, arr.dtype, _shape(arr, declared.get(name)), arr.ctypes.data)
-        options = self._run_options      # one for every call: 350 B each otherwise
-        # The C++ session's run_with_iobinding, not the Python wrapper: the wrapper adds
-        # ~45 us of Python per call (graph-capture bookkeeping) against ~3 us for the call
-        # itself, measured on a Relu model; a by-parts frame makes thousands of calls.
-        inner = getattr(session, "_sess", None)
-        if inner is not None and hasattr(inner, "run_with_iobinding") and hasattr(binding, "_iobinding"):
-            run, handle = inner.run_with_iobinding, binding._iobinding
-        else:   # pragma: no cover - other onnxruntime versions
-            run, handle = session.run_with_iobinding, binding
-
-        def call() -> None:
-            run(handle, options)
+        # one RunOptions for every call: 350 B each otherwise
+        call = runner(session, bind_views(session, inputs, outputs), self._run_options)
         if before is not None:
             self.bind_heap[0] += self._heap.in_use() - before
             self.bind_heap[1] += 1
@@ -450,16 +435,6 @@ class _Pending:
 
     def __init__(self, path: str):
         self.path = path
-
-
-def _shape(arr: np.ndarray, dims: list | None) -> list[int]:
-    """The shape to bind a contiguous view with: the one the model declares for that port
-    when it is static and holds as many elements (a row-blocked ring port is declared 5-D,
-    deploy/ort/blocked_rings.py), else the view's own."""
-    if dims and all(isinstance(d, int) for d in dims) and int(np.prod(dims)) == arr.size \
-            and list(dims) != list(arr.shape):
-        return [int(d) for d in dims]
-    return list(arr.shape)
 
 
 def _timed(call: Callable[[], None]) -> float:

@@ -22,6 +22,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from deploy.ort.io_binding import runner
+
 ROWS_FIRST = [2, 0, 1, 3]      # NCHW -> HNCW
 
 
@@ -64,16 +66,11 @@ def frame_copy(views: list[tuple[np.ndarray, str, list[int] | None]], shape: lis
     targets = [view.reshape(dims) for (view, _, _), dims in zip(views, shapes)]
     for k, arr in enumerate(targets):
         binding.bind_output(f"y{k}", "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
-    run_options = ort.RunOptions()
-    inner = getattr(sess, "_sess", None)      # the C++ call, as OrtBackend._bind does
-    if inner is not None and hasattr(binding, "_iobinding"):
-        run, handle = inner.run_with_iobinding, binding._iobinding
-    else:   # pragma: no cover - other onnxruntime versions
-        run, handle = sess.run_with_iobinding, binding
+    run = runner(sess, binding, ort.RunOptions())
 
     def call(frame: np.ndarray) -> None:
         frame = np.ascontiguousarray(frame, np.float32)       # the caller's, bound as it is
         binding.bind_input("x", "cpu", 0, np.float32, list(shape), frame.ctypes.data)
-        run(handle, run_options)
+        run()
     call.keep = (sess, binding, targets)      # alive as long as the call
     return call
