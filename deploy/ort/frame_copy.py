@@ -1,11 +1,13 @@
-"""The Input step of an int8 deployment as one ONNX Runtime call: the fp32 frame laid out as
-each of its edges stores it (rows outermost for a ring, channels-last where
-deploy/ort/channels_last.py chose it), then quantized with the input's scale, written
-straight into the arena views.
+"""The Input step of an int8 deployment as one ONNX Runtime call: the fp32 frame quantized
+with the input's scale, then laid out as each of its edges stores it (rows outermost for a
+ring, channels-last where deploy/ort/channels_last.py chose it), written straight into the
+arena views.
 
 Why: numpy quantizes a 224x224 RGB frame and writes it channels-last in 290 us on this
-machine (one thread); ONNX Runtime's fp32 Transpose and vectorised QuantizeLinear do it in
-79 us (32 us without the transpose), which at 4-5 ms a frame is 5% of an int8 MobileNetV2.
+machine (one thread); ONNX Runtime's vectorised QuantizeLinear and then a 1-byte Transpose
+do it in 75 us. Quantizing first moves a quarter of the bytes through the transpose: fp32
+Transpose then QuantizeLinear took 97 us, and its temporary, the fp32 frame laid out again
+(588 KiB), was ONNX Runtime workspace where the 1-byte frame (147 KiB) is now.
 
     >>> import numpy as np
     >>> stored_perm("hncw", [0, 1, 3, 2], batch=1)     # [1, C, H, W] -> [H, 1, W, C] bytes
@@ -47,14 +49,15 @@ def frame_copy(views: list[tuple[np.ndarray, str, list[int] | None]], shape: lis
     qtype = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     inits = [numpy_helper.from_array(np.array(scale, np.float32), "scale"),
              numpy_helper.from_array(np.array(zero_point, np.dtype(dtype)), "zero_point")]
-    nodes, outputs, shapes = [], [], []
-    for k, (_, layout, order) in enumerate(views):
-        perm = stored_perm(layout, order, shape[0])
-        src = "x"
-        if perm != [0, 1, 2, 3]:
-            src = f"t{k}"
-            nodes.append(helper.make_node("Transpose", ["x"], [src], perm=perm))
-        nodes.append(helper.make_node("QuantizeLinear", [src, "scale", "zero_point"], [f"y{k}"]))
+    perms = [stored_perm(layout, order, shape[0]) for _, layout, order in views]
+    alone = len(views) == 1 and perms[0] == [0, 1, 2, 3]     # quantized straight into it
+    nodes = [helper.make_node("QuantizeLinear", ["x", "scale", "zero_point"],
+                              ["y0" if alone else "q"])]
+    outputs, shapes = [], []
+    for k, perm in enumerate(perms):
+        if not alone:
+            nodes.append(helper.make_node("Identity", ["q"], [f"y{k}"]) if perm == [0, 1, 2, 3]
+                         else helper.make_node("Transpose", ["q"], [f"y{k}"], perm=perm))
         dims = [shape[p] for p in perm]
         outputs.append(helper.make_tensor_value_info(f"y{k}", qtype, dims))
         shapes.append(dims)

@@ -33,3 +33,7 @@ def test_frame_copy_equals_numpy(batch):
     write(frame)
     for (view, _, _), want in zip(views, wants):
         np.testing.assert_array_equal(view.reshape(want.shape), want)
+    for (view, layout, order), want in zip(views, wants):     # each edge alone, too
+        alone = np.zeros_like(view)
+        frame_copy([(alone, layout, order)], shape, 0.021, 117, np.dtype(np.uint8), opts)(frame)
+        np.testing.assert_array_equal(alone.reshape(want.shape), want)
