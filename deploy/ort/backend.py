@@ -35,7 +35,7 @@ from deploy.ort import optimize as ort_optimize
 from deploy.ort.io_binding import bind_views, runner
 from deploy.ort.process import form_options, session_options
 from deploy.ort.weights import external_arrays, inline
-from deploy.ort.weight_holders import one_form_per_layer, sole_models
+from deploy.ort.weight_holders import one_form_per_layer, sole_models, weightless_state
 from deploy.runtime.footprint import HeapMeter, trim_heap
 from deploy.runtime.manifest_records import Manifest
 from sdf3.errors import InputError
@@ -278,8 +278,11 @@ class OrtBackend:
             if self.on_session is not None:
                 self.on_session(skey, model, arrays)
             if key in self.prepacked:     # ONNX Runtime owns them: it packs them, keeps one copy
+                plain = onnx.ModelProto() if before is not None else None
+                if plain is not None:
+                    plain.CopyFrom(model)      # the graph, weights by reference: to measure
                 self._packed[skey] = inline(model, arrays)
-                arrays, values = {}, {}
+                held, arrays, values = arrays, {}, {}
             else:
                 arrays, values = self._shared_weights(arrays)
             for name, value in values.items():   # ONNX Runtime keeps pointers: keep both alive
@@ -292,12 +295,14 @@ class OrtBackend:
             self._weights[skey] = arrays
             self._values[skey] = values
             run_path.unlink()
+            if before is not None and key in self.prepacked:
+                self.session_heap[skey] = weightless_state(plain, run_path, held, form_options(
+                    self.threads, self.shared_pool, self.arena), self._heap)
             self._drop_optimized(key, okey)     # ONNX Runtime read only the graph
             trim_heap()
-            if before is not None and self.session_heap is not None:
+            if before is not None and key not in self.prepacked:
                 added = list(self._by_content.values())[known:]     # this session's new weights
-                inside = sum(self._packed.get(skey, {}).values())     # or those it packed
-                self.session_heap[skey] = (self._heap.in_use() - before - inside
+                self.session_heap[skey] = (self._heap.in_use() - before
                                            - sum(a.nbytes for a, _ in added))
         return self._sessions[skey]
 
