@@ -5,9 +5,10 @@ arena views.
 
 Why: numpy quantizes a 224x224 RGB frame and writes it channels-last in 290 us on this
 machine (one thread); ONNX Runtime's vectorised QuantizeLinear and then a 1-byte Transpose
-do it in 75 us. Quantizing first moves a quarter of the bytes through the transpose: fp32
-Transpose then QuantizeLinear took 97 us, and its temporary, the fp32 frame laid out again
-(588 KiB), was ONNX Runtime workspace where the 1-byte frame (147 KiB) is now.
+do it in 81-92 us. Quantizing first moves a quarter of the bytes through the transpose: fp32
+Transpose then QuantizeLinear took 108-109 us (benchmarks/frame_copy.py), and its temporary,
+the fp32 frame laid out again (588 KiB), was ONNX Runtime workspace where the 1-byte frame
+(147 KiB) is now.
 
     >>> import numpy as np
     >>> stored_perm("hncw", [0, 1, 3, 2], batch=1)     # [1, C, H, W] -> [H, 1, W, C] bytes
