@@ -86,7 +86,8 @@ class OrtBackend:
         # [heap the bindings kept, how many]: counted only when a caller sets it (the
         # profile's ladder, deploy/profile/ladder.py), off every other load
         self.bind_heap: list[int] | None = None
-        # {session key: heap its building kept beyond new weights}: likewise for the ladder
+        # {session key: heap its building kept beyond new weights (a pre-packing step's on a
+        # build without them, weight_holders.weightless_state)}: likewise for the ladder
         self.session_heap: dict[str, int] | None = None
 
     # -- storage formats ----------------------------------------------------------------
