@@ -171,20 +171,14 @@ class OrtBackend:
         session, built last, rose 2.3 MiB above what it keeps, and the load peak 1.6 MiB
         above the run's. A model whose graph has NCHWc nodes is left to `_tune`, which times
         it on its views."""
-        from deploy.ort.blocked import NCHWC
-
         def weight_bytes(key: str) -> int:
             side = self.optimize(key, "nchwc").with_suffix(".bin")
             return side.stat().st_size if side.exists() else 0
         for key in sorted(self.prepacked, key=weight_bytes, reverse=True):
             if key in self._blocked:
                 self._session(key, "blocked")
-                continue
-            graph = onnx.load(str(self.optimize(key, "nchwc")), load_external_data=False)
-            if not any(n.domain == NCHWC for n in graph.graph.node):
-                self.chosen[key] = "nchwc"
-                self._drop_optimized(key, "nchw")
-                self._session(key, "nchwc")
+            else:
+                self._without_nchwc(key)
 
     def frame_copy(self, targets, shape: list[int], scale: float, zero_point: int) -> Callable:
         """An int8 Input step: the frame quantized into `targets` ((arena view, layout,
@@ -357,12 +351,8 @@ class OrtBackend:
         A step ONNX Runtime leaves without NCHWc kernels (Gemm, Softmax, Add, ...) is the
         same both ways: it is built once (two sessions of the classifier at once were
         MobileNetV2's load peak, 4.9 MiB above the run's)."""
-        from deploy.ort.blocked import NCHWC
-        graph = onnx.load(str(self.optimize(key, "nchwc")), load_external_data=False)
-        if not any(n.domain == NCHWC for n in graph.graph.node):
-            self.chosen[key] = "nchwc"
-            self._drop_optimized(key, "nchw")
-            return self._session(key, "nchwc")
+        if (same := self._without_nchwc(key)) is not None:
+            return same
         best, best_t = None, float("inf")
         for layout in ("nchwc", "nchw"):
             session = self._session(key, layout)
@@ -378,6 +368,17 @@ class OrtBackend:
                 self.drop_session(f"{layout}:{key}")
         self.chosen[key] = best
         return self._sessions[f"{best}:{key}"]
+
+    def _without_nchwc(self, key: str) -> ort.InferenceSession | None:
+        """The session of step `key`, built once in its "nchwc" form, when ONNX Runtime left
+        its graph without NCHWc kernels (the same both ways); None when it has them."""
+        from deploy.ort.blocked import NCHWC
+        graph = onnx.load(str(self.optimize(key, "nchwc")), load_external_data=False)
+        if any(n.domain == NCHWC for n in graph.graph.node):
+            return None
+        self.chosen[key] = "nchwc"
+        self._drop_optimized(key, "nchw")
+        return self._session(key, "nchwc")
 
     def session_key(self, path: str | Path) -> str:
         """The key of the session step model `path` runs in once bound (its layout)."""

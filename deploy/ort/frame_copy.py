@@ -25,7 +25,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from deploy.ort.io_binding import runner
+from deploy.ort.io_binding import bind_views, runner
 
 ROWS_FIRST = [2, 0, 1, 3]      # NCHW -> HNCW
 
@@ -66,10 +66,8 @@ def frame_copy(views: list[tuple[np.ndarray, str, list[int] | None]], shape: lis
                               opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 7
     sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    binding = sess.io_binding()
     targets = [view.reshape(dims) for (view, _, _), dims in zip(views, shapes)]
-    for k, arr in enumerate(targets):
-        binding.bind_output(f"y{k}", "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
+    binding = bind_views(sess, {}, {f"y{k}": arr for k, arr in enumerate(targets)})
     run = runner(sess, binding, ort.RunOptions())
 
     def call(frame: np.ndarray) -> None:

@@ -15,10 +15,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from deploy.ort.blocked_rings import NCHWC
 from deploy.runtime.footprint import HeapMeter, trim_heap
 from deploy.runtime.manifest_records import Manifest
 
-NCHWC = "com.microsoft.nchwc"
 WEIGHTED = {"Conv", "FusedConv", "QLinearConv", "ConvInteger"}
 
 
