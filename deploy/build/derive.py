@@ -70,15 +70,17 @@ def _stored_by_rows(plan: Plan, phases: dict, rep: dict[str, str]) -> set[str]:
 def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Path,
            backend: str = "onnxruntime", with_profile: bool = False,
            where: str = "plan", regions: bool = False, every_band: bool = False,
-           scales: ActivationScales | None = None) -> mf.Manifest:
+           scales: ActivationScales | None = None, chains: bool = True) -> mf.Manifest:
     """Write the step models and manifest.json of `plan` into `out_dir`; returns the manifest.
     `plan` is a Plan, or plan.json's data (read as explorer.plan.plan_file reads the file).
     The plan is checked first (deploy/checks/plan_check.py; `where` names it in the one-line
     refusal), so nothing is written for a plan the explorer could not have made.
     `regions`: consecutive firings by parts run as region steps, one call per band
     (deploy/build/regions.py), a band whose model no other band shares as its firings' own
-    steps (regions.shared) unless `every_band`; else one step per firing. An int8 plan
-    (data_bytes 1) needs `scales`, the scale of every stored tensor (deploy/quant/): its arena
+    steps (regions.shared) unless `every_band`, and an int8 plan's consecutive whole layers
+    on ONNX Runtime as chain steps (deploy/build/chains.py) unless not `chains`; else one
+    step per firing. An
+    int8 plan (data_bytes 1) needs `scales`, the scale of every stored tensor (deploy/quant/): its arena
     holds them in `scales.dtype`."""
     if not isinstance(plan, Plan):
         plan = from_dict(plan, where)
@@ -107,7 +109,9 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
         cnn = cnns[part.cnn]
         steps = _partition_steps(plan, part, cnn, phases.get(cnn.name, {}), groups, edges, stored,
                                  dtype, out, models, region_keys, regions, every_band,
-                                 weights, scales.for_cnn(cnn.name) if scales else None)
+                                 weights, scales.for_cnn(cnn.name) if scales else None,
+                                 chain=chains and regions and scales is not None
+                                 and backend == "onnxruntime")
         partitions.append({"name": part.name, "cnn": cnn.name, "processor": part.processor,
                            "steps": steps})
     result = {
@@ -188,9 +192,11 @@ def _placed_edges(plan: Plan, cnns: dict[str, CNN], phases: dict, groups: dict, 
 def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, int], groups: dict,
                      edges: dict, stored: dict, dtype: str, out: Path, models: dict,
                      region_keys: dict, regions: bool, every_band: bool,
-                     weights: str = "float32", scales: dict | None = None) -> list[dict]:
+                     weights: str = "float32", scales: dict | None = None,
+                     chain: bool = False) -> list[dict]:
     """The steps of one partition's firings: a band of firings by parts as one region step
-    (`regions`), a tiled group as one step at its first layer, every other firing its own;
+    (`regions`), a tiled group as one step at its first layer, every other firing its own,
+    and with `chain` consecutive whole layers as one chain step (deploy/build/chains.py);
     `weights`: how their parameters are stored (deploy/quant/stored.py)."""
     firings = plan.firings[part.name]
     member = {l: g for g in groups.get(cnn.name, []) for l in g.layers}
@@ -227,6 +233,9 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
         if count != ph.get(layer_name, 1):
             raise InputError(f"plan: {part.name} fires {layer_name} {count} times, "
                              f"phases say {ph.get(layer_name, 1)}")
+    if chain:
+        from deploy.build.chains import chains
+        steps = chains(cnn, steps, models, edges, stored, out, safe_name)
     return steps
 
 

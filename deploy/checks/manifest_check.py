@@ -125,9 +125,22 @@ def _cnns(manifest: Manifest, root: Path, fail) -> None:
             _inside(root, info.reference, f"cnns.{name}.reference", fail)
 
 
+# A step's place in a partition's time is its index times PLACES, plus, in a chain step
+# (deploy/build/chains.py), its member's index: members run one after another inside the call
+PLACES = 1024
+
+
+def _member(step: Step, b) -> int:
+    """The member of a chain step that binding `b` belongs to (0 outside chain steps)."""
+    if b.layer is None or not step.region:
+        return 0
+    return next((i for i, (layer, _) in enumerate(step.region) if layer == b.layer), 0)
+
+
 def _views(manifest: Manifest, step: Step, parity: int, fail, where: str
-           ) -> list[tuple[str, int, int, str]]:
-    """(edge, first byte, end byte, role) of every arena view a step binds."""
+           ) -> list[tuple[str, int, int, str, int]]:
+    """(edge, first byte, end byte, role, member) of every arena view a step binds, and of
+    every edge a chain step's member reads inside the call."""
     edges, size = manifest.edges, SIZE[manifest.dtype]
     out = []
 
@@ -141,7 +154,10 @@ def _views(manifest: Manifest, step: Step, parity: int, fail, where: str
             name, e = edge_of(b)
             if not e.whole:
                 fail(f"{where}: the frame is copied whole into {name}, which holds {e.slots} rows")
-            out.append((name, e.offset, e.offset + e.bytes, "write"))
+            out.append((name, e.offset, e.offset + e.bytes, "write", 0))
+        elif b.kind == "chained":
+            name, e = edge_of(b)
+            out.append((name, e.offset, e.offset + e.bytes, "read", _member(step, b)))
         elif b.kind == "edge":
             name, e = edge_of(b)
             if not 0 <= b.slot < e.slots or not _shape(list(b.shape)):
@@ -152,10 +168,10 @@ def _views(manifest: Manifest, step: Step, parity: int, fail, where: str
             if end > e.offset + e.bytes:
                 fail(f"{where}: binding {b.name!r} reads or writes bytes {start}..{end}, past "
                      f"the end of {name} ({e.offset + e.bytes})")
-            out.append((name, start, end, "write" if b.writes else "read"))
+            out.append((name, start, end, "write" if b.writes else "read", _member(step, b)))
         elif b.kind == "tile":
             name, e = edge_of(b)
-            out.append((name, e.offset, e.offset + e.bytes, "tile"))
+            out.append((name, e.offset, e.offset + e.bytes, "tile", 0))
     for t in step.group.tiles if step.group else ():
         for m in t.mids:
             name = m.edges[parity]
@@ -187,11 +203,12 @@ def _steps(manifest: Manifest, root: Path, size: int, fail) -> dict[str, dict[st
             for tile in step.group.tiles if step.group else ():
                 _inside(root, tile.model, where, fail)
             for parity in (0, 1):
-                for name, _, _, role in _views(manifest, step, parity, fail, where):
-                    rec = touched.setdefault(name, {}).setdefault(pname, [t, t, -1])
-                    rec[0], rec[1] = min(rec[0], t), max(rec[1], t)
-                    if role in ("write", "tile") and rec[2] < 0:
-                        rec[2] = t
+                for name, _, _, role, member in _views(manifest, step, parity, fail, where):
+                    at = t * PLACES + member
+                    rec = touched.setdefault(name, {}).setdefault(pname, [at, at, -1])
+                    rec[0], rec[1] = min(rec[0], at), max(rec[1], at)
+                    if role in ("write", "tile") and (rec[2] < 0 or at < rec[2]):
+                        rec[2] = at
             ports: dict = {}
             for b in step.bind:
                 ports.setdefault(b.name, b)
@@ -220,7 +237,7 @@ def _live_overlaps(manifest, touched, fail) -> None:
     edges = manifest.edges
     touched, rep = _fold(edges, touched)
     parts = manifest.partitions
-    length = {p.name: len(p.steps) for p in parts}
+    length = {p.name: len(p.steps) * PLACES for p in parts}
     order = [p.name for p in parts]
     cnn_of = {p.name: p.cnn for p in parts}
     uses = {}
@@ -314,9 +331,10 @@ def _row_steps(manifest: Manifest, rep: dict[str, str] | None = None
                 else:
                     touched = range(b.slot, b.slot + b.shape[0])
                 rows = out.setdefault(name, {})
+                at = t * PLACES + _member(step, b)
                 for r in touched:
-                    got = rows.setdefault(int(r), [t, t])
-                    got[0], got[1] = min(got[0], t), max(got[1], t)
+                    got = rows.setdefault(int(r), [at, at])
+                    got[0], got[1] = min(got[0], at), max(got[1], at)
     return {n: {r: (a, b) for r, (a, b) in rows.items()} for n, rows in out.items()
             if len(where[n]) == 1}
 

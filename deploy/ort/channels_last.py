@@ -186,8 +186,9 @@ def _reach(graph: Graph, port: str, layout: str, dims: list[int]):
 
 
 def _written(graph: Graph, port: str, layout: str):
-    """The Transpose writing output `port` ([(node, new perm)], with the ports its Identity
-    copies write), or None."""
+    """The Transpose writing output `port` and the Transposes reading it inside the step (a
+    later member of a chain step, deploy/build/chains.py), [(node, new perm)] with the
+    writer first, or None when anything else reads it or a new perm is not trivial."""
     node = graph.producer.get(port)
     if node is not None and node.op_type == "Identity":
         node = graph.producer.get(node.input[0])
@@ -197,7 +198,13 @@ def _written(graph: Graph, port: str, layout: str):
     readers = graph.users.get(node.output[0], [])
     if any(n.op_type != "Identity" or n.output[0] not in graph.outputs for n in readers):
         return None                  # the written tensor is read inside the step too
-    return node, writing(perm, layout)
+    moves = [(node, writing(perm, layout))]
+    for reader in graph.users.get(port, []):
+        perm = _perm(reader)
+        if perm is None or not trivial(reading(perm, layout), layout):
+            return None
+        moves.append((reader, reading(perm, layout)))
+    return moves
 
 
 def step_form(model: onnx.ModelProto, layouts: dict[str, str]) -> StepForm:
@@ -218,7 +225,7 @@ def step_form(model: onnx.ModelProto, layouts: dict[str, str]) -> StepForm:
         found = _written(graph, port.name, layout) if layout in PERM else None
         if found is not None:
             form.emits.add(port.name)
-            by_writer.setdefault(id(found[0]), set()).add(port.name)
+            by_writer.setdefault(id(found[0][0]), set()).add(port.name)
     form.groups = list(by_writer.values())
     ops = {(n.domain or "", n.op_type) for n in graph.g.node}
     if ops and ops <= NEUTRAL and set(layouts.values()) == {"nchw"}:
@@ -270,7 +277,7 @@ def strip(model: onnx.ModelProto, ports: dict[str, str]) -> onnx.ModelProto:
         if port.name in ports:
             found = _written(graph, port.name, ports[port.name])
             if found is not None:
-                moves.append(found)
+                moves += found
                 declared[port.name] = ports[port.name]
     done = set()
     for node, perm in moves:

@@ -214,10 +214,16 @@ class Ladder:
                 self.runs.append((f"k={k} alone {g}", k, g))
                 every.append({n: (phases[n] if n in group else 1) for n in cnn.order()})
         self.folders: list[tuple[Path, dict[str, int]]] = []
+        # each whole layer in a step of its own, not in chain steps (deploy/build/chains.py):
+        # a chain's one call cannot be split into its layers' workspaces, and the probe's
+        # peak for the call, which every member would take as its own, was 4.5 MiB for each
+        # layer of int8 MobileNetV2's first chain against 0.06-1.3 MiB for the layers
+        # alone. So the plan counts a chained layer as its own step: more session state
+        # (~50 KiB against ~26) and calls than the chain holds and makes.
         for i, phases in enumerate(every):
             out = Path(folder) / f"run{i}"
             deploy_plan(cnn_plan(cnn, phases, precision), {cnn.name: cnn}, out, regions=regions,
-                        scales=scales)
+                        scales=scales, chains=False)
             self.folders.append((out, phases))
             if live:
                 live(f"deployed {self.runs[i][0]} ({i + 1} of {len(every)})")

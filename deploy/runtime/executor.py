@@ -103,7 +103,7 @@ class Executor:
                 # pipeline) has one binding for both: ONNX Runtime keeps ~2.3 KB per
                 # binding, and a by-parts frame has a step per layer and phase
                 same = all(b.kind == "const" or (b.kind == "output" and not run.pipelined)
-                           or (b.kind in ("edge", "frame") and b.edges[0] == b.edges[1])
+                           or (b.kind in ("edge", "frame", "chained") and b.edges[0] == b.edges[1])
                            for b in step.bind)
                 for parity in (0, 1):
                     if parity == 1 and same:
@@ -117,6 +117,8 @@ class Executor:
                             order = (backend.frame_order(b.edges[parity])
                                      if hasattr(backend, "frame_order") else None)
                             frame_targets.append((self.edge_view(e, 0, None), e.layout, order))
+                        elif b.kind == "chained":   # read inside the call: no port
+                            continue
                         elif b.kind == "const":
                             arr = np.asarray(b.values, np.int32)
                             self.consts.append(arr)

@@ -10,7 +10,7 @@ from deploy.runtime.json_fields import Fields
 from sdf3.errors import InputError
 
 Shape = tuple[int, ...]
-BIND_KINDS = ("edge", "const", "frame", "output", "tile")
+BIND_KINDS = ("edge", "const", "frame", "output", "tile", "chained")
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,10 @@ class Binding:
     frame's parity (`edges`: even, odd) from row `slot`, `shape` as stored; `const`: an
     int32 vector `values` (ring slot indices, row masks, counts); `frame`: the frame copied
     whole into the edges; `output`: rows `slot`.. of the CNN output of sink `layer`; `tile`:
-    an edge a fused-tiled group reads or writes (its tile calls say where)."""
+    an edge a fused-tiled group reads or writes (its tile calls say where); `chained`: an
+    edge a member of a chain step reads inside the call, from the output of the earlier
+    member that wrote it (no port: recorded for the lifetime check). In a chain step
+    (deploy/build/chains.py) every binding names its member's `layer`."""
     kind: str
     name: str | None = None
     edges: tuple[str, ...] = ()
@@ -36,13 +39,18 @@ class Binding:
     def to_dict(self) -> dict[str, Any]:
         if self.kind in ("frame", "tile"):
             return {"kind": self.kind, "edges": list(self.edges)}
+        if self.kind == "chained":
+            return {"kind": self.kind, "edges": list(self.edges), "layer": self.layer}
         if self.kind == "const":
             return {"kind": self.kind, "name": self.name, "values": list(self.values)}
         if self.kind == "output":
             return {"kind": self.kind, "name": self.name, "layer": self.layer, "slot": self.slot,
                     "shape": list(self.shape)}
-        return {"kind": self.kind, "name": self.name, "edges": list(self.edges), "slot": self.slot,
-                "shape": list(self.shape)}
+        out = {"kind": self.kind, "name": self.name, "edges": list(self.edges), "slot": self.slot,
+               "shape": list(self.shape)}
+        if self.layer is not None:       # an edge port of a chain step: its member
+            out["layer"] = self.layer
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> Binding:
@@ -53,13 +61,13 @@ class Binding:
         name = r.str("name") if kind in ("edge", "const", "output") else r.str("name", None)
         what = f"{where} ({name or kind})"
         r.where = what
-        edges = r.strs("edges") if kind in ("edge", "frame", "tile") else ()
-        if kind in ("edge", "frame", "tile") and len(edges) != 2:
+        edges = r.strs("edges") if kind in ("edge", "frame", "tile", "chained") else ()
+        if kind in ("edge", "frame", "tile", "chained") and len(edges) != 2:
             raise InputError(f"{what}: key 'edges' must name two edge copies, got {list(edges)!r}")
         placed = kind in ("edge", "output")           # a view: where it starts and its shape
         return cls(kind, name, edges, r.int("slot") if placed else 0,
                    r.ints("shape") if placed else (), r.ints("values") if kind == "const" else (),
-                   r.str("layer") if kind == "output" else None)
+                   r.str("layer") if kind in ("output", "chained") else r.str("layer", None))
 
 
 @dataclass(frozen=True)
