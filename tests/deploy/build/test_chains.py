@@ -102,9 +102,9 @@ def test_members_read_inside_the_call_and_ports_go_channels_last(net, tmp_path):
 
 
 def test_the_check_judges_lifetimes_member_by_member(net, tmp_path):
-    """The plan places c's output over bytes of a tensor that is dead by then; the check
-    accepts that inside one chain step. Placed over b's output, which r (a later member)
-    still reads inside the call, it is refused."""
+    """The plan places a tensor over bytes of one that is dead by then, both inside one chain
+    step; the check accepts that. b's output placed over a's output, which b reads inside
+    the call (a `chained` binding, the only read of it), is refused."""
     manifest, _ = _deploy(net, tmp_path / "dep")
     manifest_check.check(manifest, tmp_path / "dep")
     step = [s for _, _, s in manifest.steps()][1]
@@ -113,9 +113,10 @@ def test_the_check_judges_lifetimes_member_by_member(net, tmp_path):
              for n in touched}
     assert any(a != b and spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]
                for a in spans for b in spans), "no bytes reused inside the chain"
-    b_out, c_out = manifest.edges["net.b->c"], manifest.edges["net.c->c2"]
-    moved = dataclasses.replace(c_out, buffer=b_out.buffer, offset=b_out.offset)
-    broken = dataclasses.replace(manifest, edges={**manifest.edges, "net.c->c2": moved})
+    a_out, b_out = manifest.edges["net.a->b"], manifest.edges["net.b->c"]
+    assert a_out.bytes >= b_out.bytes
+    moved = dataclasses.replace(b_out, buffer=a_out.buffer, offset=a_out.offset)
+    broken = dataclasses.replace(manifest, edges={**manifest.edges, "net.b->c": moved})
     with pytest.raises(InputError, match="share arena bytes while both are live"):
         manifest_check.check(broken, tmp_path / "dep")
 

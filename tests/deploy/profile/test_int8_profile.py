@@ -41,3 +41,23 @@ def test_int8_profile_plan_deploy_run(tmp_path, monkeypatch, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["verdict"]["tiny"]["verdict"] == "PASS"
     assert res["plan_fps"]["tiny"] == plan["fps"]["tiny"] and res["arena_bytes"] == res["plan_buffer_bytes"]
+
+
+def test_the_ladder_measures_whole_layers_in_steps_of_their_own(tmp_path):
+    """The profile's whole deployment runs one step per whole layer, never a chain step: a
+    chain's one call cannot be split into its layers' workspaces (deploy/profile/ladder.py).
+    `explore deploy` of the same plan chains those layers (deploy/build/chains.py)."""
+    from csdf.onnx_import import load_onnx
+    from deploy.build.derive import derive
+    from deploy.profile.ladder import Ladder, cnn_plan
+    from deploy.runtime import manifest as mf
+    cnn = load_onnx(write_tiny_onnx(tmp_path / "tiny.onnx"), "tiny")
+    scales = deployment_scales({"tiny": cnn}, None)
+    ladder = Ladder(cnn, tmp_path / "ladder", "int8", regions=True, scales=scales)
+    whole, phases = ladder.folders[0]
+    assert set(phases.values()) == {1}
+    variants = {m.variant for m in mf.load(whole).models.values()}
+    assert variants == {"whole"}, variants
+    deployed = derive(cnn_plan(cnn, phases, "int8"), {"tiny": cnn}, tmp_path / "dep",
+                      regions=True, scales=scales)
+    assert "chain" in {m.variant for m in deployed.models.values()}
