@@ -4,12 +4,13 @@ own session at the same precision: plan memory, measured footprint, weights held
 tolerance).
 
     python benchmarks/precision.py [--only SUBSTRING] [--threads 1] [--frames 20]
-                                   [--time-limit 60] [--seed 0]
+                                   [--time-limit 60] [--seed 0] [--rounds 3]
 
 Each case runs in its own process (`--child NAME`): `explore APP ... --out D`, `explore
 deploy D/plan.json --out DEP`, `explore run DEP --json --threads T` (the footprint is that
-run's: peak RSS minus the RSS before loading, deploy/runtime/footprint.py), then the plain
-session on the same frames at the same precision in the same process: the original model
+run's: peak RSS minus the RSS before loading, deploy/runtime/footprint.py) and the plain
+session on the same frames at the same precision in the same process, alternating `--rounds`
+times (fps: the medians; footprint: the largest of the runs): the original model
 (fp32), ONNX Runtime's fp16 converter with fp32 inputs and outputs (fp16 and mixed), or
 ONNX Runtime's quantize_static (QDQ, uint8 activations, per-channel int8 weights, calibrated
 on the deployment's generated frames) for int8.
@@ -18,7 +19,7 @@ Cases: the README's fp16 plan; Table 13's four apps at their files' precision (f
 mixed); Table 12's app 1 and ResNet-50 at --precision int8, reuse-only (--mem 1GB) and least
 memory (--mem 0); a QDQ MobileNetV2 (quantize_static of the zoo model) at the least memory.
 
-Targets (open issue "Precision is real"): every case PASSes with arena = plan buffers and
+Targets: every case PASSes with arena = plan buffers and
 weights held within 5% of the plan's parameter bytes; int8 least memory footprint <= 1.10 x
 plan + 4 MiB; int8 MobileNetV2 at 1 thread: reuse-only >= 0.9x and least memory >= 0.6x the
 plain int8 session's fps.
@@ -33,6 +34,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 2 ** 20
@@ -165,15 +168,24 @@ def child(name: str, args) -> dict:
                  "--seed", str(args.seed)])
         explore_s = time.perf_counter() - start
         explore(["deploy", str(tmp / "plan" / "plan.json"), "--out", str(tmp / "dep")])
-        _, out = explore(["run", str(tmp / "dep"), "--json", "--threads", str(args.threads),
-                          "--frames", str(args.frames)])
-        res = json.loads(out)
         manifest = mf.load(tmp / "dep")
-        plain = {}
-        for cnn, info in manifest.cnns.items():
+        sessions = {}
+        for cnn in manifest.cnns:
             source = _source(tmp / "plan" / "plan.json", cnn)
-            sess = plain_session(source, manifest.precision, tmp, args.threads)
-            plain[cnn] = plain_timings(sess, args.frames, data=plain_frames(source, args.frames))["fps"]
+            sessions[cnn] = (plain_session(source, manifest.precision, tmp, args.threads),
+                             plain_frames(source, args.frames))
+        # the deployment's run and the plain session alternate, `rounds` times: fps on this
+        # shared machine move by up to 25% from one run to the next
+        runs, plain_runs = [], {cnn: [] for cnn in sessions}
+        for _ in range(args.rounds):
+            _, out = explore(["run", str(tmp / "dep"), "--json", "--threads", str(args.threads),
+                              "--frames", str(args.frames)])
+            runs.append(json.loads(out))
+            for cnn, (sess, data) in sessions.items():
+                plain_runs[cnn].append(plain_timings(sess, args.frames, data=data)["fps"])
+    res = max(runs, key=lambda r: r["footprint_bytes"])      # the largest footprint measured
+    fps = {c: float(np.median([r["fps"][c] for r in runs])) for c in res["fps"]}
+    plain = {c: float(np.median(v)) for c, v in plain_runs.items()}
     verdicts = res.get("verdict", {})
     return {
         "case": name, "precision": manifest.precision, "dtype": manifest.dtype,
@@ -183,13 +195,20 @@ def child(name: str, args) -> dict:
         "footprint_target_MiB": 1.10 * res["plan_memory_bytes"] / MiB + 4,
         "weights_held_over_plan": res["param_bytes"] / res["plan_param_bytes"] if res.get("plan_param_bytes") else None,
         "arena_eq_plan": res["arena_bytes"] == res["plan_buffer_bytes"],
-        "fps": res["fps"], "plain_fps": plain,
-        "x_plain": {c: res["fps"][c] / plain[c] for c in plain},
+        "fps": fps, "plain_fps": plain, "x_plain": {c: fps[c] / plain[c] for c in plain},
+        "fps_range": {c: [min(r["fps"][c] for r in runs), max(r["fps"][c] for r in runs)] for c in fps},
+        "plain_fps_range": {c: [min(v), max(v)] for c, v in plain_runs.items()},
+        "verdicts_all_pass": all(v.get("verdict") == "PASS" for r in runs
+                                 for v in r.get("verdict", {}).values()),
         "calls_per_frame": res["calls_per_frame"],
         "verdict": {c: v.get("verdict") for c, v in verdicts.items()},
         "diff_over_tolerance": {c: (v["max_abs_diff"] / v["tolerance"] if v.get("tolerance") else None)
                                 for c, v in verdicts.items()},
     }
+
+
+def _ranges(d: dict) -> str:
+    return ", ".join(f"{k} {lo:.1f}-{hi:.1f}" for k, (lo, hi) in d.items())
 
 
 def _source(plan_json: Path, cnn: str) -> str:
@@ -205,6 +224,9 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=20)
     parser.add_argument("--time-limit", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs of the deployment and of the plain session, alternating; "
+                             "fps are their medians")
     parser.add_argument("--child", default=None)
     args = parser.parse_args()
     if args.child:
@@ -218,7 +240,8 @@ def main() -> int:
             continue
         done = subprocess.run([sys.executable, __file__, "--child", name, "--threads", str(args.threads),
                                "--frames", str(args.frames), "--time-limit", str(args.time_limit),
-                               "--seed", str(args.seed)], capture_output=True, text=True)
+                               "--seed", str(args.seed), "--rounds", str(args.rounds)],
+                              capture_output=True, text=True)
         if done.returncode != 0:
             bad += 1
             print(f"{name}: FAILED: {done.stderr.strip()[-600:]}", flush=True)
@@ -231,8 +254,10 @@ def main() -> int:
               f"{r['weights_held_over_plan'] or 0:.3f}, arena = plan {r['arena_eq_plan']}; fps "
               f"{fmt(r['fps'])} (plain {fmt(r['plain_fps'])}: x {fmt(r['x_plain'])}); calls/frame "
               f"{fmt(r['calls_per_frame'])}; verdict {fmt(r['verdict'])}, diff/tolerance "
-              f"{fmt(r['diff_over_tolerance'])}; load {os.getloadavg()[0]:.2f}", flush=True)
-        bad += any(v != "PASS" for v in r["verdict"].values())
+              f"{fmt(r['diff_over_tolerance'])}; load {os.getloadavg()[0]:.2f}; fps ranges over "
+              f"{args.rounds} rounds {_ranges(r['fps_range'])} (plain {_ranges(r['plain_fps_range'])})",
+              flush=True)
+        bad += any(v != "PASS" for v in r["verdict"].values()) or not r["verdicts_all_pass"]
     return 1 if bad else 0
 
 

@@ -274,3 +274,18 @@ def region_block(path: Path, c: int = 8) -> Path:
     n.op("MaxPool", [m], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
     n.nodes[-1].output[0] = "output"
     return n.save(path, [("input", [1, 3, 25, 11])], [("output", [1, c, 6, 3])])
+
+
+def joins_block(path: Path, h: int = 11) -> Path:
+    """conv 3x3 (pads 1) -> relu -> depthwise 3x3 stride 2 -> relu6 -> two 1x1 convs of equal
+    ports joined to it by a residual Add, a Concat with a max pool, and a 3x3 conv at the
+    end (`output`); input [1, 3, h, 9]. Layers a, b, c, c2, r, p, cat, d."""
+    n = Net(3)
+    a = n.op("Relu", [n.conv("input", 3, 8, name="a")])
+    b = n.op("Clip", [n.conv(a, 8, 8, group=8, name="b", strides=[2, 2]), n.const(0.0), n.const(6.0)])
+    c = n.conv(n.conv(b, 8, 8, k=1, name="c"), 8, 8, k=1, name="c2")
+    r = n.op("Add", [c, b], name="r")
+    p = n.op("MaxPool", [r], name="p", kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1])
+    n.conv(n.op("Concat", [r, p], name="cat", axis=1), 16, 4, name="d")
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", [1, 3, h, 9])], [("output", [1, 4, (h + 1) // 2, 5])])

@@ -1,7 +1,9 @@
 """Chain steps (deploy/build/chains.py): consecutive whole int8 layers in one ONNX Runtime
 call compute exactly what one step per layer computes, in the plan's arena bytes, in both
 layouts; a chain reuses bytes its earlier members read (the plan's live bound) and the
-manifest check judges lifetimes member by member; chains stop at their parameter bound."""
+manifest check judges lifetimes member by member; chains stop at their parameter bound. The
+network: onnx_cases.joins_block, every layer whole, so one chain whose later members read
+what earlier ones wrote two and three members before (the residual Add, the Concat)."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,31 +22,16 @@ from deploy.ort.backend import OrtBackend
 from deploy.runtime import manifest as mf
 from deploy.runtime.executor import Executor
 from deploy_fixtures import fired, make_plan, planned
-from onnx_cases import Net
+from onnx_cases import joins_block
 from sdf3.errors import InputError
 
 H = 11
 
 
-def residual(path):
-    """conv 3x3 -> depthwise 3x3 stride 2 -> two 1x1 convs -> Add with the depthwise output
-    -> max pool -> Concat with the Add -> conv 3x3: whole, one chain whose later members read
-    what earlier ones wrote two and three members before."""
-    n = Net(3)
-    a = n.op("Relu", [n.conv("input", 3, 8, name="a")])
-    b = n.op("Clip", [n.conv(a, 8, 8, group=8, name="b", strides=[2, 2]), n.const(0.0), n.const(6.0)])
-    c = n.conv(n.conv(b, 8, 8, k=1, name="c"), 8, 8, k=1, name="c2")
-    r = n.op("Add", [c, b], name="r")
-    p = n.op("MaxPool", [r], name="p", kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1])
-    n.conv(n.op("Concat", [r, p], name="cat", axis=1), 16, 4, name="d")
-    n.nodes[-1].output[0] = "output"
-    return n.save(path, [("input", [1, 3, H, 9])], [("output", [1, 4, (H + 1) // 2, 5])])
-
-
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
     folder = tmp_path_factory.mktemp("chains")
-    cnn = load_onnx(residual(folder / "residual.onnx"), "net")
+    cnn = load_onnx(joins_block(folder / "joins.onnx", H), "net")
     return cnn, deployment_scales({"net": cnn}, None)
 
 

@@ -23,31 +23,16 @@ from deploy.runtime import manifest as mf
 from deploy.runtime.executor import Executor
 from deploy_fixtures import make_plan
 from explorer.cli.main import main
-from onnx_cases import Net
+from onnx_cases import joins_block
 from test_verdict import run_json, swap_models
 
 H = 11
 
 
-def joins(path):
-    """conv 3x3 (pads 1) -> relu -> depthwise 3x3 stride 2 -> relu6 -> two 1x1 convs of equal
-    ports joined to it by a residual Add, a Concat with a max pool, and a 3x3 conv at the end."""
-    n = Net(3)
-    a = n.op("Relu", [n.conv("input", 3, 8, name="a")])
-    b = n.op("Clip", [n.conv(a, 8, 8, group=8, name="b", strides=[2, 2]), n.const(0.0), n.const(6.0)])
-    c = n.conv(n.conv(b, 8, 8, k=1, name="c"), 8, 8, k=1, name="c2")
-    r = n.op("Add", [c, b], name="r")
-    p = n.op("MaxPool", [r], name="p", kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1])
-    cat = n.op("Concat", [r, p], name="cat", axis=1)
-    n.conv(cat, 16, 4, name="d")
-    n.nodes[-1].output[0] = "output"
-    return n.save(path, [("input", [1, 3, H, 9])], [("output", [1, 4, (H + 1) // 2, 5])])
-
-
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
     folder = tmp_path_factory.mktemp("int8")
-    cnn = load_onnx(joins(folder / "joins.onnx"), "net")
+    cnn = load_onnx(joins_block(folder / "joins.onnx", H), "net")
     return cnn, deployment_scales({"net": cnn}, None)
 
 
