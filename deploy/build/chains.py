@@ -95,8 +95,8 @@ def runs(cnn: CNN, steps: list[dict], models: dict, edges: dict[str, StoredEdge]
     return out
 
 
-def chain_step(cnn: CNN, members: list[dict], models: dict, stored: dict[str, str],
-               out: Path, rel: str) -> dict:
+def chain_step(cnn: CNN, members: list[dict], stored: dict[str, str], out: Path,
+               rel: str) -> dict:
     """The manifest step computing `members` (consecutive steps, `runs`) in one model, written
     to `out / rel`: ports in0.., out0.., sink0.. in member order, each binding naming its
     member's layer."""
@@ -178,7 +178,8 @@ def _renamed(graph: onnx.GraphProto, ports: dict[str, str], inside: set[str],
 def chains(cnn: CNN, steps: list[dict], models: dict, edges: dict[str, StoredEdge],
            stored: dict[str, str], out: Path, safe: Callable[[str], str]) -> list[dict]:
     """`steps` with every run of two or more chainable steps (`runs`) replaced by its chain
-    step; the members' own models are no longer written (nor listed in `models`)."""
+    step, written to `out` and listed in `models`; the members' own models are removed from
+    both."""
     result = []
     for run in runs(cnn, steps, models, edges, stored):
         if len(run) == 1:
@@ -188,7 +189,7 @@ def chains(cnn: CNN, steps: list[dict], models: dict, edges: dict[str, StoredEdg
         count = sum(1 for m in models.values()
                     if m.get("cnn") == cnn.name and m.get("variant") == "chain")
         rel = f"models/{safe(cnn.name)}/{safe(members[0]['layer'])}.chain{count}.onnx"
-        step = chain_step(cnn, members, models, stored, out, rel)
+        step = chain_step(cnn, members, stored, out, rel)
         for m in members:
             models.pop(m["model"], None)
             (out / m["model"]).unlink()

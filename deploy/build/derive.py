@@ -78,10 +78,9 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
     `regions`: consecutive firings by parts run as region steps, one call per band
     (deploy/build/regions.py), a band whose model no other band shares as its firings' own
     steps (regions.shared) unless `every_band`, and an int8 plan's consecutive whole layers
-    on ONNX Runtime as chain steps (deploy/build/chains.py) unless not `chains`; else one
-    step per firing. An
-    int8 plan (data_bytes 1) needs `scales`, the scale of every stored tensor (deploy/quant/): its arena
-    holds them in `scales.dtype`."""
+    on ONNX Runtime as chain steps (deploy/build/chains.py) when `chains`; else one step per
+    firing. An int8 plan (data_bytes 1) needs `scales`, the scale of every stored tensor
+    (deploy/quant/): its arena holds them in `scales.dtype`."""
     if not isinstance(plan, Plan):
         plan = from_dict(plan, where)
     dtype = DTYPES.get(plan.data_bytes) if isinstance(plan.data_bytes, int) else None
