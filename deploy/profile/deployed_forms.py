@@ -96,8 +96,6 @@ def deployed_jobs(backend, keeper: FormKeeper, manifest: Manifest, root: Path, w
         declared = keeper.ports[skey]
         ports: dict[str, dict] = {"inputs": {}, "outputs": {}}
         for b in step.bind:
-            if b.kind == "chained":        # read inside the call: no port
-                continue
             side = "outputs" if b.name.startswith(("out", "sink")) else "inputs"
             if b.kind == "const":
                 ports[side][b.name] = {"shape": [len(b.values)], "values": list(b.values)}
