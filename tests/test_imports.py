@@ -12,7 +12,7 @@ import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("sdf3", "csdf", "explorer", "deploy")
+OURS = ("sdf3", "csdf", "explorer", "deploy", "memtrade")
 
 
 def _modules() -> dict[str, Path]:

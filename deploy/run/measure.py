@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -77,8 +77,12 @@ def frames_for(manifest: mf.Manifest, count: int, seed: int) -> dict[str, Frames
 def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: str | None = None,
             threads: int = 0, check: bool = True, warmup: int = 3,
             shared_pool: bool = False, layout: str = "nchwc",
-            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """`progress(line)` hears what the run is doing (loading, each CNN's frames, the check),
+            progress: Callable[[str], None] | None = None,
+            inputs: Mapping[str, Sequence[np.ndarray]] | None = None) -> dict[str, Any]:
+    """`inputs`: the frames to run per CNN (each a sequence of NCHW float32 frames; every
+    CNN of the deployment named), instead of `frames` seeded random ones; their outputs,
+    every frame's, are then returned under "outputs" (per CNN, per frame, per output, NCHW),
+    and the check compares every frame. `progress(line)` hears what the run is doing (loading, each CNN's frames, the check),
     so a long run is never silent. shared_pool: one ORT thread pool for the whole process (deploy/ort/process.py); only for
     processes that do nothing else, like `explore run`. layout: ORT kernels per step
     ("auto" times NCHWc against plain per step model and keeps the faster). A step model
@@ -87,7 +91,7 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
     from deploy.runtime.executor import StepFailed
     try:
         return _measure(deploy_dir, frames, seed, backend, threads, check, warmup, shared_pool,
-                        layout, progress or (lambda line: None))
+                        layout, progress or (lambda line: None), inputs)
     except (StepFailed, ModelRefused) as err:
         words = files.blame(mf.load(deploy_dir), deploy_dir)
         raise type(err)(f"{err} ({words})") from None
@@ -95,21 +99,24 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
 
 def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None, threads: int,
              check: bool, warmup: int, shared_pool: bool, layout: str,
-             progress: Callable[[str], None]) -> dict[str, Any]:
+             progress: Callable[[str], None],
+             inputs: Mapping[str, Sequence[np.ndarray]] | None = None) -> dict[str, Any]:
     manifest = mf.load(deploy_dir)
     manifest_check.check(manifest, deploy_dir)     # before anything is allocated or run
     backend_name = backend or manifest.backend
     if backend_name == "tensorrt":   # the standalone runner is the GPU executor
         from deploy.tensorrt import backend as backend_trt
         return backend_trt.measure(deploy_dir, frames, seed, warmup, check)
-    routed = frames_for(manifest, max(frames, len(manifest.cnns)), seed)
+    routed = (frames_for(manifest, max(frames, len(manifest.cnns)), seed) if inputs is None
+              else dict(inputs))
+    keep = CHECKED if inputs is None else max(len(s) for s in routed.values())
     if backend_name == "onnxruntime":   # imports belong before the baseline
         from deploy.ort import backend as backend_ort, blocked as ort_blocked  # noqa: F401
         from deploy.ort import process as ort_process
     kept: dict[str, list] = {}    # the check's copies of outputs: resident before the
     for name, stream in routed.items() if check else ():   # baseline, not in the footprint
         kept[name] = [[np.ones(o.shape, np.float32) for o in manifest.cnns[name].outputs]
-                      for _ in range(min(CHECKED, len(stream)))]
+                      for _ in range(min(keep, len(stream)))]
     fp = Footprint()
     init = None
     if backend_name == "onnxruntime":
@@ -136,7 +143,7 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
         run.calls = 0
         per_frame: list = []
         start = time.perf_counter()
-        outputs[name] = ex.run_stream(name, stream, keep_outputs=CHECKED if check else False,
+        outputs[name] = ex.run_stream(name, stream, keep_outputs=keep if check or inputs else False,
                                       timings=per_frame, into=kept.get(name))
         elapsed = time.perf_counter() - start
         fps[name] = len(stream) / elapsed
@@ -177,6 +184,8 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
               "backend": backend_name, "frames": sum(len(s) for s in routed.values())}
     result.update(fp.report())
     result.update(plan_figures(manifest))
+    if inputs is not None:
+        result["outputs"] = outputs
     if hasattr(be, "notes"):
         result["notes"] = be.notes()
     if getattr(be, "helper_peak_rss_bytes", 0):   # a child process that optimised the models

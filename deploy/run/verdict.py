@@ -176,18 +176,16 @@ def failed(verdicts: dict[str, dict]) -> bool:
     return any(v["verdict"] == "FAIL" for v in verdicts.values())
 
 
-def for_run(deploy_dir: str | Path, result: dict[str, Any], frames: int, seed: int,
+def for_run(deploy_dir: str | Path, result: dict[str, Any], frames: dict[str, Any],
             threads: int = 0) -> dict[str, dict]:
-    """The verdicts of `explore run` for a result measured with these frames and seed."""
+    """The verdicts of `explore run` for a result whose outputs were compared on `frames`
+    (per CNN, the frames compared: the leading seeded ones, or the caller's own)."""
     from deploy.runtime import manifest as mf
-    from deploy.run.measure import CHECKED, frames_for
     manifest = mf.load(deploy_dir)
     noise: dict[str, float | None] = {name: 0.0 for name in manifest.cnns}
     if manifest.dtype != "float32":
         # the spread over the frames whose outputs were compared
-        routed = frames_for(manifest, max(frames, len(manifest.cnns)), seed)
-        noise = rounding(deploy_dir, manifest, {n: [s[f] for f in range(min(CHECKED, len(s)))]
-                                                for n, s in routed.items()}, threads)
+        noise = rounding(deploy_dir, manifest, {n: list(s) for n, s in frames.items()}, threads)
     stored = {name: reference.stored_dtype(Path(deploy_dir) / info.reference)
               for name, info in manifest.cnns.items() if info.reference}
     quant = manifest.quantization

@@ -38,8 +38,18 @@ def load_app(path: str | Path, mem: str | None = None, fps: str | None = None,
     """The application in `path`; `mem`, `fps`, `precision` and `prefer` override the file
     (CLI's --mem "8MB", --fps "71" or "name=71,name2=30", --precision fp16, --prefer fps)."""
     path = Path(path)
-    doc = _read_yaml(path)
+    return from_document(_read_yaml(path), path, mem, fps, precision, fused, prefer)
+
+
+def from_document(doc: Any, path: Path, mem: str | None = None, fps: str | None = None,
+                  precision: str | None = None, fused: bool = True,
+                  prefer: str | None = None) -> Application:
+    """The application a parsed app file describes; `path` names it in refusals and its
+    folder is where relative model paths start (a mapping given in a program: a name in the
+    folder its models are relative to)."""
     where = str(path)
+    if not isinstance(doc, dict):
+        raise InputError(f"{where}: expected a mapping with keys {', '.join(TOP_KEYS)}")
     _check_keys(doc, TOP_KEYS, where, "")
     name = doc.get("name", path.stem)
     if not isinstance(name, str) or not name:
@@ -63,7 +73,7 @@ def load_app(path: str | Path, mem: str | None = None, fps: str | None = None,
         partitions += _partitions(raw.get("partitions"), cnn, where, f"{key}.partitions")
 
     if fps is not None:
-        fps_by_cnn.update(_fps_override(fps, cnns))
+        fps_by_cnn.update(fps_override(fps, cnns))
     pipelines = _pipelines(doc.get("pipelines"), partitions, where)
     schedules = _schedules(doc.get("schedules"), partitions, cnns, where)
     quantized = [n for n, c in cnns.items() if c.quantized is not None]   # QDQ models: int8
@@ -312,7 +322,7 @@ def _fps_value(value: Any, where: str) -> float:
     return float(value)
 
 
-def _fps_override(text: str, cnns: dict[str, CNN]) -> dict[str, float]:
+def fps_override(text: str, cnns: dict[str, CNN]) -> dict[str, float]:
     """--fps "71" (every CNN) or "name=71,name2=30"."""
     text = str(text).strip()
     if "=" not in text:

@@ -80,6 +80,8 @@ class Application:
     # picks phase schedules for total memory; "shared-objects" is the paper's methodology
     placement: str = "offsets"
     threads: int = 1                    # ONNX Runtime intra-op threads of platform cpu
+    # an app given as a mapping (memtrade.load_app): that mapping, model paths made absolute
+    document: dict | None = None
 
     def partition(self, name: str) -> Partition:
         for p in self.partitions:

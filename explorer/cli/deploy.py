@@ -1,15 +1,13 @@
 """`explore deploy PLAN.json --backend onnxruntime|tensorrt --out DIR`: the final application
-from a plan (paper Section 7): step models, arena placement, resolved schedules, and for
-TensorRT the engines built from the same ONNX parts."""
+from a plan (paper Section 7), memtrade.deploy (memtrade/deployment.py): step models, arena
+placement, resolved schedules, and for TensorRT the engines built from the same ONNX parts.
+--out is checked and claimed before any work and written through a temporary sibling, so a
+failed deploy leaves nothing behind."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from explorer.plan.model import Plan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,67 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "`board_runner.py profile` on the target")
 
 
-def unmet_constraints(plan: Plan) -> str:
-    """Which of the plan's constraints it misses, in words ("" when met or none)."""
-    if plan.constraints_met:
-        return ""
-    out = []
-    mem = plan.constraints.memory_bytes
-    if mem is not None and plan.memory_bytes > mem:
-        out.append(f"memory {plan.memory_bytes} B > {mem} B")
-    for cnn, want in plan.constraints.fps.items():
-        got = plan.fps.get(cnn)
-        if want and got is not None and got < want:
-            out.append(f"{cnn} {got:.1f} fps < {want:g} fps")
-    return ", ".join(out) or "constraints_met is false"
-
-
 def run(args: argparse.Namespace) -> int:
-    from explorer.report.outputs import claim_dir
-
-    # --out is checked and claimed before any work; the deployment is written to a temporary
-    # sibling that replaces it at the end, so a failed deploy leaves nothing behind
-    with claim_dir(args.out, args.force) as out:
-        return _deploy(args, out)
-
-
-def _deploy(args: argparse.Namespace, out: Path) -> int:
-    from deploy.build.derive import check_backend, derive
-    from explorer.app.appfile import load_app
-    from explorer.plan.plan_file import from_json
-
-    if args.point is not None:
-        from explorer.cli.front_point import plan_of_point
-        plan = plan_of_point(args.plan, args.point)
-    else:
-        plan = from_json(args.plan)
-    unmet = unmet_constraints(plan)
-    if unmet:
-        print(f"explore deploy: warning: plan {args.plan} does not meet its constraints ({unmet}); "
-              f"deploying it anyway", file=sys.stderr)
-    app = load_app(plan.app)
-    check_backend(plan, args.backend, args.plan)
-    scales = None
-    if plan.data_bytes == 1:
-        from deploy.build.quantization import deployment_scales
-        scales = deployment_scales(app.cnns, args.calibration,
-                                   lambda line: print(f"explore deploy: warning: {line}", file=sys.stderr))
-    elif args.calibration is not None:
-        print(f"explore deploy: warning: --calibration is for int8 plans; plan {args.plan} is "
-              f"{plan.precision}: ignored", file=sys.stderr)
-    manifest = derive(plan, app.cnns, out, args.backend, args.with_profile, where=args.plan,
-                      regions=args.steps == "regions", scales=scales)
-    steps = sum(len(p.steps) for p in manifest.partitions)
-    print(f"deployed {manifest.name or Path(args.plan).stem}: {len(manifest.models)} step models, "
-          f"{steps} steps, arena {manifest.arena_bytes} B "
-          f"(device {manifest.device_arena_bytes} B) -> {args.out}")
-    if args.backend == "tensorrt":
-        from deploy.tensorrt import backend as backend_trt
-        if backend_trt.available():
-            built = backend_trt.build_engines(out, manifest)
-            print(f"built {built} TensorRT engines")
-        else:
-            print("tensorrt is not installed here: engines will be built on the target by "
-                  "`python3 board_runner.py build DIR` (deploy/tensorrt/board_runner.py and its "
-                  "trt_*.py modules, copied into DIR)")
+    import memtrade
+    dep = memtrade.deploy(args.plan, args.out, args.backend, args.calibration, steps=args.steps,
+                          point=args.point, force=args.force, with_profile=args.with_profile,
+                          warn=lambda line: print(f"explore deploy: warning: {line}", file=sys.stderr))
+    print(f"deployed {dep.name}: {dep.models} step models, {dep.steps} steps, arena "
+          f"{dep.arena_bytes} B (device {dep.device_arena_bytes} B) -> {args.out}")
+    for line in dep.notes:
+        print(line)
     return 0

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
     from deploy.profile.app_profile import Settings, measure_app, onnxruntime_dtype
     from explorer.app.appfile import load_app
-    from explorer.cli.cpu_profile import LivePrinter
+    from memtrade.platform import LivePrinter
     from explorer.cli.run import check_threads
     from explorer.throughput.device_profile import save_profile
     from explorer.throughput.profile_cache import machine_key

@@ -1,9 +1,12 @@
-"""`explore run DIR [--frames N] [--json]`: run a deployment on seeded random frames and
-report what was measured: fps per CNN, arena and parameter bytes, calls per frame, peak RSS,
+"""`explore run DIR [--frames N] [--json] [--input FRAMES.npy|.npz [--output OUT.npz]]`: run a
+deployment (memtrade.run, memtrade/measuring.py) on seeded random frames or the user's own,
+and report what was measured: fps per CNN, arena and parameter bytes, calls per frame, peak RSS,
 the footprint (peak - the RSS before loading) with its breakdown beside the plan's memory,
 and the largest difference to a plain ONNX Runtime session on the original model, with a
 PASS/FAIL verdict per CNN (deploy/run/verdict.py); exit status 4 when a CNN fails. The
-figures and the command's settings are also written to DIR/run.json and DIR/run.html."""
+figures and the command's settings are also written to DIR/run.json and DIR/run.html. With
+--input the outputs of every frame are what memtrade.Session.run returns, written to
+--output (explorer/cli/frames_file.py)."""
 from __future__ import annotations
 
 import argparse
@@ -27,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "ORT's NCHWc layout where both ends allow, other steps as auto), "
                              "auto (per step the faster of NCHWc with reorders and plain NCHW), "
                              "or force one")
+    parser.add_argument("--input", metavar="FRAMES", help="run these frames instead of random "
+                        "ones: .npy [F, N, C, H, W] (or [N, C, H, W], one frame), or .npz by CNN name")
+    parser.add_argument("--output", metavar="OUT.npz", help="with --input: write every frame's "
+                        "outputs (one array per model output, frames first; 'cnn/output' keys "
+                        "for several CNNs)")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --output")
     parser.add_argument("--in-process", action="store_true",
                         help="leave ONNX Runtime's threading per session (for callers that "
                              "create other sessions in the same process)")
@@ -65,21 +74,23 @@ def check_threads(threads) -> int:
     return threads
 
 
-def save_run_files(args: argparse.Namespace, result: dict) -> None:
+def save_run_files(args: argparse.Namespace, result) -> None:
     """DIR/run.json and DIR/run.html (explorer/report/run_report.py); a folder that cannot
     be written costs one warning line on stderr, not the run's status."""
-    from explorer.cli.cpu_profile import this_platform
+    from memtrade.platform import this_platform
     from explorer.report.run_report import write_run_files
-    settings = {"frames": args.frames, "seed": args.seed, "threads": args.threads,
-                "layout": args.layout, "backend": result["backend"], "check": not args.no_check,
-                "machine": this_platform()}
-    failed = write_run_files(args.dir, result, settings)
+    settings = {"frames": result.frames if args.input else args.frames, "seed": args.seed,
+                "threads": args.threads, "layout": args.layout, "backend": result.backend,
+                "check": not args.no_check, "machine": this_platform(), "input": args.input}
+    failed = write_run_files(args.dir, result.to_dict(), settings)
     if failed:
         print(f"explore run: warning: {failed}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
-    from deploy.run.measure import measure
+    import memtrade
+    from explorer.cli.frames_file import claim_output, read_frames, write_outputs
+    from explorer.cli.run_lines import run_lines
     from sdf3.errors import InputError
 
     args.frames = whole_number("--frames", args.frames)
@@ -87,52 +98,26 @@ def run(args: argparse.Namespace) -> int:
     if args.frames < 1:
         raise InputError(f"--frames: expected a positive number, got {args.frames}")
     args.threads = check_threads(args.threads)
-    from deploy.runtime.executor import StepFailed
+    if args.output and not args.input:
+        raise InputError("--output: needs --input (the frames whose outputs it holds)")
+    staged = claim_output(args.output, args.force) if args.output else None
     try:
-        result = measure(args.dir, frames=args.frames, seed=args.seed, backend=args.backend,
-                         threads=args.threads, check=not args.no_check,
-                         shared_pool=not args.in_process, layout=args.layout,
-                         progress=terminal_progress())
-    except StepFailed as err:
-        raise InputError(f"{args.dir}: {err}") from None
-    verdicts = {}
-    if not args.no_check and result.get("max_abs_output"):
-        from deploy.run import verdict
-        verdicts = result["verdict"] = verdict.for_run(args.dir, result, args.frames, args.seed,
-                                                       args.threads)
-    status = 4 if any(v["verdict"] == "FAIL" for v in verdicts.values()) else 0
-    save_run_files(args, result)
+        inputs = read_frames(args.input) if args.input else None
+        res = memtrade.run(args.dir, frames=args.frames, seed=args.seed, threads=args.threads,
+                           check=not args.no_check, inputs=inputs, layout=args.layout,
+                           backend=args.backend, shared_pool=not args.in_process,
+                           progress=terminal_progress())
+        if staged is not None:
+            with staged as tmp:
+                write_outputs(res, tmp)
+    except BaseException:
+        if staged is not None:
+            staged.discard()
+        raise
+    save_run_files(args, res)
     if args.json:
-        print(json.dumps(result))
-        return status
-    print(f"backend {result['backend']}, {result['frames']} frames")
-    planned_on = result.get("plan_platform") or ""
-    if planned_on and result["backend"] == "onnxruntime":
-        from explorer.cli.cpu_profile import this_platform
-        if planned_on != this_platform():
-            print(f"warning: the plan's fps and memory were predicted for {planned_on}, not "
-                  f"this machine ({this_platform()}); expect the measured figures to differ")
-    print(f"arena bytes {result['arena_bytes']}, parameter bytes {result['param_bytes']}, "
-          f"scratch bytes {result['scratch_bytes']}, peak RSS {result['peak_rss_bytes'] / 2**20:.1f} MiB")
-    if "footprint_bytes" in result:
-        from deploy.runtime.footprint import describe
-        for line in describe(result):
+        print(json.dumps(res.to_dict()))
+    else:
+        for line in run_lines(res, args.no_check):
             print(line)
-    for cnn, fps in result["fps"].items():
-        diff = result["max_abs_diff"].get(cnn)
-        diff_s = ("not checked (--no-check)" if args.no_check else
-                  "n/a (no reference model)" if diff is None else f"{diff:.3g}")
-        v = verdicts.get(cnn, {})
-        if "tolerance" in v:
-            diff_s += (f" on outputs up to {v['max_abs_output']:.3g} (tolerance {v['tolerance']:.3g}, "
-                       f"{v['reference_dtype']} reference"
-                       + (", the model is stored in fp16" if v.get("stored_dtype") else "")
-                       + f"): {v['verdict']}")
-        predicted = (result.get("plan_fps") or {}).get(cnn)
-        beside = f" (predicted {predicted:.1f})" if predicted else ""
-        print(f"  {cnn}: {fps:.1f} fps{beside}, {result['calls_per_frame'][cnn]} calls/frame, "
-              f"max |diff| {diff_s}")
-    if status:
-        bad = [c for c, v in verdicts.items() if v["verdict"] == "FAIL"]
-        print(f"FAIL: outputs of {', '.join(bad)} differ from the unmodified model (exit 4)")
-    return status
+    return 0 if res.passed else 4

@@ -114,7 +114,7 @@ class Plan:
     workspace_bytes: int = 0                   # measured backend scratch, part of memory_bytes
     session_bytes: int = 0                     # measured session state, part of memory_bytes
     output_bytes: int = 0                      # the CNNs' output arrays, part of memory_bytes
-    # what the fps were predicted for: "cpu:<machine>" (explorer/cli/cpu_profile.py) or the
+    # what the fps were predicted for: "cpu:<machine>" (memtrade/platform.py) or the
     # profile's name, e.g. jetson-tx2 (extra key; "" = not recorded)
     platform: str = ""
 

@@ -206,7 +206,7 @@ def make_evaluator(app: Application, spec: str | None = None,
     """The evaluator named by `spec`: None or "profile" (the app's platform profile),
     "measured" (the app's platform must be a measured profile file), a built-in profile
     name (e.g. "jetson-tx2"), or a path to a profile file. `measured`: the profile of
-    `platform: cpu`, measured on this machine (explorer/cli/cpu_profile.py)."""
+    `platform: cpu`, measured on this machine (memtrade/platform.py)."""
     base = Path(app.path).parent if app.path else None
     platform = app.platform or "jetson-tx2"
     if platform == "cpu" and spec in (None, "", "profile", "measured"):

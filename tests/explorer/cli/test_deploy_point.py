@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from explorer.cli.front_point import plan_of_point
+from memtrade.front_point import plan_of_point
 from explorer.cli.main import main
 
 APP = "name: pts\ncnns:\n  - {name: net, model: 'zoo:resnet_small'}\n"

@@ -116,7 +116,7 @@ def test_changed_model_and_corrupt_entry_measured_again(tmp_path, monkeypatch, c
 def test_live_printer_throttles_and_says_what_still_runs():
     import io
     import time
-    from explorer.cli.cpu_profile import LivePrinter
+    from memtrade.platform import LivePrinter
 
     out = io.StringIO()
     with LivePrinter(out, every_s=10.0, quiet_s=0.3) as say:

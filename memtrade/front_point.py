@@ -3,7 +3,7 @@
 `explore APP.yaml` writes the chosen point's plan.json and, beside it, pareto.json with every
 point's genes and what the search ran with (the app file, precision, placement, granularity,
 fused tiling, evaluator). The plan of point N is derived again from those: the same problem
-(explorer/cli/explore.py `problem_for`) and the same derivation as the chosen point's, so
+(memtrade/problem.py `problem_for`) and the same derivation as the chosen point's, so
 point N's plan is the plan `explore` would have written had it picked N.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ def plan_of_point(path: str | Path, n: int):
     from dataclasses import replace
 
     from explorer.app.appfile import load_app
-    from explorer.cli.explore import evaluator_for, plan_on_platform, problem_for
+    from memtrade.problem import evaluator_for, plan_on_platform, problem_for
     from explorer.search.pick import Point, meets
 
     where = pareto_beside(path)

@@ -120,3 +120,12 @@ def cpu_profile(app, cache: ProfileCache | None = None, quiet: bool = False,
         cache.put(key, profile)
         say(f"platform cpu: measured in {took:.0f} s, stored {cache.path(key)}")
     return profile
+
+
+def plan_made_elsewhere(planned_on: str, backend: str) -> tuple[str, str] | None:
+    """(the plan's platform, this machine's) when a deployment run on this machine's CPU
+    carries a plan whose fps and memory were predicted for another platform; else None."""
+    if not planned_on or backend != "onnxruntime":
+        return None
+    here = this_platform()
+    return None if planned_on == here else (planned_on, here)

@@ -1,0 +1,163 @@
+"""`memtrade.explore`: the methodology on an application, as a value a program can use.
+
+Algorithm 2 (explorer.search.algorithm2.algorithm2) over the app's search problem
+(memtrade/problem.py), after the bounds and the effort fit, gives an `Exploration`: the
+Pareto front as typed points, the point chosen by the rules of explorer/search/pick.py, the
+chosen plan and the plan of any other point. `Exploration.write(out)` writes exactly the
+files `explore APP.yaml --out DIR` writes (memtrade/front_files.py); in a notebook the
+exploration shows itself as the front and the chosen plan's memory over the schedule.
+
+>>> import memtrade
+>>> app = memtrade.load_app("apps/table13_mobilenet_sequential.yaml")
+>>> found = memtrade.explore(app, mem="8MB", fps=71)        # doctest: +SKIP
+>>> found.plan.memory_bytes <= 8 * 2**20                    # doctest: +SKIP
+True
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from explorer.app.model import Application
+from explorer.plan.model import Plan
+from explorer.search.algorithm2 import Outcome
+from explorer.search.pick import meets
+from explorer.search.progress import GenerationStats, StageTime
+from memtrade.app import load_app, with_constraints
+from memtrade.problem import bounds, evaluator_for, plan_on_platform, problem_for
+from memtrade.settings import check_tiling, search_settings
+
+
+@dataclass(frozen=True)
+class FrontPoint:
+    """One point of the front: its place in it (pareto.json's and report.html's point
+    number), genes in gene order, memory in bytes, predicted fps per CNN, and whether it
+    meets the app's constraints."""
+    index: int
+    genes: tuple[int, ...]
+    memory_bytes: int
+    fps: Mapping[str, float]
+    meets: bool
+
+
+@dataclass(frozen=True)
+class Exploration:
+    """What `explore` found for `app` (the app as searched: constraints and precision
+    applied). `points` the front, least memory first; `chosen` the picked point and `plan`
+    its plan; `met` whether it meets the constraints (else it is the least-memory point)."""
+    app: Application
+    points: tuple[FrontPoint, ...]
+    chosen: FrontPoint
+    plan: Plan
+    met: bool
+    rule: str
+    evaluator_name: str
+    settings: Any                  # explorer.app.model.SearchSettings the search ran with
+    tiling: str | None
+    evaluator_spec: str | None
+    bounds_line: str
+    stages: tuple[StageTime, ...]
+    time_budget_s: float | None
+    effort: Any = None             # explorer.search.effort.Effort when the effort was fitted
+    _work: Any = field(default=None, repr=False, compare=False)   # problem, evaluator, outcome
+
+    @property
+    def genes(self) -> tuple[str, ...]:
+        """The gene labels ("cnn.layer"), in gene order."""
+        return tuple(self._work.outcome.genes)
+
+    def plan_of(self, point: FrontPoint | int) -> Plan:
+        """The plan of a front point (or its index): what `explore deploy --point N` deploys."""
+        p = self.points[point] if isinstance(point, int) else point
+        w = self._work
+        return plan_on_platform(w.problem, w.evaluator, p.genes, dict(p.fps), p.meets)
+
+    def summary(self) -> list[str]:
+        """The lines `explore` prints (memtrade/summary.py)."""
+        from memtrade.summary import summary_lines
+        return summary_lines(self)
+
+    def write(self, out: str | Path, force: bool = False) -> list[Path]:
+        """Write pareto.json, pareto.csv, plan.json, report.html and the SDF3 XML of every
+        partition into directory `out` (refused when it is not empty, unless `force`);
+        returns the paths written."""
+        from explorer.report.outputs import claim_dir
+        from memtrade.front_files import write_files
+        staged = claim_dir(out, force)
+        with staged as tmp:
+            written, _ = write_files(self, tmp, staged.final)
+        return [staged.final / p.name for p in written]
+
+    def _repr_html_(self) -> str:
+        from memtrade.front_files import notebook_html
+        return notebook_html(self)
+
+
+@dataclass(frozen=True)
+class _Work:
+    """The objects the exploration keeps to derive any point's plan and write its files."""
+    problem: Any
+    evaluator: Any
+    outcome: Outcome
+    derived: Any                    # the chosen plan's derivation
+    after_search_s: float           # seconds spent after the search (the chosen plan)
+
+
+def explore(app: Application | str | Path | Mapping, mem: str | int | None = None,
+            fps: float | str | Mapping[str, float] | None = None, prefer: str | None = None,
+            time_limit: float | None = None, effort: str | None = None, cluster: str | None = None,
+            progress: Callable[[GenerationStats], None] | None = None, *,
+            precision: str | None = None, evaluator: str | None = None,
+            granularity: str | None = None, tiling: str | None = None,
+            placement: str | None = None, seed: int | None = None,
+            population: int | None = None, generations: int | None = None,
+            workers: int | None = None, relink_rounds: int | None = None,
+            local_rounds: int | None = None, say: Callable[[str], None] | None = None,
+            _flag: Callable[[str], str] = str) -> Exploration:
+    """The methodology on `app` (an Application, an app file or a mapping as memtrade.load_app
+    takes): buffer reuse, then Algorithm 2 when reuse alone does not answer the constraints.
+    `mem` (bytes, or "8MB"; 0 = the least memory as a goal), `fps` (one value for every CNN,
+    a mapping by CNN name, or "name=71,..."), `prefer` ("memory" or "fps") and `precision`
+    override the app's; the search settings override the app's `search:`. `effort` (None:
+    the app's, "auto" unless it says otherwise) "auto" fits population, generations and relinking to the measured evaluation rate within the
+    time budget (`time_limit` seconds, default 100), "full" keeps them. `progress` hears each
+    step of the search; `say` hears the bounds line before the search starts."""
+    app = with_constraints(app if isinstance(app, Application) else load_app(app), mem, fps,
+                           prefer, precision, placement)
+    settings = search_settings(app.search, granularity=granularity, cluster=cluster,
+                               effort=effort, time_limit_s=time_limit, flag=_flag, seed=seed,
+                               population=population, generations=generations,
+                               workers=workers, relink_rounds=relink_rounds,
+                               local_rounds=local_rounds)
+    tiling = check_tiling(tiling, _flag)
+    from explorer.search.deadline import Deadline
+    from explorer.search.effort import fit_effort, time_budget
+
+    ev = evaluator_for(app, evaluator, quiet=say is None)
+    deadline = Deadline(time_budget(settings))          # the search's, from here
+    problem, search = problem_for(app, ev, settings, tiling)
+    bound = bounds(problem)
+    if say is not None:
+        say(bound)
+    started = time.perf_counter()
+    settings, fitted = fit_effort(app, problem, settings)
+    fitting = time.perf_counter() - started
+    outcome = search(app, problem, settings, progress, deadline=deadline)
+    started = time.perf_counter()
+    chosen = outcome.chosen
+    derived = problem.derive(chosen.genes)
+    plan = plan_on_platform(problem, ev, chosen.genes, chosen.fps, outcome.met)
+    points = tuple(FrontPoint(i, tuple(p.genes), int(p.memory_bytes), MappingProxyType(dict(p.fps)),
+                              meets(p, app.memory, app.fps))
+                   for i, p in enumerate(outcome.front))
+    index = next((p.index for p in points if p.genes == tuple(chosen.genes)), 0)
+    stages = ((StageTime("effort", fitting),) if fitted is not None else ()) + tuple(outcome.result.stages)
+    work = _Work(problem, ev, outcome, derived, time.perf_counter() - started)
+    return Exploration(app, points, replace(points[index], meets=outcome.met) if points else
+                       FrontPoint(0, tuple(chosen.genes), int(chosen.memory_bytes),
+                                  MappingProxyType(dict(chosen.fps)), outcome.met),
+                       plan, outcome.met, outcome.rule, ev.name, settings, tiling, evaluator,
+                       bound, stages, deadline.seconds, fitted, work)

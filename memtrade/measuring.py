@@ -1,0 +1,131 @@
+"""`memtrade.run`: a deployment run and measured (deploy/run/measure.py) and judged against the
+unmodified model (deploy/run/verdict.py), as a typed record.
+
+Frames are seeded random ones, or the caller's own (`inputs`: per CNN an array [F, N, C, H, W],
+or [N, C, H, W] for one frame); with the caller's frames every frame's outputs come back, in
+the model's shapes, as `memtrade.Session.run` returns them, and the verdict is judged on
+those frames. Every figure is measured on the run; the plan's are beside them, never instead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from sdf3.errors import InputError
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A CNN's verdict: PASS, FAIL, or n/a (no reference model, or not checked), with the
+    largest difference, the largest reference output, the tolerance and the reference's
+    precision (deploy/run/verdict.py)."""
+    verdict: str
+    max_abs_diff: float | None = None
+    max_abs_output: float | None = None
+    tolerance: float | None = None
+    reference_dtype: str | None = None
+    stored_dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run measured. `data` is the whole measured record as run.json holds it
+    (footprint breakdown, notes, plan figures); the fields are the figures a program reads."""
+    backend: str
+    frames: int
+    fps: Mapping[str, float]
+    calls_per_frame: Mapping[str, float]
+    frame_ms_median: Mapping[str, float]
+    arena_bytes: int
+    param_bytes: int
+    footprint_bytes: int | None
+    peak_rss_bytes: int | None
+    plan_memory_bytes: int | None
+    plan_fps: Mapping[str, float]
+    verdicts: Mapping[str, Verdict]
+    outputs: Mapping[str, tuple] = field(default_factory=dict, repr=False)   # per CNN, per frame
+    output_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    data: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        """No CNN FAILs (n/a is no failure)."""
+        return all(v.verdict != "FAIL" for v in self.verdicts.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as run.json and `explore run --json` give it."""
+        return {k: v for k, v in self.data.items() if k != "outputs"}
+
+
+def frames_of(cnns: list[str], inputs: Any, where: str = "inputs") -> dict[str, np.ndarray]:
+    """The caller's frames per CNN as [F, N, C, H, W] arrays: an array for an app of one CNN
+    ([F, N, C, H, W], or [N, C, H, W] for one frame), else a mapping by CNN name."""
+    if not isinstance(inputs, Mapping):
+        if len(cnns) != 1:
+            raise InputError(f"{where}: the app has {len(cnns)} CNNs ({', '.join(cnns)}); expected "
+                             f"frames by CNN name")
+        inputs = {cnns[0]: inputs}
+    unknown = [k for k in inputs if k not in cnns]
+    if unknown:
+        raise InputError(f"{where}: no CNN named {unknown[0]!r}; expected {', '.join(cnns)}")
+    missing = [c for c in cnns if c not in inputs]
+    if missing:
+        raise InputError(f"{where}: no frames for CNN {missing[0]!r}; expected frames for each of {', '.join(cnns)}")
+    out = {}
+    for name in cnns:
+        arr = np.asarray(inputs[name])
+        out[name] = arr[None] if arr.ndim == 4 else arr
+        if out[name].ndim != 5 or not len(out[name]):
+            raise InputError(f"{where}: frames of CNN {name!r}: expected [F, N, C, H, W] or "
+                             f"[N, C, H, W], got shape {list(arr.shape)}")
+    return out
+
+
+def run(deployment: str | Path, frames: int = 20, seed: int = 0, threads: int = 0,
+        check: bool = True, inputs: Any = None, layout: str = "blocked",
+        backend: str | None = None, shared_pool: bool = False,
+        progress: Callable[[str], None] | None = None) -> RunResult:
+    """Run the deployment in directory `deployment` and measure it: `frames` seeded random
+    frames (seed `seed`), or the caller's `inputs`; ONNX Runtime with `threads` intra-op
+    threads per step session (0: one per core). `check`: compare every CNN's outputs with
+    its unmodified model and judge them. `shared_pool`: one ORT thread pool for the whole
+    process (only for a process that does nothing else, as `explore run`)."""
+    from deploy.run import verdict
+    from deploy.run.measure import CHECKED, frames_for, measure
+    from deploy.runtime import manifest as mf
+    from memtrade.feeds import ports
+
+    path = Path(getattr(deployment, "path", deployment))
+    manifest = mf.load(path)
+    cnns = list(manifest.cnns)
+    given = None
+    if inputs is not None:
+        shaped = {n: ports(path, n, manifest.cnns[n]) for n in cnns}
+        given = {n: [shaped[n].check(f) for f in stack]
+                 for n, stack in frames_of(cnns, inputs, "--input").items()}
+    data = measure(path, frames=frames, seed=seed, backend=backend, threads=threads, check=check,
+                   shared_pool=shared_pool, layout=layout, progress=progress, inputs=given)
+    verdicts: dict[str, Verdict] = {}
+    if check and data.get("max_abs_output"):
+        compared = given if given is not None else {
+            n: [s[f] for f in range(min(CHECKED, len(s)))]
+            for n, s in frames_for(manifest, max(frames, len(cnns)), seed).items()}
+        judged = verdict.for_run(path, data, compared, threads)
+        data["verdict"] = judged
+        verdicts = {n: Verdict(**{k: v.get(k) for k in Verdict.__dataclass_fields__})
+                    for n, v in judged.items()}
+    outputs, names = {}, {}
+    if given is not None:
+        outputs = {n: tuple(shaped[n].shaped(outs) for outs in data["outputs"][n]) for n in cnns}
+        names = {n: tuple(p.name for p in shaped[n].outputs) for n in cnns}
+    return RunResult(
+        data["backend"], data["frames"], MappingProxyType(data["fps"]),
+        MappingProxyType(data["calls_per_frame"]), MappingProxyType(data.get("frame_ms_median") or {}),
+        data["arena_bytes"], data["param_bytes"], data.get("footprint_bytes"),
+        data.get("peak_rss_bytes"), data.get("plan_memory_bytes"),
+        MappingProxyType(data.get("plan_fps") or {}), MappingProxyType(verdicts),
+        MappingProxyType(outputs), MappingProxyType(names), MappingProxyType(data))
