@@ -8,7 +8,7 @@ chromosome to (memory_bytes, {cnn: fps}); `derive` and `plan` turn the chosen ch
 into its derivation and the plan.json that `explore` writes. Layer genes
 (explorer.plan.derive.Evaluation) and layer + fused-tile genes
 (explorer.tiling.genes.TiledEvaluation) implement it; explorer.search.algorithm2 and
-explorer/cli/explore.py use nothing else of them.
+memtrade/exploration.py use nothing else of them.
 
 `Batch` is an evaluation over many chromosomes at once (explorer.search.parallel's pool,
 explorer.search.cluster's client, or `Serial`, one after another in this process): NSGA-II

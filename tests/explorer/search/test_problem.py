@@ -9,7 +9,7 @@ import pytest
 
 from explorer.app.appfile import load_app
 from explorer.app.model import SearchSettings
-from explorer.cli.explore import problem_for
+from memtrade.problem import problem_for
 from explorer.plan.derive import Evaluation, derive, phases_of, plan_for
 from explorer.plan.genes import gene_space
 from explorer.search.algorithm2 import algorithm2
