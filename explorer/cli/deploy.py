@@ -87,13 +87,7 @@ def _deploy(args: argparse.Namespace, out: Path) -> int:
     print(f"deployed {manifest.name or Path(args.plan).stem}: {len(manifest.models)} step models, "
           f"{steps} steps, arena {manifest.arena_bytes} B "
           f"(device {manifest.device_arena_bytes} B) -> {args.out}")
-    if args.backend == "tensorrt":
-        from deploy.tensorrt import backend as backend_trt
-        if backend_trt.available():
-            built = backend_trt.build_engines(out, manifest)
-            print(f"built {built} TensorRT engines")
-        else:
-            print("tensorrt is not installed here: engines will be built on the target by "
-                  "`python3 board_runner.py build DIR` (deploy/tensorrt/board_runner.py and its "
-                  "trt_*.py modules, copied into DIR)")
+    from deploy.backends import registry
+    for line in registry.backend(args.backend).after_derive(out, manifest):
+        print(line)
     return 0

@@ -107,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
         return status
     print(f"backend {result['backend']}, {result['frames']} frames")
     planned_on = result.get("plan_platform") or ""
-    if planned_on and result["backend"] == "onnxruntime":
+    from deploy.backends import registry
+    if planned_on and registry.backend(result["backend"]).capabilities.runs_on_host_cpu:
         from explorer.cli.cpu_profile import this_platform
         if planned_on != this_platform():
             print(f"warning: the plan's fps and memory were predicted for {planned_on}, not "
