@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deploy.checks import reference  # noqa: E402
 from deploy.ort import process as ort_process  # noqa: E402
 from deploy.run import verdict  # noqa: E402
-from deploy.quant.stored import weights_for  # noqa: E402
+from deploy.backends import registry  # noqa: E402
 from deploy.run.measure import CHECKED, frames_for, make_backend  # noqa: E402
 from deploy.runtime import manifest as mf  # noqa: E402
 from deploy.runtime.executor import Executor  # noqa: E402
@@ -38,7 +38,7 @@ def main() -> None:
     manifest = mf.load(args.dir)
     ort_process.init_runtime(args.threads, True)     # one thread pool, as explore run has
     ex = Executor(manifest, args.dir, make_backend("onnxruntime", manifest.dtype, args.threads, True))
-    weights = weights_for(manifest.precision, manifest.backend)    # as explore run's verdict
+    weights = registry.backend(manifest.backend).stored_weights(manifest.precision)    # as explore run's verdict
     refs, exact, stored = {}, {}, {}
     for name, info in manifest.cnns.items():
         path = Path(args.dir) / info.reference

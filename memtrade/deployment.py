@@ -115,12 +115,6 @@ def _deploy(plan: Plan, app, where: str, final: Path, out: Path, backend: str,
 
 
 def _build(backend: str, out: Path, manifest) -> list[str]:
-    """The backend's own build after the step models: TensorRT engines, here or on the board."""
-    if backend != "tensorrt":
-        return []
-    from deploy.tensorrt import backend as backend_trt
-    if backend_trt.available():
-        return [f"built {backend_trt.build_engines(out, manifest)} TensorRT engines"]
-    return ["tensorrt is not installed here: engines will be built on the target by "
-            "`python3 board_runner.py build DIR` (deploy/tensorrt/board_runner.py and its "
-            "trt_*.py modules, copied into DIR)"]
+    """The backend's own build after the step models (TensorRT engines, here or on the board)."""
+    from deploy.backends import registry
+    return registry.backend(backend).after_derive(out, manifest)

@@ -125,7 +125,8 @@ def cpu_profile(app, cache: ProfileCache | None = None, quiet: bool = False,
 def plan_made_elsewhere(planned_on: str, backend: str) -> tuple[str, str] | None:
     """(the plan's platform, this machine's) when a deployment run on this machine's CPU
     carries a plan whose fps and memory were predicted for another platform; else None."""
-    if not planned_on or backend != "onnxruntime":
+    from deploy.backends import registry
+    if not planned_on or not registry.backend(backend).capabilities.runs_on_host_cpu:
         return None
     here = this_platform()
     return None if planned_on == here else (planned_on, here)

@@ -130,13 +130,15 @@ class Session:
 
 
 def _runtime_backend(manifest, threads: int, layout: str):
-    """The backend that runs the deployment's steps in this process."""
-    from deploy.ort import process
-    from deploy.run.measure import make_backend
+    """The backend that runs the deployment's steps in this process (deploy/backends/)."""
+    from deploy.backends import registry
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
         raise InputError(f"threads: expected 0 (one per core) or a positive thread count, got {threads!r}")
-    process.init_runtime(threads, False, manifest.plan_workspace_bytes or 0)
-    return make_backend(manifest.backend, manifest.dtype, threads, False, layout)
+    chosen = registry.backend(manifest.backend)
+    init = chosen.process_init(threads, False, manifest.plan_workspace_bytes or 0)
+    if init is not None:
+        init()
+    return chosen.runtime(manifest.dtype, threads, False, layout)
 
 
 def _blamed(err: Exception, manifest, path: Path) -> Exception:

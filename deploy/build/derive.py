@@ -14,12 +14,12 @@ from onnx.external_data_helper import uses_external_data
 
 from csdf.model import CNN, INPUT, EdgeId
 from csdf.onnx_inputs import with_shapes
+from deploy.backends import registry
 from deploy.build.layer_step import layer_step, safe_name
 from deploy.build.regions import band_step, bands, prune, shared
 from deploy.quant.scales import ActivationScales
 from deploy.runtime import arena, manifest as mf
 from deploy.runtime.manifest_records import StoredEdge
-from deploy.quant.stored import weights_for
 from deploy.checks import plan_check
 from explorer.plan.model import Plan, PlanPartition
 from explorer.plan.plan_file import from_dict
@@ -93,7 +93,8 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
         dtype = scales.dtype
     check_backend(plan, backend, where)
     plan_check.check(plan, cnns, where)
-    weights = weights_for(plan.precision, backend)      # docs/precision.md
+    chosen = registry.backend(backend)
+    weights = chosen.stored_weights(plan.precision)      # docs/precision.md
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)
     phases = {c: {k: int(v) for k, v in ph.items()} for c, ph in plan.phases.items()}
@@ -110,7 +111,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
                                  dtype, out, models, region_keys, regions, every_band,
                                  weights, scales.for_cnn(cnn.name) if scales else None,
                                  chain=chains and regions and scales is not None
-                                 and backend == "onnxruntime")
+                                 and chosen.capabilities.chain_steps)
         partitions.append({"name": part.name, "cnn": cnn.name, "processor": part.processor,
                            "steps": steps})
     result = {
@@ -137,14 +138,28 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
 
 
 def check_backend(plan: Plan, backend: str, where: str = "plan") -> None:
-    """One line for a plan `backend` cannot run: the TensorRT board runner builds fp32/fp16
-    engines and runs layer and region steps, so int8 plans and fused tiles are ONNX
-    Runtime's."""
-    if backend == "tensorrt" and (plan.data_bytes == 1 or plan.tilings):
-        raise InputError(f"{where}: " + ("an int8 plan" if plan.data_bytes == 1 else
-                                         "a plan with fused tiles (key 'tilings')")
-                         + " cannot be deployed with --backend tensorrt; deploy it with "
-                         "--backend onnxruntime")
+    """One line for a plan `backend` cannot run, by what the backend says it supports
+    (deploy/backends/: the TensorRT board runner builds fp32/fp16 engines and runs layer and
+    region steps, so int8 plans and fused tiles are ONNX Runtime's), naming the first
+    backend that can; an unknown `backend` is one line naming the known ones."""
+    refused = _refused(plan, registry.backend(backend).capabilities)
+    if refused:
+        can = [n for n in registry.names() if not _refused(plan, registry.backend(n).capabilities)]
+        raise InputError(f"{where}: {refused} cannot be deployed with --backend {backend}"
+                         + (f"; deploy it with --backend {can[0]}" if can else ""))
+
+
+def _refused(plan: Plan, caps) -> str:
+    """What of `plan` a backend with capabilities `caps` cannot deploy, in words ("" none):
+    a precision some backend deploys but not this one (data_bytes 1 is int8 whatever the
+    plan's name for it), or fused tiles."""
+    precision = "int8" if plan.data_bytes == 1 else plan.precision
+    known = {p for n in registry.names() for p in registry.backend(n).capabilities.precisions}
+    if precision in known and precision not in caps.precisions:
+        return ("an " if precision[0] in "aeiouf" else "a ") + f"{precision} plan"
+    if plan.tilings and not caps.fused_tiles:
+        return "a plan with fused tiles (key 'tilings')"
+    return ""
 
 
 def _arenas(plan: Plan) -> tuple[arena.Placement, arena.Placement]:
@@ -280,9 +295,7 @@ def _finish(result: dict, cnns: dict[str, CNN], dtype: str, out: Path, backend: 
         result["profile"] = write_profile_models(cnns, dtype, out)
     manifest = mf.Manifest.from_dict(result, where)
     check_models(out, manifest, cnns)     # what ONNX Runtime would refuse, found here
-    if backend == "tensorrt":
-        from deploy.tensorrt.backend import copy_runner
-        copy_runner(out)
+    registry.backend(backend).add_files(out)
     rels = list(manifest.models) + [p.model for p in manifest.profile or ()] \
         + [c.reference for c in manifest.cnns.values() if c.reference]
     manifest = replace(manifest, files=files.digests(out, rels))

@@ -39,11 +39,11 @@ class Weights:
 FP32 = Weights()
 
 
-def weights_for(precision: str, backend: str = "onnxruntime") -> str:
-    """How a deployment of a plan at `precision` on `backend` stores parameters: ONNX
-    Runtime at the plan's parameter precision (`WEIGHT_TYPES`); TensorRT builds its engines
-    from fp32 weights at the precision it is given."""
-    return WEIGHT_TYPES.get(precision, "float32") if backend == "onnxruntime" else "float32"
+def weights_for(precision: str) -> str:
+    """The storage of parameters at a plan's parameter `precision` (`WEIGHT_TYPES`; float32
+    for a name it lacks): what a backend that stores them at the plan's precision keeps
+    (each backend says what it stores: deploy/backends/, `stored_weights`)."""
+    return WEIGHT_TYPES.get(precision, "float32")
 
 
 def weights_of(kind: str, cnn: CNN | None = None) -> Weights:

@@ -11,21 +11,18 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from deploy.backends import registry
 from deploy.runtime import manifest as mf
 from deploy.checks import files, manifest_check
 from deploy.checks import reference
-from deploy.quant.stored import weights_for
 from deploy.runtime.executor import Executor
 from deploy.runtime.footprint import Footprint, peak_rss_bytes  # noqa: F401  (peak_rss_bytes: callers)
-from sdf3.errors import InputError
 
 
 def make_backend(name: str, dtype: str, threads: int = 0, shared_pool: bool = False,
                  layout: str = "nchwc"):
-    if name == "onnxruntime":
-        from deploy.ort.backend import OrtBackend
-        return OrtBackend(dtype, threads, shared_pool, layout)
-    raise InputError(f"--backend: expected onnxruntime or tensorrt, got {name!r}")
+    """The runtime backend the executor runs backend `name`'s steps with (deploy/backends/)."""
+    return registry.backend(name).runtime(dtype, threads, shared_pool, layout)
 
 
 POOL = 16       # distinct frames per CNN; a longer run cycles through them
@@ -104,24 +101,22 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
     manifest = mf.load(deploy_dir)
     manifest_check.check(manifest, deploy_dir)     # before anything is allocated or run
     backend_name = backend or manifest.backend
-    if backend_name == "tensorrt":   # the standalone runner is the GPU executor
-        from deploy.tensorrt import backend as backend_trt
-        return backend_trt.measure(deploy_dir, frames, seed, warmup, check)
+    chosen = registry.backend(backend_name)
+    if chosen.capabilities.own_runner:      # e.g. TensorRT's standalone runner
+        if inputs is not None:
+            raise InputError(f"--input: the {backend_name} deployment runs in its own runner, "
+                             f"on its own frames")
+        return chosen.measure(deploy_dir, frames, seed, warmup, check)
     routed = (frames_for(manifest, max(frames, len(manifest.cnns)), seed) if inputs is None
               else dict(inputs))
     keep = CHECKED if inputs is None else max(len(s) for s in routed.values())
-    if backend_name == "onnxruntime":   # imports belong before the baseline
-        from deploy.ort import backend as backend_ort, blocked as ort_blocked  # noqa: F401
-        from deploy.ort import process as ort_process
+    # its imports belong before the baseline; its process initialisation is counted apart
+    init = chosen.process_init(threads, shared_pool, manifest.plan_workspace_bytes or 0)
     kept: dict[str, list] = {}    # the check's copies of outputs: resident before the
     for name, stream in routed.items() if check else ():   # baseline, not in the footprint
         kept[name] = [[np.ones(o.shape, np.float32) for o in manifest.cnns[name].outputs]
                       for _ in range(min(keep, len(stream)))]
     fp = Footprint()
-    init = None
-    if backend_name == "onnxruntime":
-        init = lambda: ort_process.init_runtime(  # noqa: E731
-            threads, shared_pool, manifest.plan_workspace_bytes or 0)
     fp.start(init)
     progress(f"loading {len(manifest.models)} step models")
     be = make_backend(backend_name, manifest.dtype, threads, shared_pool, layout)
@@ -168,7 +163,8 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
                 continue
             # the unmodified model at the plan's precision (deploy/run/verdict.py)
             sess = reference.session(Path(deploy_dir) / ref_path, threads, manifest.dtype,
-                                     weights_for(manifest.precision, manifest.backend))
+                                     registry.backend(manifest.backend)
+                                     .stored_weights(manifest.precision))
             worst, size = 0.0, 0.0
             for frame, got in zip(stream, outputs[name]):
                 want = reference.run(sess, frame)

@@ -73,7 +73,7 @@ import numpy as np
 
 from deploy.checks import reference
 from deploy.quant.scales import ActivationScales, key
-from deploy.quant.stored import weights_for
+from deploy.backends import registry
 
 RTOL = {"float32": 2e-4, "float16": 1e-2}
 ULPS = 4           # fp16 units at the output's magnitude: the floor of the rounded reference's tolerance
@@ -107,7 +107,7 @@ def rounding(deploy_dir: str | Path, manifest, frames: dict[str, list[np.ndarray
             out[name] = 0.0
             continue
         # both with the weights as held: the spread is that of the data's rounding alone
-        weights = weights_for(manifest.precision, manifest.backend)
+        weights = registry.backend(manifest.backend).stored_weights(manifest.precision)
         exact = reference.session(Path(deploy_dir) / ref, threads, weights=weights)
         half = reference.session(Path(deploy_dir) / ref, threads, manifest.dtype, weights)
         out[name] = spread(exact, half, stream)

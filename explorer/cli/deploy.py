@@ -11,8 +11,9 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from deploy.backends import registry
     parser.add_argument("plan", help="plan.json written by `explore APP.yaml`")
-    parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default="onnxruntime")
+    parser.add_argument("--backend", choices=registry.names(), default=registry.DEFAULT)
     parser.add_argument("--out", required=True, help="directory for the deployment")
     parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
     parser.add_argument("--steps", choices=["regions", "layers"], default="regions",

@@ -38,10 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from deploy.backends import registry
     from explorer.report.outputs import claim_file
     from sdf3.errors import InputError
 
-    if args.backend == "tensorrt":
+    if not registry.backend(args.backend).capabilities.profiles_here:
         raise InputError("--backend tensorrt: TensorRT layer times are measured on the target; "
                          "deploy with `explore deploy PLAN --backend tensorrt --with-profile` and "
                          "run `python3 board_runner.py profile DIR` there (docs/deploy.md)")

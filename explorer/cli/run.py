@@ -15,13 +15,14 @@ import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from deploy.backends import registry
     parser.add_argument("dir", help="directory written by `explore deploy`")
     # numbers are read by run() (whole_number), so `--threads x` is one line like `-1`
     parser.add_argument("--frames", default=20, help="frames to run (default 20)")
     parser.add_argument("--seed", default=0)
     parser.add_argument("--threads", default=0,
                         help="ONNX Runtime intra-op threads per session (0: one per core)")
-    parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default=None,
+    parser.add_argument("--backend", choices=registry.names(), default=None,
                         help="override the manifest's backend")
     parser.add_argument("--no-check", action="store_true", help="skip the reference comparison")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")

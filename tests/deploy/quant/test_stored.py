@@ -31,7 +31,7 @@ def _conv(cout: int = 6, cin: int = 4, seed: int = 0) -> Layer:
 
 def test_precisions_map_to_storage_types():
     assert WEIGHT_TYPES == {"fp32": "float32", "fp16": "float16", "mixed": "int8", "int8": "int8"}
-    assert weights_for("mixed") == "int8" and weights_for("mixed", "tensorrt") == "float32"
+    assert weights_for("mixed") == "int8" and weights_for("fp64") == "float32"
     assert stored_low(np.zeros((2, 2))) and not stored_low(np.zeros(5)) and not stored_low(np.zeros((1, 1)))
 
 

@@ -1,0 +1,46 @@
+"""ONNX Runtime on this host's CPU (deploy/ort/): deploys every precision at the plan's own
+parameter precision, fused tiles and int8 chain steps, runs the steps through the executor
+with ONNX Runtime sessions over arena views, and is what `explore profile` measures. Its
+modules load ONNX Runtime only when a method needs it, so asking the registry stays cheap."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from deploy.backends.protocol import Capabilities
+from deploy.quant.stored import weights_for
+from deploy.runtime.manifest_records import Manifest
+
+
+class OnnxRuntime:
+    name = "onnxruntime"
+    capabilities = Capabilities(
+        precisions=("fp32", "fp16", "mixed", "int8"), fused_tiles=True, chain_steps=True,
+        layouts=("nchwc", "nchw", "auto", "blocked"),       # deploy/ort/backend.py LAYOUTS
+        runs_on_host_cpu=True, profiles_here=True, own_runner=False)
+
+    def stored_weights(self, precision: str) -> str:
+        """At the plan's parameter precision (deploy/quant/stored.py WEIGHT_TYPES)."""
+        return weights_for(precision)
+
+    def add_files(self, out_dir: Path) -> None:
+        return None
+
+    def after_derive(self, out_dir: Path, manifest: Manifest) -> list[str]:
+        return []       # sessions are made when the deployment is loaded
+
+    def process_init(self, threads: int, shared_pool: bool,
+                     workspace_bytes: int) -> Callable[[], None]:
+        """ONNX Runtime's process-wide arena and thread pool (deploy/ort/process.py)."""
+        from deploy.ort import backend, blocked  # noqa: F401  (resident before the baseline)
+        from deploy.ort import process
+        return lambda: process.init_runtime(threads, shared_pool, workspace_bytes)
+
+    def runtime(self, dtype: str, threads: int = 0, shared_pool: bool = False,
+                layout: str = "nchwc"):
+        from deploy.ort.backend import OrtBackend
+        return OrtBackend(dtype, threads, shared_pool, layout)
+
+    def measure(self, deploy_dir: str | Path, frames: int, seed: int, warmup: int,
+                check: bool) -> None:
+        return None     # the executor runs its steps
