@@ -11,8 +11,9 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from deploy.backends import registry
     parser.add_argument("app", help="application YAML")
-    parser.add_argument("--backend", choices=["onnxruntime", "tensorrt"], default="onnxruntime")
+    parser.add_argument("--backend", choices=registry.names(), default=registry.DEFAULT)
     parser.add_argument("--out", default=None, help="profile file to write (.yaml or .json); "
                         "default: profile-<app>-onnxruntime.yaml in the current directory")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
