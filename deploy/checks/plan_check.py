@@ -24,6 +24,7 @@ from csdf.model import CNN, EdgeId
 from csdf.parts import check_phases, part_rows
 from csdf.to_csdf import edge_windows, internal_edges
 from deploy.runtime import arena
+from explorer.memory.placement import planner
 from explorer.plan.model import Plan, PlanEdge, PlanPartition
 from sdf3.errors import InputError
 
@@ -308,8 +309,9 @@ def _tensors(uses: list, edges: dict[EdgeId, PlanEdge], fail) -> tuple[list, dic
 
 def _row_lives(plan: Plan, app, firings, edges, tilings) -> dict:
     """Row-by-row lifetimes of the whole edges stored by rows (explorer/memory/staircase.py) of an
-    offset plan, from its own firings and phases; none for shared objects or tiled plans."""
-    if tilings or plan.placement == "shared-objects" or not plan.placed():
+    offset plan of a per-tensor planner (explorer.memory.placement), from its own firings and
+    phases; none for the paper's per-edge buffers or tiled plans."""
+    if tilings or not planner(plan.placement).per_tensor or not plan.placed():
         return {}
     from explorer.memory.staircase import app_row_lives
     where = {(p.cnn, layer): p.name for p in app.partitions for layer in p.layers}

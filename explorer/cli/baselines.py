@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from explorer.app.appfile import load_app
+from explorer.memory.placement import planner
 from explorer.report.baselines import baselines
 
 ORDER = ("none", "pisarchyk", "all_parts", "all_parts_bound", "reuse", "lower_bound")
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         r = rows[key]
         label = LABELS[key]
-        if app.placement != "shared-objects" and key in ("reuse", "all_parts"):
+        if planner(app.placement).reorders and key in ("reuse", "all_parts"):
             label = label.split(" (")[0] + (" (whole layers" if key == "reuse" else
                                              " (by parts everywhere") + f", {app.placement})"
         table.add_row(label, f"{r.param_bytes / MIB:.2f}", f"{r.buffer_bytes / MIB:.2f}",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from csdf.model import CNN, EdgeId, edge_name
 from csdf.partition_analysis import PartitionAnalysis, analyse_partition, row_buffers
@@ -35,6 +35,9 @@ from explorer.plan.model import Constraints, Plan, PlanBuffer, PlanEdge, PlanPar
 from sdf3.analysis import AnalysisError
 from sdf3.errors import InputError
 from sdf3.notation import compact
+
+if TYPE_CHECKING:
+    from explorer.throughput.evaluator import Evaluator
 
 Phases = dict[str, dict[str, int]]
 
@@ -112,15 +115,18 @@ def _analyse(cnn: CNN, part_name: str, layers: list[str], phases: dict[str, int]
 def part_view(app: Application, part_name: str, phases: Phases,
               cache: RunCache | None = None) -> PartView:
     """Schedule and row buffers of one partition; the app's explicit schedule wins when it
-    fits the phases. `shared-objects` keeps the paper's ring per edge; every other placement
-    one ring per tensor (csdf/shared_rings.py) and the row lives of tensors stored by rows."""
+    fits the phases, else a planner that reorders has the schedule chosen for total memory
+    (explorer.memory.policies). A per-tensor planner gets one ring per tensor
+    (csdf/shared_rings.py) and the row lives of tensors stored by rows; the others the
+    paper's ring per edge."""
+    from explorer.memory.placement import planner
+    chosen = planner(app.placement)
     part = app.partition(part_name)
     cnn = app.cnns[part.cnn]
     a = _analyse(cnn, part_name, part.layers, phases.get(part.cnn, {}), cache)
     given = app.schedules.get(part_name)
     fits = bool(given) and Counter(given) == Counter(a.firing_counts)
-    per_tensor = app.placement != "shared-objects"
-    if not fits and per_tensor:
+    if not fits and chosen.reorders:
         from explorer.memory.policies import choose      # schedules chosen for total memory
         c = choose(app, part_name, a, cache)
         return PartView(c.firings, c.rows, c.elements, c.lives)
@@ -134,7 +140,7 @@ def part_view(app: Application, part_name: str, phases: Phases,
                                   analysis)
         except (AnalysisError, IndexError, KeyError) as err:
             raise InputError(f"schedules.{part_name}: cannot run under phases {a.phases}: {err}") from None
-    if per_tensor:
+    if chosen.per_tensor:
         from explorer.memory.policies import tensor_rows
         rows, elements, lives = tensor_rows(app, part_name, a, firings, rows, cache=cache)
         return PartView(firings, rows, elements, lives)
@@ -166,7 +172,7 @@ def derive(app: Application, phases: Phases, cache: RunCache | None = None,
     from explorer.memory.lifetimes import edge_uses
     from explorer.memory.buffers import memory_bytes
     from explorer.throughput.runtime_costs import runtime_costs
-    from explorer.memory.placement import place
+    from explorer.memory.placement import place, planner
 
     cache = RunCache() if cache is None else cache
     parts = {p.name: cached_view(app, p, phases, cache) for p in app.partitions}
@@ -178,7 +184,7 @@ def derive(app: Application, phases: Phases, cache: RunCache | None = None,
         for (src, dst), life in parts[p.name].lives.items():
             lives[edge_name(p.cnn, src, dst)] = life
     uses = edge_uses(app, {n: v.firings for n, v in parts.items()}, sizes, lives, cache)
-    if app.placement != "shared-objects":
+    if planner(app.placement).per_tensor:
         from explorer.memory.tensors import tensor_uses
         uses = tensor_uses(uses)
     buffers = place(uses, app.pipelines, app.placement, cache)
@@ -193,7 +199,7 @@ class Evaluation:
     """The search problem over layer genes (explorer.search.problem.Problem):
     `evaluate(genes) -> (memory_bytes, {cnn: fps})`, the derivation and the plan of a chromosome."""
     app: Application
-    evaluator: Any                             # explorer.throughput.evaluator.Evaluator (.fps)
+    evaluator: Evaluator                       # .fps, .tables
     space: GeneSpace | None = None             # None: binary genes of Equation 6
     where: list[tuple[str, str]] = field(default_factory=list)
     cache: RunCache = field(default_factory=RunCache)
@@ -205,7 +211,7 @@ class Evaluation:
         self._whole = whole_phases(self.app)
         # measured per-layer tables: their runtime bytes count in the memory
         # (explorer/throughput/runtime_costs.py)
-        self.workspace = getattr(self.evaluator, "_tables", None) or None
+        self.workspace = dict(self.evaluator.tables) or None
 
     def phases(self, genes) -> Phases:
         if self.space is not None:

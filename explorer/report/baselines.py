@@ -14,10 +14,12 @@ the same edge uses:
   sizes from csdf.partition_analysis, then Algorithm 1.
 - `lower_bound`: the most elements alive at once under the schedules of `reuse`.
 
-With an offset placement (app.placement, explorer.memory.placement; the default) `reuse` and
-`all_parts` are derived as the search derives a plan (explorer.plan.derive: layers reordered,
-phase schedules chosen for total memory, offsets), and `all_parts_bound` is added: the
-lower bound of the all-parts schedules. `shared-objects` gives the paper's columns.
+With a planner that reorders (app.placement, explorer.memory.placement: the offset planners,
+the default) `reuse` and `all_parts` are derived as the search derives a plan
+(explorer.plan.derive: layers reordered, phase schedules chosen for total memory, its
+placement), and `all_parts_bound` is added: the lower bound of the all-parts schedules. A
+planner that keeps the paper's order and schedules (`shared-objects`) gives the paper's
+columns.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from csdf.model import edge_name
 from explorer.app.model import Application, Partition
 from explorer.memory.lifetimes import EdgeUse, edge_uses
 from explorer.memory.buffers import Buffer, memory_bytes, naive
+from explorer.memory.placement import planner
 from explorer.memory.reuse import algorithm1
 
 @dataclass
@@ -226,9 +229,9 @@ def _bound_row(app: Application, name: str, uses: list[EdgeUse]) -> Baseline:
 
 
 def baselines(app: Application, with_all_parts: bool = True) -> dict[str, Baseline]:
-    """Every baseline for `app` under its schedules (explicit, else topological; with an
-    offset placement, the schedules the search would choose)."""
-    if app.placement != "shared-objects":
+    """Every baseline for `app` under its schedules (explicit, else topological; with a
+    planner that reorders, the schedules the search would choose)."""
+    if planner(app.placement).reorders:
         return _placed_baselines(app, with_all_parts)
     uses = edge_uses(app)
     rows = {"none": _row(app, "none", naive(uses)),

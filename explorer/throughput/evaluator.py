@@ -14,8 +14,10 @@ One small interface for the search: `make_evaluator(app, spec).fps(phases)`. The
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from csdf.model import CNN
 from explorer.app.model import Application
@@ -80,10 +82,21 @@ class Evaluator:
         self._memo: dict[tuple[str, str, int, str, int | None, bool], float] = {}
         for part in self.app.partitions:        # check now, not in the middle of a search
             for layer in part.layers:
-                self._layer(part.cnn, layer, 1, part.processor)
+                self.layer_time(part.cnn, layer, 1, part.processor)
 
-    def _layer(self, cnn: str, layer: str, phases: int, processor: str,
-               region: int | None = None, beside: bool = False) -> float:
+    @property
+    def tables(self) -> Mapping[str, Mapping[str, LayerTimes]]:
+        """The measured per-layer tables the profile holds for the app's CNNs, by CNN name
+        (the app's name, found under any of `model_keys`), then layer; read-only. A CNN the
+        profile did not measure is absent (its layers are timed by the roofline). Their
+        workspace and session bytes enter the memory (explorer/throughput/runtime_costs.py)
+        and their by-phases times cost a fused tile's extra calls (explorer/tiling/fused.py)."""
+        return MappingProxyType(self._tables)
+
+    def layer_time(self, cnn: str, layer: str, phases: int, processor: str,
+                   region: int | None = None, beside: bool = False) -> float:
+        """`layer_ms`, remembered by its arguments: a search asks the same layers again and
+        again (explorer/tiling/fused.py prices tiled groups by it too)."""
         key = (cnn, layer, phases, processor, region, beside)
         ms = self._memo.get(key)
         if ms is None:
@@ -138,8 +151,8 @@ class Evaluator:
                 regions = {n: FUSED if sizes[n] > 1 else r for n, r in regions.items()}
             beside = beside_parts(part.layers, edges, ph)
         return self._loop[part.cnn] * sum(
-            self._layer(part.cnn, layer, ph.get(layer, 1), part.processor, regions.get(layer),
-                        layer in beside)
+            self.layer_time(part.cnn, layer, ph.get(layer, 1), part.processor,
+                            regions.get(layer), layer in beside)
             for layer in part.layers)
 
     def busiest(self, group: list[str], times: dict[str, float]) -> tuple[str, list[str], float]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from csdf.model import CNN
 from csdf.regions import beside_parts, region_params, region_sizes, ring_side
+from explorer.memory.placement import planner
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ def parity_bound(app, part, cnn: CNN) -> set[str]:
     home = {name: p.name for p in app.partitions_of(cnn.name) for name in p.layers}
     pipelined = app.pipelines_frames(cnn.name)
     out = {name for name in part.layers if pipelined and cnn.graph.out_degree(name) == 0}
-    per_tensor = app.placement != "shared-objects"
+    per_tensor = planner(app.placement).per_tensor
     for src, dst in cnn.graph.edges:
         a, b = home.get(src), home.get(dst)
         if a is None or b is None or a == b or b not in app.pipeline_of(a):

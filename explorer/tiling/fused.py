@@ -22,12 +22,17 @@ recomputed). In the derivation (DeriveApplicationWithReducedBufs with tilings):
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from csdf.model import EdgeId, edge_name
 from csdf.tiling import Group, tile_buffer_elements, tile_group
 from explorer.app.model import Application
 from explorer.memory.cache import RunCache
 from explorer.plan.derive import Derived, PartView, Phases, cached_view
 from explorer.memory.lifetimes import EdgeUse
+
+if TYPE_CHECKING:
+    from explorer.throughput.evaluator import Evaluator
 
 Tilings = dict[str, list[Group]]          # cnn -> its tiled groups
 
@@ -139,27 +144,27 @@ def tile_workspace(app: Application, tilings: Tilings, tables: dict | None) -> d
     return out
 
 
-def group_ms(evaluator, cnn: str, group: Group, processor: str) -> float:
+def group_ms(evaluator: Evaluator, cnn: str, group: Group, processor: str) -> float:
     """Time of one tiled group per frame: every tile's share of every layer's whole time
     (halo recomputation included) + each layer's call cost per extra tile (module doc)."""
     model = evaluator.app.cnns[cnn]
     tiles = tile_group(model, list(group.layers), group.n, group.m)
     total = 0.0
     for k, layer in enumerate(group.layers):
-        whole = evaluator._layer(cnn, layer, 1, processor)
+        whole = evaluator.layer_time(cnn, layer, 1, processor)
         h, w = (int(v) for v in model.layer(layer).output_shape[2:])
         share = sum(t.layers[k].out_h.size * t.layers[k].out_w.size for t in tiles) / (h * w)
         total += whole * share + (len(tiles) - 1) * layer_call_ms(evaluator, cnn, layer, processor)
     return total
 
 
-def layer_call_ms(evaluator, cnn: str, layer: str, processor: str) -> float:
+def layer_call_ms(evaluator: Evaluator, cnn: str, layer: str, processor: str) -> float:
     """The cost of one more call of `layer`, as the profile charges one more phase by parts:
     a measured layer's time per frame rises from whole (1 phase) to its most phases measured
     by this much per phase (never below 0; `default_phase_us` for a layer measured whole
     only); a roofline processor's phase_overhead_us."""
     prof = evaluator.profile
-    table = getattr(evaluator, "_tables", {}).get(cnn)
+    table = evaluator.tables.get(cnn)
     if table is not None and layer in table:
         t = table[layer]
         if t.by_phases:
@@ -172,7 +177,7 @@ def layer_call_ms(evaluator, cnn: str, layer: str, processor: str) -> float:
     return roof.phase_overhead_us * 1e-3 if roof is not None else prof.default_phase_us * 1e-3
 
 
-def frame_ms(evaluator, phases: Phases, tilings: Tilings) -> dict[str, float]:
+def frame_ms(evaluator: Evaluator, phases: Phases, tilings: Tilings) -> dict[str, float]:
     """explorer.throughput.evaluator.Evaluator.frame_ms with tiled groups timed by `group_ms`."""
     app = evaluator.app
     phases = force_whole(phases, tilings)
@@ -181,7 +186,7 @@ def frame_ms(evaluator, phases: Phases, tilings: Tilings) -> dict[str, float]:
         t = evaluator.partition_ms(part.name, phases)
         for g in tilings.get(part.cnn, []):
             if g.layers[0] in part.layers:
-                t -= sum(evaluator._layer(part.cnn, l, 1, part.processor) for l in g.layers)
+                t -= sum(evaluator.layer_time(part.cnn, l, 1, part.processor) for l in g.layers)
                 t += group_ms(evaluator, part.cnn, g, part.processor)
         times[part.name] = t
     groups = app.pipelines or [[p.name] for p in app.partitions]
@@ -195,7 +200,7 @@ def frame_ms(evaluator, phases: Phases, tilings: Tilings) -> dict[str, float]:
     return frame
 
 
-def fps(evaluator, phases: Phases, tilings: Tilings) -> dict[str, float]:
+def fps(evaluator: Evaluator, phases: Phases, tilings: Tilings) -> dict[str, float]:
     return {c: (1000.0 / ms if ms > 0 else float("inf"))
             for c, ms in frame_ms(evaluator, phases, tilings).items()}
 

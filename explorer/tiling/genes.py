@@ -16,7 +16,7 @@ chromosome, so the search (NSGA-II with its operators) runs unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from csdf.tiling import Group, blocks, grid, segments
 from explorer.app.model import Application
@@ -25,6 +25,9 @@ from explorer.plan.derive import plan_for, whole_phases
 from explorer.tiling.fused import Tilings, derive_tiled, fps as tiled_fps
 from explorer.plan.genes import GeneSpace, gene_space
 from explorer.plan.model import Plan
+
+if TYPE_CHECKING:
+    from explorer.throughput.evaluator import Evaluator
 
 MAX_TILES = 7
 MAX_SIDE = 4     # non-square grids: N, M in 1 .. MAX_SIDE
@@ -142,7 +145,7 @@ class TiledEvaluation:
     outside a group whole); "both": the two together."""
 
     app: Application
-    evaluator: Any
+    evaluator: Evaluator                       # .fps, .tables
     mode: str = "both"
     granularity: str = "binary"
     space: TiledSpace | None = None
@@ -157,7 +160,7 @@ class TiledEvaluation:
         self._whole = whole_phases(self.app)
         # measured per-layer tables: their runtime bytes count in the memory
         # (explorer/throughput/runtime_costs.py)
-        self.workspace = getattr(self.evaluator, "_tables", None) or None
+        self.workspace = dict(self.evaluator.tables) or None
 
     @property
     def slots(self) -> list[Slot]:

@@ -85,3 +85,15 @@ def _both_fits(sizes: list[int], adj: list[set[int]], order: list[int],
 
 def place(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
     return buffers(uses, best_offsets(uses, conflict_graph(uses, pipelines), pipelines))
+
+
+class BestFit:
+    """Multi-order best fit: offsets in one arena, over tensor uses under reordered layers and
+    schedules chosen for total memory (the default)."""
+    name = "offsets"
+    per_tensor = True
+    at_offsets = True
+    reorders = True
+
+    def place(self, uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
+        return place(uses, pipelines)

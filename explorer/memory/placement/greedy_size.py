@@ -67,3 +67,15 @@ def place(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
     adj = conflict_graph(uses, pipelines)
     geometry = Geometry(uses, adj, pipelines) if has_rows(uses) else None
     return buffers(uses, offsets(sizes, adj, order, True, geometry))
+
+
+class GreedyBySize:
+    """TFLite's greedy by size for offsets, over tensor uses under reordered layers and
+    schedules chosen for total memory."""
+    name = "greedy-by-size"
+    per_tensor = True
+    at_offsets = True
+    reorders = True
+
+    def place(self, uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
+        return place(uses, pipelines)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import highspy
 import numpy as np
 
 from explorer.memory.lifetimes import EdgeUse
@@ -44,6 +43,7 @@ def solve(sizes: list[int], adj: list[set[int]], start: list[int], seconds: floa
     """Least-arena offsets for records of `sizes` with conflict graph `adj`, from `start`;
     `floor` is a known lower bound (a start that meets it is returned as optimal);
     `geometry` gives pairs with row-by-row lifetimes their forbidden displacements."""
+    import highspy          # here, not at the top: the registry imports every planner module
     n = len(sizes)
     upper = extent(sizes, start)
     if upper <= floor:
@@ -126,6 +126,7 @@ def solve(sizes: list[int], adj: list[set[int]], start: list[int], seconds: floa
 def _runs(forbidden: list[tuple[int, int]], low: float, high: float) -> list[tuple[float, float]]:
     """The closed runs of d in [low, high] outside the open `forbidden` intervals (sorted);
     infinite ends stay infinite."""
+    import highspy
     inf = highspy.kHighsInf
     out, at = [], -inf
     for a, b in forbidden:
@@ -159,3 +160,15 @@ def place(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
     geometry = Geometry(uses, adj, pipelines) if has_rows(uses) else None
     return buffers(uses, solve([u.size for u in uses], adj, start,
                                floor=live_bound(uses, adj), geometry=geometry).offsets)
+
+
+class Milp:
+    """The exact MILP up to LIMIT uses (best fit above it): offsets in one arena, over tensor
+    uses under reordered layers and schedules chosen for total memory."""
+    name = "optimal"
+    per_tensor = True
+    at_offsets = True
+    reorders = True
+
+    def place(self, uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
+        return place(uses, pipelines)

@@ -12,3 +12,15 @@ from explorer.memory.reuse import algorithm1
 
 def place(uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
     return algorithm1(uses, pipelines)
+
+
+class SharedObjects:
+    """Algorithm 1 over edge uses, shared objects laid one after another, under the paper's
+    topological order and demand-driven schedules."""
+    name = "shared-objects"
+    per_tensor = False
+    at_offsets = False
+    reorders = False
+
+    def place(self, uses: list[EdgeUse], pipelines: list[list[str]]) -> list[Buffer]:
+        return place(uses, pipelines)
