@@ -5,11 +5,11 @@ modules load ONNX Runtime only when a method needs it, so asking the registry st
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
 from deploy.backends.protocol import Capabilities
-from deploy.quant.stored import weights_for
-from deploy.runtime.manifest_records import Manifest
+if TYPE_CHECKING:       # the records import ONNX Runtime: only the methods need them
+    from deploy.runtime.manifest_records import Manifest
 
 
 class OnnxRuntime:
@@ -21,6 +21,7 @@ class OnnxRuntime:
 
     def stored_weights(self, precision: str) -> str:
         """At the plan's parameter precision (deploy/quant/stored.py WEIGHT_TYPES)."""
+        from deploy.quant.stored import weights_for
         return weights_for(precision)
 
     def add_files(self, out_dir: Path) -> None:

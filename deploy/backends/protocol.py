@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TYPE_CHECKING
 
-from deploy.runtime.manifest_records import Manifest
+if TYPE_CHECKING:       # the records import ONNX Runtime: only the methods need them
+    from deploy.runtime.manifest_records import Manifest
 
 
 @dataclass(frozen=True)

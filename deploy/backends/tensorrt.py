@@ -6,9 +6,11 @@ runner itself, not by the executor. deploy/tensorrt loads only when a method nee
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deploy.backends.protocol import Capabilities
-from deploy.runtime.manifest_records import Manifest
+if TYPE_CHECKING:       # the records import ONNX Runtime: only the methods need them
+    from deploy.runtime.manifest_records import Manifest
 from sdf3.errors import InputError
 
 NOT_HERE = ("tensorrt is not installed here: engines will be built on the target by "

@@ -53,12 +53,20 @@ class Mapped:
         return as_batch(self.evaluate).many([self.translate(k) for k in keys])
 
 
+WORKER_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 def _quiet_worker() -> None:
     """Ctrl-C is the parent's to handle (it stops the pool); workers would each print a
     traceback otherwise. SIGTERM ends a worker at once (the default: the parent's handler,
-    inherited by fork, would raise in the worker)."""
+    inherited by fork, would raise in the worker). Both arrive blocked (evaluation_pool forks
+    with them blocked) and are unblocked only once these are set: a SIGTERM sent by the
+    pool's terminate before then (a search that ends at once) waits and then ends the
+    worker, where it would otherwise reach the parent's handler, be dropped, and leave the
+    parent joining a worker that never ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_SIGNALS)
 
 
 def _work(key: Key) -> Result:
@@ -99,9 +107,11 @@ def evaluation_pool(evaluate: Callable[[Key], Result], workers: int) -> Iterator
     # measured in this process) crashed in its finalizer, and the pool then waited forever
     gc.collect()
     gc.freeze()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_SIGNALS)   # see _quiet_worker
     try:
         pool = multiprocessing.get_context("fork").Pool(n, initializer=_quiet_worker)
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         gc.unfreeze()
     try:
         yield PoolEvaluate(evaluate, pool)

@@ -121,7 +121,7 @@ def test_no_backend_name_is_compared_outside_the_registry():
     """Outside deploy/backends/ (and the TensorRT board runner, which cannot import it) a
     backend is asked for by name and then asked; its name is never compared."""
     found = {}
-    for top in ("explorer", "deploy"):
+    for top in ("explorer", "deploy", "memtrade", "benchmarks"):
         for f in sorted((ROOT / top).rglob("*.py")):
             rel = f.relative_to(ROOT)
             if rel.parts[:2] == ("deploy", "backends") or f.name == "board_runner.py" \

@@ -9,7 +9,7 @@ from pathlib import Path
 from explorer.memory.placement import NAMES
 
 ROOT = Path(__file__).resolve().parents[4]
-TOPS = ("sdf3", "csdf", "explorer", "deploy", "benchmarks")
+TOPS = ("sdf3", "csdf", "explorer", "deploy", "memtrade", "benchmarks")
 REGISTRY = ROOT / "explorer" / "memory" / "placement"
 
 
