@@ -11,16 +11,20 @@ program calls, the `explore` command being a thin shell over them (docs/api.md).
 
 A facade over the layers sdf3 <- csdf <- explorer <- deploy, which it only calls.
 
-May import: explorer.app, explorer.memory, explorer.throughput, explorer.plan, explorer.search, explorer.tiling, explorer.report, deploy, csdf, sdf3.
+May import: explorer.app, explorer.memory, explorer.throughput, explorer.plan, explorer.search, explorer.tiling, explorer.primitives, explorer.report, deploy, csdf, sdf3.
 """
 from __future__ import annotations
 
 from memtrade.app import load_app, with_constraints
+from memtrade.info import info
 from memtrade.deployment import Deployment, deploy
 from memtrade.exploration import Exploration, FrontPoint, explore
 from memtrade.measuring import RunResult, run
+from memtrade.primitives import Primitives, primitives
+from memtrade.profiling import profile
 from memtrade.session import Session
 from sdf3.errors import InputError
 
-__all__ = ["Deployment", "Exploration", "FrontPoint", "InputError", "RunResult", "Session",
-           "deploy", "explore", "load_app", "run", "with_constraints"]
+__all__ = ["Deployment", "Exploration", "FrontPoint", "InputError", "Primitives", "RunResult",
+           "Session", "deploy", "explore", "info", "load_app", "primitives", "profile", "run",
+           "with_constraints"]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 

@@ -17,6 +17,7 @@ from deploy.checks import files, manifest_check
 from deploy.checks import reference
 from deploy.runtime.executor import Executor
 from deploy.runtime.footprint import Footprint, peak_rss_bytes  # noqa: F401  (peak_rss_bytes: callers)
+from sdf3.errors import InputError
 
 
 def make_backend(name: str, dtype: str, threads: int = 0, shared_pool: bool = False,

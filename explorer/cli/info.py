@@ -1,27 +1,16 @@
-"""`explore info APP.yaml [--json] [--layers]`: what was loaded, so a user can check an app
-file before a search: per CNN the layers, edges, parameters and the naive edge total.
-
-Figures (also the --json keys, per CNN): layers (incl. Input layers), edges ((producer,
-consumer) pairs, one buffer each), param_count (after BN folding), original_param_count
-(ONNX initializer elements), param_bytes = param_count x par_bytes, edge_elements (sum over
-edges, each counted once; a double-buffered pipeline edge's second copy is not included),
-edge_bytes = edge_elements x data_bytes, crossing_elements (edges between two partitions of
-one pipeline set: their second copy, double buffering) and naive_elements = edge_elements +
-crossing_elements, the paper's Table 1 total of one buffer per edge (59,658 for the worked
-example); input_shapes (each ONNX graph input's static shape) and batch_fixed (the inputs
-whose dynamic batch dimension was taken as 1, also printed as a line each).
+"""`explore info APP.yaml [--json] [--layers]`: what was loaded (memtrade.info, memtrade/info.py
+names every figure), as tables or as JSON; a line per graph input whose dynamic batch
+dimension was taken as 1.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from explorer.app.model import Application
 from explorer.app.appfile import load_app
 from explorer.app.units import format_bytes
 
@@ -36,68 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--unfused", action="store_true", help="keep every ONNX node as a layer (no TensorRT-like fusion)")
 
 
-def crossing_elements(app: Application, cnn_name: str) -> int:
-    """Elements of the second copies of edges that cross partitions of one pipeline set."""
-    cnn = app.cnns[cnn_name]
-    where = {layer: p.name for p in app.partitions_of(cnn_name) for layer in p.layers}
-    total = 0
-    for u, v in cnn.edges():
-        if where[u] != where[v] and where[v] in app.pipeline_of(where[u]):
-            total += cnn.edge_elements(u, v)
-    return total
-
-
-def summary(app: Application, layers: bool = False) -> dict[str, Any]:
-    """The figures `info` prints, as plain data."""
-    prec = app.precision
-    cnns = {}
-    for name, cnn in app.cnns.items():
-        edge_elements = cnn.edge_elements_total
-        crossing = crossing_elements(app, name)
-        entry: dict[str, Any] = {
-            "source": cnn.source,
-            "layers": len(cnn.graph),
-            "edges": len(cnn.edges()),
-            "param_count": cnn.param_count,
-            "original_param_count": cnn.original_param_count,
-            "param_bytes": cnn.param_count * prec.par_bytes,
-            "edge_elements": edge_elements,
-            "edge_bytes": edge_elements * prec.data_bytes,
-            "crossing_elements": crossing,
-            "naive_elements": edge_elements + crossing,
-            "outputs": list(cnn.outputs),
-            "shapes_from_ort": cnn.shapes_from_ort,
-            "input_shapes": {k: list(v) for k, v in cnn.input_shapes.items()},
-            "batch_fixed": list(cnn.batch_fixed),
-            "fps": app.fps.get(name, 0.0),
-            "partitions": [p.name for p in app.partitions_of(name)],
-        }
-        if layers:
-            entry["layer_list"] = [
-                {"name": l.name, "op": l.op, "activation": list(l.hyper.get("activation", [])),
-                 "inputs": list(l.inputs), "shape": list(l.output_shape), "params": l.param_count,
-                 "onnx_nodes": list(l.onnx_nodes),
-                 **({"onnx_ops": list(l.hyper["onnx_ops"]), "per_pixel": bool(l.hyper.get("per_pixel"))}
-                    if l.op == "Opaque" else {})}
-                for l in cnn.layers()]
-        cnns[name] = entry
-    return {
-        "name": app.name,
-        "path": str(app.path) if app.path else None,
-        "platform": app.platform,
-        "precision": {"name": prec.name, "data_bytes": prec.data_bytes, "par_bytes": prec.par_bytes},
-        "memory_bytes": app.memory,
-        "cnns": cnns,
-        "partitions": [{"name": p.name, "cnn": p.cnn, "first": p.layers[0], "last": p.layers[-1],
-                        "layers": len(p.layers), "processor": p.processor} for p in app.partitions],
-        "pipelines": app.pipelines,
-        "total": {k: sum(c[k] for c in cnns.values())
-                  for k in ("layers", "edges", "param_count", "param_bytes", "edge_elements", "edge_bytes",
-                            "crossing_elements", "naive_elements")},
-    }
-
-
 def run(args: argparse.Namespace) -> int:
+    from memtrade.info import info as summary
     app = load_app(args.app, mem=args.mem, fps=args.fps, precision=args.precision, fused=not args.unfused)
     info = summary(app, layers=args.layers)
     if args.json:

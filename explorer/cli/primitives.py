@@ -15,12 +15,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from explorer.report.outputs import claim_dir, claim_new_dir, safe_name
 from explorer.app.units import format_bytes
-from sdf3.errors import InputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,53 +40,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
 
 
-def measured_table(app, args) -> dict:
-    if args.profile:
-        from explorer.throughput.device_profile import load_profile
-        table = load_profile(args.profile).primitives
-        if not table:
-            raise InputError(f"{args.profile}: no key 'primitives' (run `explore profile APP "
-                             "--primitives --out FILE`)")
-        return table
-    from deploy.profile.primitives import profile_primitives
-    dtype = {4: "float32", 2: "float16"}.get(app.precision.data_bytes)
-    if dtype is None:
-        raise InputError(f"{args.app}: precision {app.precision.name}: primitives are measured "
-                         "in fp32 or fp16 only")
-    return {name: profile_primitives(cnn, dtype, args.repeats, args.threads)
-            for name, cnn in app.cnns.items()}
-
-
 def run(args: argparse.Namespace) -> int:
-    from explorer.app.appfile import load_app
-    from explorer.plan.derive import derive, plan_for, uniform_phases
+    import memtrade
+    from explorer.cli.run import check_threads
     from explorer.plan.model import to_json
-    from explorer.primitives.costs import from_profile
-    from explorer.primitives.study import study
 
     staged = claim_dir(args.out, args.force) if args.out else None   # before any work
     try:
-        app = load_app(args.app, mem=args.mem, fps=args.fps)
-        if args.max_points < 1:
-            raise InputError(f"--max-points: expected a positive integer, got {args.max_points}")
-        if args.ga_generations < 1:
-            raise InputError(f"--ga-generations: expected a positive integer, got {args.ga_generations}")
-        from explorer.cli.run import check_threads
+        app = memtrade.load_app(args.app, mem=args.mem, fps=args.fps)
         check_threads(args.threads)
         staged = staged or claim_new_dir("runs", safe_name(f"{app.name}-primitives"))
-        derived = derive(app, uniform_phases(app, False))
-        costs = from_profile(app, measured_table(app, args), derived.buffer_bytes,
-                             args.profile or "measured profile")
-        cnn_ms = {c: 1000.0 / v for c, v in app.fps.items() if v}
-        result = study(costs, args.strategy, app.memory, cnn_ms, args.max_points, args.seed,
-                       ga_generations=args.ga_generations)
-        chosen = result["chosen"]
-        # the plan's memory by memtrade's model, the chosen steps' measured workspaces as
-        # its per-layer workspace term (explorer/throughput/runtime_costs.workspace_bytes: the largest step)
-        with_ws = derive(app, uniform_phases(app, False), None,
-                         costs.workspace_tables(chosen["choice"]))
-        plan = replace(plan_for(app, with_ws, {c: 1000.0 / ms for c, ms in chosen["ms"].items()},
-                                result["met"]), primitives=costs.names(chosen["choice"]))
+        found = memtrade.primitives(app, args.strategy, profile=args.profile, repeats=args.repeats,
+                                    threads=args.threads, max_points=args.max_points,
+                                    seed=args.seed, ga_generations=args.ga_generations)
+        costs, result, plan, chosen = found.costs, found.result, found.plan, found.result["chosen"]
     except BaseException:
         if staged is not None:
             staged.discard()

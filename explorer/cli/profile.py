@@ -56,25 +56,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace, tmp: Path, out: Path) -> int:
-    from deploy.profile.app_profile import Settings, measure_app, onnxruntime_dtype
-    from explorer.app.appfile import load_app
-    from memtrade.platform import LivePrinter
+    import memtrade
     from explorer.cli.run import check_threads
     from explorer.throughput.device_profile import save_profile
-    from explorer.throughput.profile_cache import machine_key
-    from sdf3.errors import InputError
+    from memtrade.platform import LivePrinter
 
-    app = load_app(args.app, precision=args.precision)
-    onnxruntime_dtype(app, args.app)
-    if args.frames < 1:
-        raise InputError(f"--frames: expected a positive number, got {args.frames}")
+    app = memtrade.load_app(args.app, precision=args.precision)
     check_threads(args.threads)
-    if args.rounds < 1:
-        raise InputError(f"--rounds: expected a positive number, got {args.rounds}")
-    settings = Settings(args.threads, args.repeats, args.layout, args.steps, args.frames,
-                        args.rounds, args.primitives)
     with LivePrinter(sys.stderr) as printer:
-        profile = measure_app(app, settings, printer, {"machine": machine_key()})
+        profile = memtrade.profile(app, threads=args.threads, repeats=args.repeats,
+                                   layout=args.layout, steps=args.steps, frames=args.frames,
+                                   rounds=args.rounds, primitives=args.primitives, say=printer)
     save_profile(profile, tmp)
     total = {n: sum(t.whole_ms for t in table.values()) for n, table in profile.models.items()}
     print(f"wrote {out}: " + ", ".join(f"{n} {ms:.2f} ms whole" for n, ms in total.items()))
