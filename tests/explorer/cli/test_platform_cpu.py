@@ -82,7 +82,7 @@ def test_explore_deploy_run(tmp_path, monkeypatch, capsys):
 
 
 def test_changed_model_and_corrupt_entry_measured_again(tmp_path, monkeypatch, capsys):
-    from explorer.cli import cpu_profile as glue
+    from memtrade import platform as glue
     import deploy.profile.app_profile as app_profile
     from deploy.profile.app_profile import code_digest
 
