@@ -1,7 +1,7 @@
 """What a deployment takes and gives, as the unmodified model does: each CNN's input (name,
-shape, element type) and outputs (names, shapes, element types, in the model's order), read
-from the reference model the deployment keeps (no weights loaded); and the checks that a
-frame fits, one line naming the input and what it expected.
+shape, element type) and outputs (names, shapes, element types, in the model's order), as
+the deployment recorded them from its reference model (deploy/build/model_ports.py); and the
+checks that a frame fits, one line naming the input and what it expected.
 
 The executor stores a CNN's outputs as 4-D NCHW tensors (a [1, 1000] logit vector is
 [1, 1000, 1, 1]); `ModelPorts.shaped` gives them back in the model's own shapes and types,
@@ -17,7 +17,6 @@ import numpy as np
 
 from sdf3.errors import InputError
 
-_ELEM = {1: np.float32, 10: np.float16, 11: np.float64}     # onnx.TensorProto element types
 
 
 @dataclass(frozen=True)
@@ -58,44 +57,16 @@ class ModelPorts:
 
 def ports(deploy_dir: str | Path, cnn: str, info) -> ModelPorts:
     """CNN `cnn`'s ports (`info`: its manifest entry, deploy/runtime/manifest_records.CnnInfo):
-    names and element types from its reference model, shapes from the deployment (a model's
-    dynamic dimensions are those it was deployed with); a CNN deployed without a reference
-    model (a zoo network) keeps its layer names and 4-D shapes."""
-    stored_in = [tuple(p.shape) for p in info.inputs]
-    stored_out = [tuple(p.shape) for p in info.outputs]
-    if info.reference is None:
-        return ModelPorts(cnn, Port(info.inputs[0].layer, stored_in[0], np.dtype(np.float32)),
-                          tuple(Port(p.layer, s, np.dtype(np.float32))
-                                for p, s in zip(info.outputs, stored_out)))
-    import onnx
-    path = Path(deploy_dir) / info.reference
-    try:
-        graph = onnx.load(str(path), load_external_data=False).graph
-    except Exception as err:          # DecodeError, OSError: a damaged deployment
-        raise InputError(f"{path}: the reference model cannot be read ({' '.join(str(err).split())[:200]})") from None
-    weights = {t.name for t in graph.initializer}
-    inp = next(i for i in graph.input if i.name not in weights)
-    outs = list(graph.output)
-    if len(outs) != len(stored_out):
-        raise InputError(f"{path}: {len(outs)} outputs, the deployment has {len(stored_out)} "
-                         f"(the deployment is damaged or was edited; deploy it again)")
-    return ModelPorts(cnn, _port(inp, stored_in[0]),
-                      tuple(_port(o, s) for o, s in zip(outs, stored_out)))
-
-
-def _port(value_info, stored: tuple[int, ...]) -> Port:
-    """A graph input or output: its rank and fixed dimensions from the model, the dynamic
-    ones from the deployment's 4-D shape (element counts agree)."""
-    t = value_info.type.tensor_type
-    dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 0 for d in t.shape.dim]
-    size = int(np.prod(stored))
-    if dims and 0 not in dims and int(np.prod(dims)) == size:
-        shape = tuple(dims)
-    elif len(dims) == len(stored):
-        shape = stored
-    else:                             # dynamic dimensions of a lower rank: squeeze the padding
-        shape = tuple(stored[:len(dims)]) if int(np.prod(stored[:len(dims)] or [1])) == size else stored
-    return Port(value_info.name, tuple(int(d) for d in shape), np.dtype(_ELEM.get(t.elem_type, np.float32)))
+    the model's tensor names, shapes and element types the deployment recorded
+    (deploy/build/model_ports.py); a CNN deployed without an ONNX model (a network built in
+    memory) keeps its layer names and 4-D shapes."""
+    def port(p) -> Port:
+        if p.tensor is None:
+            return Port(p.layer, tuple(p.shape), np.dtype(np.float32))
+        return Port(p.tensor, tuple(p.tensor_shape), np.dtype(p.dtype))
+    if not info.outputs or not info.inputs:
+        raise InputError(f"{deploy_dir}: CNN {cnn!r} has no input or output in the manifest")
+    return ModelPorts(cnn, port(info.inputs[0]), tuple(port(p) for p in info.outputs))
 
 
 def by_cnn(feed: Any, cnns: Mapping[str, ModelPorts]) -> dict[str, np.ndarray]:

@@ -9,7 +9,8 @@ in the model's output order, or for an app of several CNNs a mapping by CNN name
 deployment quantizes each frame on the way in and dequantizes its outputs on the way out,
 with the deployment's own scales.
 
-Threads: `threads` is each step session's ONNX Runtime intra-op thread count. The arena is
+Loading optimises the step models in a child process (deploy/ort/optimize.py), so the
+caller's process never holds that transient. Threads: `threads` is each step session's ONNX Runtime intra-op thread count. The arena is
 the session's one working memory, so one frame runs at a time: calls from several threads
 are served one after another (a lock). For frames in parallel, open one Session per thread
 (each with its own arena). `stream` runs the partitions of a pipelined CNN as concurrent
@@ -39,9 +40,11 @@ class Session:
         from deploy.checks import manifest_check
         from deploy.runtime import manifest as mf
         from deploy.runtime.executor import Executor, StepFailed
+        from deploy.runtime.footprint import trim_heap
         self.path = Path(getattr(deployment, "path", deployment))
         manifest = mf.load(self.path)
         manifest_check.check(manifest, self.path)       # before anything is allocated
+        trim_heap()     # the check parsed every step model: its heap goes back before loading
         self.manifest = manifest
         self.ports: dict[str, ModelPorts] = {name: ports(self.path, name, info)
                                              for name, info in manifest.cnns.items()}
@@ -137,7 +140,7 @@ def _runtime_backend(manifest, threads: int, layout: str):
     init = chosen.process_init(threads, False, manifest.plan_workspace_bytes or 0)
     if init is not None:
         init()
-    return chosen.runtime(manifest.dtype, threads, False, layout)
+    return chosen.runtime(manifest.dtype, threads, False, layout, load_apart=True)
 
 
 def _blamed(err: Exception, manifest, path: Path) -> Exception:

@@ -38,9 +38,9 @@ class OnnxRuntime:
         return lambda: process.init_runtime(threads, shared_pool, workspace_bytes)
 
     def runtime(self, dtype: str, threads: int = 0, shared_pool: bool = False,
-                layout: str = "nchwc"):
+                layout: str = "nchwc", load_apart: bool | None = None):
         from deploy.ort.backend import OrtBackend
-        return OrtBackend(dtype, threads, shared_pool, layout)
+        return OrtBackend(dtype, threads, shared_pool, layout, optimize_in_child=load_apart)
 
     def measure(self, deploy_dir: str | Path, frames: int, seed: int, warmup: int,
                 check: bool) -> None:

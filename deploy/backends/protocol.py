@@ -55,8 +55,11 @@ class Backend(Protocol):
         and return the process's one-time initialisation the footprint runs, or None."""
 
     def runtime(self, dtype: str, threads: int = 0, shared_pool: bool = False,
-                layout: str = "nchwc") -> Any:
-        """The runtime backend deploy/runtime/executor.py runs the steps with."""
+                layout: str = "nchwc", load_apart: bool | None = None) -> Any:
+        """The runtime backend deploy/runtime/executor.py runs the steps with. `load_apart`:
+        do the heavy part of loading (graph optimisation) in a child process, so the
+        process running the deployment never holds its transient (default: when
+        `shared_pool`, a process that does nothing else)."""
 
     def measure(self, deploy_dir: str | Path, frames: int, seed: int, warmup: int,
                 check: bool) -> dict | None:

@@ -43,7 +43,7 @@ class TensorRT:
         return None
 
     def runtime(self, dtype: str, threads: int = 0, shared_pool: bool = False,
-                layout: str = "nchwc"):
+                layout: str = "nchwc", load_apart: bool | None = None):
         raise InputError("--backend tensorrt: its steps run in the board runner "
                          "(deploy/tensorrt/board_runner.py), not in the executor")
 

@@ -16,6 +16,7 @@ from csdf.model import CNN, INPUT, EdgeId
 from csdf.onnx_inputs import with_shapes
 from deploy.backends import registry
 from deploy.build.layer_step import layer_step, safe_name
+from deploy.build.model_ports import model_ports
 from deploy.build.regions import band_step, bands, prune, shared
 from deploy.quant.scales import ActivationScales
 from deploy.runtime import arena, manifest as mf
@@ -278,6 +279,8 @@ def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[dict], out: P
                          "layout": "hncw" if ph.get(s, 1) > 1 else "nchw"} for s in sinks],
             "reference": ref,
             "partitions": [p["name"] for p in partitions if p["cnn"] == name]}
+        if ref is not None:
+            model_ports(out / ref, info[name]["inputs"], info[name]["outputs"])
     return info
 
 

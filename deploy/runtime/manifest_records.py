@@ -92,10 +92,15 @@ class ArenaBuffer:
 
 @dataclass(frozen=True)
 class Port:
-    """A CNN's input or output: its layer, NCHW shape and (outputs) stored layout."""
+    """A CNN's input or output: its layer, NCHW shape and (outputs) stored layout, and as the
+    unmodified model names it (deploy/build/model_ports.py): its tensor's name, shape and
+    element type (None for a network without an ONNX model)."""
     layer: str
     shape: Shape
     layout: str | None = None
+    tensor: str | None = None
+    tensor_shape: Shape | None = None
+    dtype: str | None = None
 
     @property
     def stored_shape(self) -> list[int]:
@@ -106,12 +111,15 @@ class Port:
         out: dict[str, Any] = {"layer": self.layer, "shape": list(self.shape)}
         if self.layout is not None:
             out["layout"] = self.layout
+        if self.tensor is not None:
+            out.update(tensor=self.tensor, tensor_shape=list(self.tensor_shape or ()), dtype=self.dtype)
         return out
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> Port:
         r = Fields(data, where)
-        return cls(r.str("layer", ""), r.ints("shape"), r.str("layout", None))
+        return cls(r.str("layer", ""), r.ints("shape"), r.str("layout", None), r.str("tensor", None),
+                   r.ints("tensor_shape", None), r.str("dtype", None))
 
 
 @dataclass(frozen=True)
