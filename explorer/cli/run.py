@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     import memtrade
     from explorer.cli.frames_file import claim_output, read_frames, write_outputs
     from explorer.cli.run_lines import run_lines
+    from deploy.runtime.executor import StepFailed
     from sdf3.errors import InputError
 
     args.frames = whole_number("--frames", args.frames)
@@ -104,10 +105,13 @@ def run(args: argparse.Namespace) -> int:
     staged = claim_output(args.output, args.force) if args.output else None
     try:
         inputs = read_frames(args.input) if args.input else None
-        res = memtrade.run(args.dir, frames=args.frames, seed=args.seed, threads=args.threads,
-                           check=not args.no_check, inputs=inputs, layout=args.layout,
-                           backend=args.backend, shared_pool=not args.in_process,
-                           progress=terminal_progress())
+        try:
+            res = memtrade.run(args.dir, frames=args.frames, seed=args.seed, threads=args.threads,
+                               check=not args.no_check, inputs=inputs, layout=args.layout,
+                               backend=args.backend, shared_pool=not args.in_process,
+                               progress=terminal_progress())
+        except StepFailed as err:
+            raise InputError(f"{args.dir}: {err}") from None
         if staged is not None:
             with staged as tmp:
                 write_outputs(res, tmp)
