@@ -32,9 +32,39 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Memory:
+    """The process's memory around the deployment (deploy/runtime/footprint.py): the
+    footprint (peak RSS - the RSS before loading), the baseline, the backend's one-time
+    init, the peak, the footprint by part, and the peak of the child that optimised the
+    models (None when none did)."""
+    footprint_bytes: int
+    baseline_rss_bytes: int
+    runtime_init_bytes: int
+    peak_rss_bytes: int
+    breakdown: Mapping[str, int]
+    load_helper_peak_rss_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class PlanFigures:
+    """The plan's own figures, carried beside the measured ones (never measured)."""
+    memory_bytes: int | None = None
+    param_bytes: int | None = None
+    buffer_bytes: int | None = None
+    workspace_bytes: int | None = None
+    session_bytes: int | None = None
+    output_bytes: int | None = None
+    fps: Mapping[str, float] = field(default_factory=dict)
+    platform: str | None = None
+
+
+@dataclass(frozen=True)
 class RunResult:
-    """What a run measured. `data` is the whole measured record as run.json holds it
-    (footprint breakdown, notes, plan figures); the fields are the figures a program reads."""
+    """What a run measured: per CNN fps, calls per frame, the median frame time, the
+    largest difference to the unmodified model and its largest output, and the verdict;
+    the arena, weights and scratch bytes; the process's memory (None where the backend's
+    own runner measured); the plan's figures beside them. `data` is the whole record as
+    run.json holds it."""
     backend: str
     frames: int
     fps: Mapping[str, float]
@@ -42,14 +72,20 @@ class RunResult:
     frame_ms_median: Mapping[str, float]
     arena_bytes: int
     param_bytes: int
-    footprint_bytes: int | None
-    peak_rss_bytes: int | None
-    plan_memory_bytes: int | None
-    plan_fps: Mapping[str, float]
+    scratch_bytes: int
+    max_abs_diff: Mapping[str, float | None]
+    max_abs_output: Mapping[str, float | None]
+    memory: Memory | None
+    plan: PlanFigures
+    notes: tuple[str, ...]
     verdicts: Mapping[str, Verdict]
     outputs: Mapping[str, tuple] = field(default_factory=dict, repr=False)   # per CNN, per frame
     output_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     data: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def footprint_bytes(self) -> int | None:
+        return None if self.memory is None else self.memory.footprint_bytes
 
     @property
     def passed(self) -> bool:
@@ -59,6 +95,24 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         """The result as run.json and `explore run --json` give it."""
         return {k: v for k, v in self.data.items() if k != "outputs"}
+
+
+def _record(data: dict, verdicts: dict, outputs: dict, names: dict) -> RunResult:
+    """The measured result as deploy/run/measure.py returns it (run.json's form), typed."""
+    frozen = MappingProxyType
+    memory = None
+    if "footprint_bytes" in data:
+        memory = Memory(data["footprint_bytes"], data["baseline_rss_bytes"],
+                        data.get("runtime_init_bytes", 0), data["peak_rss_bytes"],
+                        frozen(dict(data["breakdown"])), data.get("load_helper_peak_rss_bytes"))
+    plan = PlanFigures(**{k: data.get(f"plan_{k}") for k in PlanFigures.__dataclass_fields__
+                          if k != "fps"}, fps=frozen(dict(data.get("plan_fps") or {})))
+    return RunResult(data["backend"], data["frames"], frozen(data["fps"]),
+                     frozen(data["calls_per_frame"]), frozen(data.get("frame_ms_median") or {}),
+                     data["arena_bytes"], data["param_bytes"], data.get("scratch_bytes", 0),
+                     frozen(data.get("max_abs_diff") or {}), frozen(data.get("max_abs_output") or {}),
+                     memory, plan, tuple(data.get("notes") or ()), frozen(verdicts), frozen(outputs),
+                     frozen(names), frozen(data))
 
 
 def frames_of(cnns: list[str], inputs: Any, where: str = "inputs") -> dict[str, np.ndarray]:
@@ -122,10 +176,4 @@ def run(deployment: str | Path, frames: int = 20, seed: int = 0, threads: int = 
     if given is not None:
         outputs = {n: tuple(shaped[n].shaped(outs) for outs in data["outputs"][n]) for n in cnns}
         names = {n: tuple(p.name for p in shaped[n].outputs) for n in cnns}
-    return RunResult(
-        data["backend"], data["frames"], MappingProxyType(data["fps"]),
-        MappingProxyType(data["calls_per_frame"]), MappingProxyType(data.get("frame_ms_median") or {}),
-        data["arena_bytes"], data["param_bytes"], data.get("footprint_bytes"),
-        data.get("peak_rss_bytes"), data.get("plan_memory_bytes"),
-        MappingProxyType(data.get("plan_fps") or {}), MappingProxyType(verdicts),
-        MappingProxyType(outputs), MappingProxyType(names), MappingProxyType(data))
+    return _record(data, verdicts, outputs, names)

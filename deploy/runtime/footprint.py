@@ -147,41 +147,14 @@ class Footprint:
     def breakdown(self) -> dict[str, int]:
         """footprint = counted parts + workspace + sessions_other + load_excess."""
         load = self.loaded_rss_bytes - self.baseline_rss_bytes
-        parts = dict(self.counted)
-        parts["workspace_bytes"] = max(0, self.run_peak_rss_bytes - self.loaded_rss_bytes)
-        parts["sessions_other_bytes"] = load - sum(self.counted.values())
-        parts["load_excess_bytes"] = max(0, self.load_peak_rss_bytes
-                                         - max(self.run_peak_rss_bytes, self.loaded_rss_bytes))
-        return parts
+        return {**self.counted,
+                "workspace_bytes": max(0, self.run_peak_rss_bytes - self.loaded_rss_bytes),
+                "sessions_other_bytes": load - sum(self.counted.values()),
+                "load_excess_bytes": max(0, self.load_peak_rss_bytes
+                                         - max(self.run_peak_rss_bytes, self.loaded_rss_bytes))}
 
     def report(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k != "counted"}
         out.update(peak_rss_bytes=self.peak_rss_bytes, footprint_bytes=self.footprint_bytes,
                    breakdown=self.breakdown())
         return out
-
-
-def describe(result: dict) -> list[str]:
-    """Report lines for a measured result: footprint, breakdown, plan figures, notes."""
-    mib = lambda v: f"{v / MiB:.1f} MiB"   # noqa: E731
-    lines = [f"footprint {mib(result['footprint_bytes'])} (peak RSS - RSS before loading, "
-             f"baseline {mib(result['baseline_rss_bytes'])}, after the runtime's one-time "
-             f"init of {mib(result.get('runtime_init_bytes', 0))})"]
-    lines.append("  " + ", ".join(f"{k.removesuffix('_bytes')} {mib(v)}"
-                                  for k, v in result["breakdown"].items()))
-    plan = result.get("plan_memory_bytes")
-    if plan:
-        lines.append(f"  plan (not measured): memory {mib(plan)} = parameters "
-                     f"{mib(result.get('plan_param_bytes') or 0)} + buffers "
-                     f"{mib(result.get('plan_buffer_bytes') or 0)} + workspace "
-                     f"{mib(result.get('plan_workspace_bytes') or 0)}"
-                     + (f" + sessions {mib(result['plan_session_bytes'])}"
-                        if result.get("plan_session_bytes") else "")
-                     + (f" + outputs {mib(result['plan_output_bytes'])}"
-                        if result.get("plan_output_bytes") else "") + "; footprint / plan "
-                     f"{result['footprint_bytes'] / plan:.2f}")
-    if result.get("load_helper_peak_rss_bytes"):
-        lines.append(f"  models optimised in a child process (its peak RSS "
-                     f"{mib(result['load_helper_peak_rss_bytes'])}, before the run)")
-    lines += [f"  note: {n}" for n in result.get("notes", [])]
-    return lines
