@@ -15,20 +15,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from deploy.run.verdict import Verdict
 from sdf3.errors import InputError
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A CNN's verdict: PASS, FAIL, or n/a (no reference model, or not checked), with the
-    largest difference, the largest reference output, the tolerance and the reference's
-    precision (deploy/run/verdict.py)."""
-    verdict: str
-    max_abs_diff: float | None = None
-    max_abs_output: float | None = None
-    tolerance: float | None = None
-    reference_dtype: str | None = None
-    stored_dtype: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,10 +156,8 @@ def run(deployment: str | Path, frames: int = 20, seed: int = 0, threads: int = 
         compared = given if given is not None else {
             n: [s[f] for f in range(min(CHECKED, len(s)))]
             for n, s in frames_for(manifest, max(frames, len(cnns)), seed).items()}
-        judged = verdict.for_run(path, data, compared, threads)
-        data["verdict"] = judged
-        verdicts = {n: Verdict(**{k: v.get(k) for k in Verdict.__dataclass_fields__})
-                    for n, v in judged.items()}
+        verdicts = verdict.for_run(path, data["max_abs_diff"], data["max_abs_output"], compared, threads)
+        data["verdict"] = {n: v.to_dict() for n, v in verdicts.items()}
     outputs, names = {}, {}
     if given is not None:
         outputs = {n: tuple(shaped[n].shaped(outs) for outs in data["outputs"][n]) for n in cnns}

@@ -173,20 +173,18 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
                     worst = max(worst, float(np.max(np.abs(g - w.reshape(g.shape)))))
                     size = max(size, float(np.max(np.abs(w))))
             diff[name], magnitude[name] = worst, size
-    result = {"fps": fps, "arena_bytes": fp.counted["arena_bytes"],
+    arena_bytes, scratch = (fp.counted[k] for k in ("arena_bytes", "scratch_bytes"))
+    helper = getattr(be, "helper_peak_rss_bytes", 0)     # a child process that optimised the models
+    result = {"fps": fps, "arena_bytes": arena_bytes,
               "param_bytes": be.param_bytes(), "max_abs_diff": diff, "max_abs_output": magnitude,
               "calls_per_frame": {k: int(v) if float(v).is_integer() else v for k, v in calls.items()},
-              "scratch_bytes": fp.counted["scratch_bytes"],
+              "scratch_bytes": scratch,
               "frame_ms_median": frame_ms, "frame_cpu_ms_median": frame_cpu_ms,
-              "backend": backend_name, "frames": sum(len(s) for s in routed.values())}
-    result.update(fp.report())
-    result.update(plan_figures(manifest))
-    if inputs is not None:
-        result["outputs"] = outputs
-    if hasattr(be, "notes"):
-        result["notes"] = be.notes()
-    if getattr(be, "helper_peak_rss_bytes", 0):   # a child process that optimised the models
-        result["load_helper_peak_rss_bytes"] = be.helper_peak_rss_bytes
+              "backend": backend_name, "frames": sum(len(s) for s in routed.values()),
+              **fp.report(), **plan_figures(manifest),
+              **({"outputs": outputs} if inputs is not None else {}),
+              **({"notes": be.notes()} if hasattr(be, "notes") else {}),
+              **({"load_helper_peak_rss_bytes": helper} if helper else {})}
     return result
 
 

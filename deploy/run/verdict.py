@@ -66,8 +66,9 @@ Exit status EXIT_MISMATCH (4) when any CNN fails (docs/run.md).
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -143,43 +144,65 @@ def tolerance(dtype: str, stored: str | None, size: float, noise: float | None,
     return RTOL[dtype] * size
 
 
-def judge(result: dict[str, Any], dtype: str, noise: dict[str, float | None],
-          stored: dict[str, str] | None = None, scales: ActivationScales | None = None,
-          outputs: dict[str, str | list[str]] | None = None) -> dict[str, dict]:
-    """The verdict per CNN from a measured result (keys of measure()): PASS, FAIL, or
-    "n/a" when there is no reference to compare with. `noise`: per CNN the reference's
-    spread (`rounding`); `stored`: per CNN the element type its source model computes in
-    (reference.stored_dtype); fp16 there means an fp16 yardstick. An int8 plan: `scales` the
-    deployment's activation scales, `outputs` per CNN its output's "cnn/layer" key(s)."""
+@dataclass(frozen=True)
+class Verdict:
+    """A CNN's verdict: PASS, FAIL, or n/a (no reference model, or not checked), with the
+    largest difference, the largest reference output, the difference relative to it, the
+    tolerance, the reference's precision, the reference's own rounding (its spread, for
+    fp16) and, for a model stored in fp16, the precision it is judged at."""
+    verdict: str
+    max_abs_diff: float | None = None
+    max_abs_output: float | None = None
+    relative_diff: float | None = None
+    tolerance: float | None = None
+    reference_dtype: str | None = None
+    rounding: float | None = None
+    stored_dtype: str | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As run.json holds it: the fields that apply."""
+        return {k: v for k, v in asdict(self).items()
+                if v is not None or k in ("rounding",) and self.tolerance is not None}
+
+
+def judge(diffs: Mapping[str, float | None], sizes: Mapping[str, float | None], dtype: str,
+          noise: Mapping[str, float | None], stored: Mapping[str, str] | None = None,
+          scales: ActivationScales | None = None,
+          outputs: Mapping[str, str | list[str]] | None = None) -> dict[str, Verdict]:
+    """The verdict per CNN from its largest difference (`diffs`, None: not compared) and
+    largest reference output (`sizes`): PASS, FAIL, or "n/a" when there is no reference to
+    compare with. `noise`: per CNN the reference's spread (`rounding`); `stored`: per CNN
+    the element type its source model computes in (reference.stored_dtype); fp16 there
+    means an fp16 yardstick. An int8 plan: `scales` the deployment's activation scales,
+    `outputs` per CNN its output's "cnn/layer" key(s)."""
     verdicts = {}
-    for name in result["fps"]:
+    for name, diff in diffs.items():
         kept = (stored or {}).get(name)
         computes = "float16" if "float16" in (dtype, kept) else dtype
-        diff = result["max_abs_diff"].get(name)
-        size = result["max_abs_output"].get(name)
+        size = sizes.get(name)
         if diff is None or size is None:
-            verdicts[name] = {"verdict": "n/a", "reason": "no reference model or --no-check"}
+            verdicts[name] = Verdict("n/a", reason="no reference model or --no-check")
             continue
         step = int8_step(scales, outputs[name]) if dtype == "int8" and scales and outputs else None
         tol = tolerance(dtype, kept, size, noise.get(name), step)
-        verdicts[name] = {
-            "verdict": "PASS" if diff <= tol and np.isfinite(diff) else "FAIL",
-            "max_abs_diff": diff, "max_abs_output": size,
-            "relative_diff": diff / size if size else (0.0 if diff == 0 else float("inf")),
-            "tolerance": tol, "reference_dtype": computes, "rounding": noise.get(name)}
-        if computes != dtype:
-            verdicts[name]["stored_dtype"] = computes
+        verdicts[name] = Verdict(
+            "PASS" if diff <= tol and np.isfinite(diff) else "FAIL", diff, size,
+            diff / size if size else (0.0 if diff == 0 else float("inf")), tol, computes,
+            noise.get(name), computes if computes != dtype else None)
     return verdicts
 
 
-def failed(verdicts: dict[str, dict]) -> bool:
-    return any(v["verdict"] == "FAIL" for v in verdicts.values())
+def failed(verdicts: Mapping[str, Verdict]) -> bool:
+    return any(v.verdict == "FAIL" for v in verdicts.values())
 
 
-def for_run(deploy_dir: str | Path, result: dict[str, Any], frames: dict[str, Any],
-            threads: int = 0) -> dict[str, dict]:
-    """The verdicts of `explore run` for a result whose outputs were compared on `frames`
-    (per CNN, the frames compared: the leading seeded ones, or the caller's own)."""
+def for_run(deploy_dir: str | Path, diffs: Mapping[str, float | None],
+            sizes: Mapping[str, float | None], frames: dict[str, Any],
+            threads: int = 0) -> dict[str, Verdict]:
+    """The verdicts of `explore run` for a run whose outputs were compared on `frames` (per
+    CNN, the frames compared: the leading seeded ones, or the caller's own), with its
+    largest differences `diffs` and largest reference outputs `sizes`."""
     from deploy.runtime import manifest as mf
     manifest = mf.load(deploy_dir)
     noise: dict[str, float | None] = {name: 0.0 for name in manifest.cnns}
@@ -192,5 +215,5 @@ def for_run(deploy_dir: str | Path, result: dict[str, Any], frames: dict[str, An
     if quant is not None:          # int8: judged in steps of each output's scale
         outputs = {name: [key(name, o.layer) for o in info.outputs]
                    for name, info in manifest.cnns.items()}
-        return judge(result, "int8", noise, stored, quant, outputs)
-    return judge(result, manifest.dtype, noise, stored)
+        return judge(diffs, sizes, "int8", noise, stored, quant, outputs)
+    return judge(diffs, sizes, manifest.dtype, noise, stored)

@@ -73,20 +73,21 @@ def test_fp16_plan_against_the_fp16_network(tmp_path, capsys):
 
 
 def test_judge_tolerance_is_relative():
-    result = {"fps": {"a": 1.0, "b": 1.0, "c": 1.0},
-              "max_abs_diff": {"a": 1e-5, "b": 1e-3, "c": None},
-              "max_abs_output": {"a": 0.1, "b": 4.0, "c": None}}
-    v = judge(result, "float32", {"a": 0.0, "b": 0.0, "c": None})
-    assert [v[k]["verdict"] for k in "abc"] == ["PASS", "FAIL", "n/a"]   # 1e-4 vs 2.5e-4 relative
-    assert np.isclose(v["b"]["relative_diff"], 2.5e-4)
-    v16 = judge(result | {"max_abs_diff": {"a": 5e-3, "b": 1e-3, "c": None}}, "float16",
-                {"a": 3e-3, "b": 0.0, "c": None})
+    sizes = {"a": 0.1, "b": 4.0, "c": None}
+    v = judge({"a": 1e-5, "b": 1e-3, "c": None}, sizes, "float32", {"a": 0.0, "b": 0.0, "c": None})
+    assert [v[k].verdict for k in "abc"] == ["PASS", "FAIL", "n/a"]   # 1e-4 vs 2.5e-4 relative
+    assert np.isclose(v["b"].relative_diff, 2.5e-4)
+    v16 = judge({"a": 5e-3, "b": 1e-3, "c": None}, sizes, "float16", {"a": 3e-3, "b": 0.0, "c": None})
     # fp16 against the rounded reference: NOISE x its spread, at least ULPS fp16 units
-    assert v16["a"]["verdict"] == "PASS" and np.isclose(v16["a"]["tolerance"], NOISE * 3e-3)
-    assert v16["b"]["tolerance"] == ULPS * 2.0 ** -8      # fp16 numbers near 4 are 2^-8 apart
-    over = judge(result | {"max_abs_diff": {"a": 1.01 * NOISE * 3e-3, "b": 0.017, "c": None}},
-                 "float16", {"a": 3e-3, "b": 0.0, "c": None})
-    assert over["a"]["verdict"] == over["b"]["verdict"] == "FAIL"
+    assert v16["a"].verdict == "PASS" and np.isclose(v16["a"].tolerance, NOISE * 3e-3)
+    assert v16["b"].tolerance == ULPS * 2.0 ** -8      # fp16 numbers near 4 are 2^-8 apart
+    over = judge({"a": 1.01 * NOISE * 3e-3, "b": 0.017, "c": None}, sizes, "float16",
+                 {"a": 3e-3, "b": 0.0, "c": None})
+    assert over["a"].verdict == over["b"].verdict == "FAIL"
+    # run.json's form: the fields that apply, the spread beside a judged tolerance
+    assert v["c"].to_dict() == {"verdict": "n/a", "reason": "no reference model or --no-check"}
+    assert set(v["a"].to_dict()) == {"verdict", "max_abs_diff", "max_abs_output", "relative_diff",
+                                     "tolerance", "reference_dtype", "rounding"}
 
 
 def test_deploy_warns_when_constraints_unmet(tmp_path, capsys):
