@@ -69,19 +69,25 @@ def ports(deploy_dir: str | Path, cnn: str, info) -> ModelPorts:
     return ModelPorts(cnn, port(info.inputs[0]), tuple(port(p) for p in info.outputs))
 
 
+def per_cnn(given: Any, names: list[str], where: str, what: str) -> dict[str, Any]:
+    """`given` as {CNN name: value}: the value itself for an app of one CNN, else a mapping
+    naming every CNN once (one line naming the first name unknown or missing)."""
+    if not isinstance(given, Mapping):
+        if len(names) != 1:
+            raise InputError(f"{where}: the app has {len(names)} CNNs ({', '.join(names)}); expected "
+                             f"a mapping of CNN name to {what}")
+        return {names[0]: given}
+    unknown = [k for k in given if k not in names]
+    if unknown:
+        raise InputError(f"{where}: no CNN named {unknown[0]!r}; expected {', '.join(names)}")
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise InputError(f"{where}: CNN {missing[0]!r} has no {what}; expected one for each of "
+                         f"{', '.join(names)}")
+    return {n: given[n] for n in names}
+
+
 def by_cnn(feed: Any, cnns: Mapping[str, ModelPorts]) -> dict[str, np.ndarray]:
     """A feed as {CNN name: checked frame}: one array for an app of one CNN, else a mapping
     naming every CNN once."""
-    names = list(cnns)
-    if not isinstance(feed, Mapping):
-        if len(names) != 1:
-            raise InputError(f"feed: the app has {len(names)} CNNs ({', '.join(names)}); expected "
-                             f"a mapping of CNN name to frame")
-        return {names[0]: cnns[names[0]].check(feed)}
-    unknown = [k for k in feed if k not in cnns]
-    if unknown:
-        raise InputError(f"feed: no CNN named {unknown[0]!r}; expected {', '.join(names)}")
-    missing = [n for n in names if n not in feed]
-    if missing:
-        raise InputError(f"feed: CNN {missing[0]!r} has no frame; expected one for each of {', '.join(names)}")
-    return {n: cnns[n].check(feed[n]) for n in names}
+    return {n: cnns[n].check(frame) for n, frame in per_cnn(feed, list(cnns), "feed", "frame").items()}

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from deploy.run.verdict import Verdict
+from memtrade.feeds import per_cnn
 from sdf3.errors import InputError
 
 
@@ -106,17 +107,7 @@ def _record(data: dict, verdicts: dict, outputs: dict, names: dict) -> RunResult
 def frames_of(cnns: list[str], inputs: Any, where: str = "inputs") -> dict[str, np.ndarray]:
     """The caller's frames per CNN as [F, N, C, H, W] arrays: an array for an app of one CNN
     ([F, N, C, H, W], or [N, C, H, W] for one frame), else a mapping by CNN name."""
-    if not isinstance(inputs, Mapping):
-        if len(cnns) != 1:
-            raise InputError(f"{where}: the app has {len(cnns)} CNNs ({', '.join(cnns)}); expected "
-                             f"frames by CNN name")
-        inputs = {cnns[0]: inputs}
-    unknown = [k for k in inputs if k not in cnns]
-    if unknown:
-        raise InputError(f"{where}: no CNN named {unknown[0]!r}; expected {', '.join(cnns)}")
-    missing = [c for c in cnns if c not in inputs]
-    if missing:
-        raise InputError(f"{where}: no frames for CNN {missing[0]!r}; expected frames for each of {', '.join(cnns)}")
+    inputs = per_cnn(inputs, cnns, where, "frames")
     out = {}
     for name in cnns:
         arr = np.asarray(inputs[name])

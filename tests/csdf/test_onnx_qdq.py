@@ -59,9 +59,9 @@ class Frames(quantization.CalibrationDataReader):
         return next(self.frames, None)
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("qdq")
+def qdq_models(folder: Path) -> tuple[Path, Path]:
+    """fp32_model and its QDQ export by ONNX Runtime's quantize_static (per-channel int8
+    weights, int8 activations, calibrated on 4 seeded frames), in `folder`."""
     fp32 = fp32_model(folder / "net.onnx")
     qdq = folder / "net.qdq.onnx"
     quantization.quantize_static(str(fp32), str(qdq), Frames(), quant_format=quantization.QuantFormat.QDQ,
@@ -70,6 +70,11 @@ def models(tmp_path_factory) -> tuple[Path, Path]:
     ops = [n.op_type for n in onnx.load(str(qdq)).graph.node]
     assert ops.count("QuantizeLinear") == 8 and ops.count("DequantizeLinear") == 8 + 10, ops
     return fp32, qdq
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> tuple[Path, Path]:
+    return qdq_models(tmp_path_factory.mktemp("qdq"))
 
 
 def test_the_qdq_model_has_the_layers_and_edges_of_its_fp32_network(models):

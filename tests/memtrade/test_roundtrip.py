@@ -130,13 +130,9 @@ def test_a_pipelined_app_streams_frames_through_its_stages(tmp_path):
 
 
 def test_a_qdq_model_deploys_with_its_own_scales(tmp_path):
-    quantization = pytest.importorskip("onnxruntime.quantization")
-    from test_onnx_qdq import SHAPE, Frames, fp32_model
-    fp32 = fp32_model(tmp_path / "net.onnx")
-    qdq = tmp_path / "net.qdq.onnx"
-    quantization.quantize_static(str(fp32), str(qdq), Frames(), quant_format=quantization.QuantFormat.QDQ,
-                                 per_channel=True, activation_type=quantization.QuantType.QInt8,
-                                 weight_type=quantization.QuantType.QInt8)
+    pytest.importorskip("onnxruntime.quantization")
+    from test_onnx_qdq import SHAPE, qdq_models
+    _, qdq = qdq_models(tmp_path)
     app = memtrade.load_app({"name": "qdq", "cnns": [{"name": "net", "model": str(qdq)}]})
     assert app.precision.name == "int8"
     dep = memtrade.deploy(memtrade.explore(app, **SMALL), tmp_path / "dep")
