@@ -69,6 +69,17 @@ class Firing:
 
 
 @dataclass(frozen=True)
+class InputPort:
+    """An input port of a band's model: stored tensor `copies` viewed whole (`shape`, as
+    stored) and, for a ring read by rows, `slots`: the ring slots it gathers (port
+    `<port>_idx`); None for a tensor read whole."""
+    port: str
+    copies: tuple[str, ...]
+    shape: tuple[int, ...]
+    slots: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Piece:
     """Where a read's rows come from: `gathered` rows of the ring (port `port`), then rows
     [a, b) of the results of earlier firings of the band (index into the band)."""
@@ -91,20 +102,20 @@ def fusable(cnn: CNN, layer: Layer) -> bool:
     return layer.op in ELEMENTWISE_OPS or layer.op == "Concat"
 
 
-def pieces(band: list[Firing], edges: dict) -> tuple[list[list[Piece]], list[dict]]:
+def pieces(band: list[Firing], edges: dict) -> tuple[list[list[Piece]], list[InputPort]]:
     """Each read of each firing of `band` split into gathered and inner rows, and the input
-    bindings: one ring port per read with gathered rows (its slot indices), one per whole
+    ports: one ring port per read with gathered rows (its slot indices), one per whole
     read. `edges`: the manifest's edges."""
     made: dict[str, list[tuple[int, int, int]]] = {}      # src -> (firing, first, count)
-    out, binds = [], []
+    out: list[list[Piece]] = []
+    ports: list[InputPort] = []
     for i, f in enumerate(band):
         mine = []
         for r in f.reads:
             e = edges[r.copies[0]]
             if r.whole:
-                port = f"in{_count_ports(binds)}"
-                binds.append({"kind": "edge", "name": port, "edges": list(r.copies), "slot": 0,
-                              "shape": e.stored_shape})
+                port = f"in{len(ports)}"
+                ports.append(InputPort(port, tuple(r.copies), tuple(e.stored_shape)))
                 mine.append(Piece(port, 0, (), True))
                 continue
             inner, old = [], []
@@ -121,19 +132,13 @@ def pieces(band: list[Firing], edges: dict) -> tuple[list[list[Piece]], list[dic
                     inner.append((hit[0], hit[1], hit[1] + 1))
             port = None
             if old:
-                port = f"in{_count_ports(binds)}"
-                binds.append({"kind": "edge", "name": port, "edges": list(r.copies), "slot": 0,
-                              "shape": e.stored_shape})
-                binds.append({"kind": "const", "name": f"{port}_idx",
-                              "values": [row % e.slots for row in old]})
+                port = f"in{len(ports)}"
+                ports.append(InputPort(port, tuple(r.copies), tuple(e.stored_shape),
+                                       tuple(row % e.slots for row in old)))
             mine.append(Piece(port, len(old), tuple(inner)))
         made.setdefault(f.layer, []).append((i, f.first, f.count))
         out.append(mine)
-    return out, binds
-
-
-def _count_ports(binds: list[dict]) -> int:
-    return sum(1 for b in binds if b["kind"] == "edge")
+    return out, ports
 
 
 def key(band: list[Firing], split: list[list[Piece]]) -> tuple:
