@@ -11,12 +11,13 @@ size and shared by every phase of that size.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import onnx
 
+from csdf.layer_attrs import PadAttrs, with_hyper
 from csdf.model import CNN, INPUT, Layer
 from csdf.parts import part_rows, rows_per_phase
 from deploy.runtime import manifest as mf
@@ -225,14 +226,11 @@ def _pad_part(cnn: CNN, layer: Layer, p: int, k: int, count: int) -> tuple[int, 
 def _pad_layer(layer: Layer, pad_rows: tuple[int, int], count: int, fill: bool) -> Layer:
     """The Pad of one part of k > 1 rows: its real rows padded by the part's padding rows
     (built as a whole Pad of the gathered rows), or `count` rows of the pad value."""
-    hyper = dict(layer.hyper)
     if fill:
-        hyper["fill_rows"] = count
-        return replace(layer, hyper=hyper)
-    pads = [int(v) for v in hyper.get("pads", [])]
+        return with_hyper(layer, fill_rows=count)
+    pads = list(PadAttrs.of(layer).pads)
     if len(pads) == 4:
         pads = [pad_rows[0], pads[1], pad_rows[1], pads[3]]
     else:
         pads[2], pads[6] = pad_rows
-    hyper["pads"] = pads
-    return replace(layer, hyper=hyper)
+    return with_hyper(layer, pads=pads)

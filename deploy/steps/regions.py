@@ -29,6 +29,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from csdf.layer_attrs import WindowAttrs, with_hyper
 from csdf.model import CNN, Layer
 from deploy.quant.scales import TensorScale
 from deploy.quant.stored import FP32, Weights
@@ -93,10 +94,10 @@ def fusable(cnn: CNN, layer: Layer) -> bool:
     """Layers a region step computes: Conv/pools (not an AveragePool whose divisor counts
     rows past its bottom padding), elementwise ops and a channel Concat."""
     if layer.op in WINDOW_OPS:
-        if layer.hyper.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+        win = WindowAttrs.of(layer)
+        if win.auto_pad not in ("NOTSET", b"NOTSET"):
             return False
-        if layer.op == "AveragePool" and int(layer.hyper.get("count_include_pad", 0)) \
-                and int(layer.hyper.get("ceil_mode", 0)):
+        if layer.op == "AveragePool" and win.counts_pad and win.ceil_mode:
             return False
         return True
     return layer.op in ELEMENTWISE_OPS or layer.op == "Concat"
@@ -222,13 +223,13 @@ def _shaped(layer: Layer, f: Firing) -> Layer:
     """The layer as it computes firing `f`: its output rows only and, for a window op, the
     padding rows of this window as its vertical pads (the window reads only real rows)."""
     n, c, _, w = layer.output_shape
-    hyper = dict(layer.hyper)
     if layer.op in WINDOW_OPS and f.reads:
-        pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
+        pads = WindowAttrs.of(layer).pad
         # ceil_mode stays: the rows are cut to exactly the windows (the same count either
         # way), and the columns still need it (GoogLeNet's pools: 55 columns, not 56)
-        hyper["pads"] = [f.reads[0].pad_top, pads[1], f.reads[0].pad_bottom, pads[3]]
-    return replace(layer, hyper=hyper, output_shape=(n, c, f.count, w))
+        layer = with_hyper(layer, pads=[f.reads[0].pad_top, pads[1], f.reads[0].pad_bottom,
+                                        pads[3]])
+    return replace(layer, output_shape=(n, c, f.count, w))
 
 
 def _rows_first(b: Builder, y: str, shape: list[int]) -> str:

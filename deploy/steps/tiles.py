@@ -21,6 +21,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from csdf.layer_attrs import with_hyper
 from csdf.model import CNN
 from csdf.tiling import Group, Tile
 from deploy.quant.scales import TensorScale
@@ -53,13 +54,12 @@ def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nc
     outputs = []
     for k, lt in enumerate(tile.layers):
         layer = cnn.layer(lt.layer)
-        hyper = dict(layer.hyper)
-        if "pads" in hyper or layer.op in ("Conv", "MaxPool", "AveragePool"):
-            hyper["pads"] = list(lt.pads)
+        if "pads" in layer.hyper or layer.op in ("Conv", "MaxPool", "AveragePool"):
+            layer = with_hyper(layer, pads=list(lt.pads))
         n, c = (int(v) for v in layer.output_shape[:2])
         # the layer at the tile's shape; its params keep their ONNX sources (a QDQ model's
         # weights are stored with their own scales)
-        shaped = replace(layer, hyper=hyper, output_shape=(n, c, lt.out_h.size, lt.out_w.size))
+        shaped = replace(layer, output_shape=(n, c, lt.out_h.size, lt.out_w.size))
         in_c = int(cnn.edge_shape(layer.inputs[0], layer.name)[1])
         x = layer_core(b, shaped, [x], [(n, in_c, lt.in_h.size, lt.in_w.size)], None, None)
         name = "out" if k == len(tile.layers) - 1 else f"mid{k}"
