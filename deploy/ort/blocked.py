@@ -34,6 +34,7 @@ from deploy.ort import blocked_rings as rings
 from deploy.ort.blocked_rings import NCHWC, plain_reorder
 from deploy.runtime.manifest import stored_as
 from deploy.runtime.manifest_records import Manifest, Step
+from deploy.ort.providers import CPU
 NEUTRAL_OPS = {"Add", "Sum", "Relu", "Clip", "Identity", "Concat"}
 
 
@@ -62,7 +63,7 @@ def block_size(opts: ort.SessionOptions) -> int:
                               opset_imports=[helper.make_opsetid("", 13),
                                              helper.make_opsetid(NCHWC, 1)])
     model.ir_version = 8
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=CPU)
     return int(sess.run(None, {"x": np.zeros([1, 4, 1, 1], np.float32)})[0].shape[1])
 
 
@@ -73,7 +74,7 @@ def optimized(path: str | Path, workdir: str | Path, opts: ort.SessionOptions) -
     fd, target = tempfile.mkstemp(suffix=".onnx", dir=workdir)
     os.close(fd)
     opts.optimized_model_filepath = target
-    ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    ort.InferenceSession(str(path), opts, providers=CPU)
     model = onnx.load(target)
     os.unlink(target)
     return model
