@@ -37,8 +37,8 @@ from deploy.ort.process import form_options, session_options
 from deploy.ort.weights import external_arrays, inline
 from deploy.ort.weight_holders import one_form_per_layer, sole_models, weightless_state
 from deploy.runtime.footprint import HeapMeter, trim_heap
-from deploy.runtime.manifest_records import Manifest
 from deploy.ort.providers import CPU
+from deploy.runtime.manifest_records import Manifest
 from sdf3.errors import InputError
 
 NP_DTYPE = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8, "int8": np.int8}
@@ -286,8 +286,7 @@ class OrtBackend:
             run_path = path.with_name(f"{path.stem}.{layout}.onnx")
             onnx.save(model, str(run_path))
             del model
-            self._sessions[skey] = ort.InferenceSession(str(run_path), opts,
-                                                        providers=CPU)
+            self._sessions[skey] = ort.InferenceSession(str(run_path), opts, providers=CPU)
             self._weights[skey] = arrays
             self._values[skey] = values
             run_path.unlink()

@@ -32,9 +32,9 @@ from onnx import TensorProto, helper
 
 from deploy.ort import blocked_rings as rings
 from deploy.ort.blocked_rings import NCHWC, plain_reorder
+from deploy.ort.providers import CPU
 from deploy.runtime.manifest import stored_as
 from deploy.runtime.manifest_records import Manifest, Step
-from deploy.ort.providers import CPU
 NEUTRAL_OPS = {"Add", "Sum", "Relu", "Clip", "Identity", "Concat"}
 
 
@@ -167,7 +167,7 @@ def same_layout_math(model: onnx.ModelProto, concat: bool = True) -> bool:
     if concats and not concat:
         return False
     if concats:
-        axes = [{a.name: helper.get_attribute_value(a) for a in n.attribute}.get("axis") for n in concats]
+        axes = [rings.NodeAttrs.of(n).axis for n in concats]
         return all(a == 1 for a in axes) and all(s[2:] == shapes[0][2:] for s in shapes)
     return all(s == shapes[0] for s in shapes)
 

@@ -50,7 +50,7 @@ import onnx
 from onnx import helper
 
 from deploy.ort.blocked import StepForm, blocked_ports, choose as choose_stored, same_layout_math
-from deploy.ort.blocked_rings import Graph
+from deploy.ort.blocked_rings import Graph, NodeAttrs
 from deploy.runtime.manifest_records import Manifest
 
 PERM = {"nchw": [0, 2, 3, 1], "hncw": [0, 1, 3, 2]}   # stored[j] = logical[PERM[j]]
@@ -106,13 +106,11 @@ def trivial(perm: list[int], layout: str) -> bool:
 def _perm(node: onnx.NodeProto) -> list[int] | None:
     if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx"):
         return None
-    attrs = {a.name: list(helper.get_attribute_value(a)) for a in node.attribute}
-    return attrs.get("perm")
+    return list(NodeAttrs.of(node).perm) or None
 
 
 def _axis0(node: onnx.NodeProto) -> bool:
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    return attrs.get("axis", 0) == 0
+    return NodeAttrs.of(node).axis == 0
 
 
 def _row_op(graph: Graph, node: onnx.NodeProto, name: str) -> bool:

@@ -39,8 +39,8 @@ import onnx
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from deploy.runtime.child import child_env
 from deploy.ort.providers import CPU, NCHW_ONLY
+from deploy.runtime.child import child_env
 from sdf3.errors import InputError
 
 FORMS = ("nchwc", "nchw")     # ORT_ENABLE_ALL with, or without, the NCHWc rewrite

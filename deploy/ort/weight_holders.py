@@ -16,9 +16,9 @@ import onnx
 import onnxruntime as ort
 
 from deploy.ort.blocked_rings import NCHWC
+from deploy.ort.providers import CPU
 from deploy.runtime.footprint import HeapMeter, trim_heap
 from deploy.runtime.manifest_records import Manifest
-from deploy.ort.providers import CPU
 
 WEIGHTED = {"Conv", "FusedConv", "QLinearConv", "ConvInteger"}
 
