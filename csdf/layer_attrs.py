@@ -149,3 +149,19 @@ class OpaqueAttrs:
                    tuple(int(v) for v in h.get("out_shape", [])), dict(h.get("consts", {})),
                    dict(h.get("h_axis", {})),
                    {t: tuple(int(v) for v in s) for t, s in h.get("shapes", {}).items()})
+
+
+@dataclass(frozen=True)
+class WeightParams:
+    """A layer's folded weight W and bias B (None when it has none), a BatchNormalization's
+    per-channel `scale`, and the ONNX tensor W was taken from verbatim (`weight_source`;
+    None for a folded or built W)."""
+    weight: Any = None
+    bias: Any = None
+    scale: Any = None
+    weight_source: str | None = None
+
+    @classmethod
+    def of(cls, layer: Layer) -> WeightParams:
+        p = layer.params
+        return cls(p.get("W"), p.get("B"), p.get("scale"), layer.param_sources.get("W"))

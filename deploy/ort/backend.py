@@ -107,7 +107,7 @@ class OrtBackend:
             self.blocked_edges = prepare_plan_forms(self, manifest, root)
             return
         models = sorted({str(root / s.model) for _, _, s in manifest.steps() if s.model})
-        first = {"nchw": ["nchw"], "nchwc": ["nchwc"]}.get(self.layout, ["nchwc"])
+        first = [self.layout if self.layout == "nchw" else "nchwc"]
         self.prefetch([(key, form) for key in models for form in first])
         if self.layout == "auto":
             self.prefetch([(key, "nchw") for key in models])

@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from csdf.layer_attrs import ActivationAttrs, OpAttrs, PadAttrs, WindowAttrs
+from csdf.layer_attrs import ActivationAttrs, OpAttrs, PadAttrs, WeightParams, WindowAttrs
 from csdf.model import CNN, OPAQUE, Layer
 from csdf.parts import window
 from deploy.quant.scales import TensorScale
@@ -239,9 +239,10 @@ def _elementwise(b: Builder, layer: Layer, xs: list[str]) -> str:
     if op == "BatchNormalization":   # inference form: a per-channel scale and shift
         if set(params) != {"scale", "B"}:
             raise InputError(f"layer {layer.name}: BatchNormalization needs params scale and B")
-        c = params["scale"].size
-        scale = b.const(f"param:{layer.name}:scale", params["scale"].astype(np.float32).reshape(1, c, 1, 1))
-        shift = b.const(f"param:{layer.name}:B", params["B"].astype(np.float32).reshape(1, c, 1, 1))
+        bn = WeightParams.of(layer)
+        c = bn.scale.size
+        scale = b.const(f"param:{layer.name}:scale", bn.scale.astype(np.float32).reshape(1, c, 1, 1))
+        shift = b.const(f"param:{layer.name}:B", bn.bias.astype(np.float32).reshape(1, c, 1, 1))
         return b.node("Add", [b.node("Mul", [xs[0], scale]), shift])
     ins = list(xs)
     const_input = OpAttrs.of(layer).const_input

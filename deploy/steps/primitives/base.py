@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from csdf.layer_attrs import WindowAttrs
+from csdf.layer_attrs import WeightParams, WindowAttrs
 from csdf.model import Layer
 from deploy.quant.stored import held
 
@@ -38,7 +38,7 @@ class ConvSpec:
     def of(cls, layer: Layer, in_shape) -> "ConvSpec":
         win = WindowAttrs.of(layer)
         kh, kw = (int(v) for v in (win.kernel_shape if win.kernel_shape is not None
-                                   else layer.params["W"].shape[2:]))
+                                   else WeightParams.of(layer).weight.shape[2:]))
         sh, sw = win.stride
         dh, dw = win.dilation
         pads = win.pad
@@ -88,7 +88,8 @@ def weights(b, layer: Layer, tag: str, value: np.ndarray) -> str:
 def add_bias(b, layer: Layer, y: str, c_out: int) -> str:
     if "B" not in layer.params:
         return y
-    bias = weights(b, layer, "B4", layer.params["B"].astype(np.float32).reshape(1, c_out, 1, 1))
+    bias = weights(b, layer, "B4", WeightParams.of(layer).bias.astype(np.float32)
+                   .reshape(1, c_out, 1, 1))
     return b.node("Add", [y, bias])
 
 
