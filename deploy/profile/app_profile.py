@@ -10,14 +10,14 @@ import platform
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from deploy.profile.ladder_records import LadderTimes
 from deploy.quant.stored import weights_for
 from explorer.app.model import Application
 from explorer.throughput.device_profile import DeviceProfile
 from explorer.throughput.layer_times import LayerTimes, from_flat
 from sdf3.errors import InputError
 
-if TYPE_CHECKING:     # imported where measured: they load ONNX Runtime
-    from deploy.profile.ladder import LadderTimes
+if TYPE_CHECKING:     # imported where measured: it loads ONNX Runtime
     from deploy.profile.layers import AloneTimes
 
 Progress = Callable[[str], None]
@@ -84,7 +84,7 @@ def measure_app(app: Application, settings: Settings, progress: Progress | None 
                 meta: dict | None = None) -> DeviceProfile:
     """The measured profile of every CNN of `app`; `progress(line)` hears of every layer
     timed and every ladder deployment written and timed; `meta` joins the profile's meta."""
-    from deploy.profile.ladder import LadderTimes, ladder_rows, profile_ladder
+    from deploy.profile.ladder import ladder_rows, profile_ladder
     from deploy.profile.layers import profile_cnn
 
     say = progress or (lambda line: None)

@@ -10,6 +10,7 @@ import pytest
 from csdf.model import INPUT
 from csdf.parts import can_split, phases_for_rows
 from deploy.profile import workspace_probe
+from deploy.profile.ladder_records import StepTimes
 from explorer.app.appfile import load_app
 from explorer.cli.main import main
 from explorer.throughput.device_profile import load_profile
@@ -261,7 +262,7 @@ def test_ladder_rounds_keep_each_layers_least(small_app_file, monkeypatch):
     def fake(folder, name, frames, threads, layout, keep=None, whole=False):
         calls.append(folder.name)
         r = calls.count("run0") - 1
-        return ladder_profile.StepTimes({n: noise[r] * (1 + i) for i, n in enumerate(cnn.order())},
+        return StepTimes({n: noise[r] * (1 + i) for i, n in enumerate(cnn.order())},
                                         10 * noise[r], 1)
 
     runs = 1 + sum(1 + len(ladder_profile.alone_groups(

@@ -9,6 +9,7 @@ import pytest
 
 from csdf.parts import phases_for_rows
 from deploy.profile import ladder as ladder_profile
+from deploy.profile.ladder_records import StepTimes
 from explorer.app.appfile import load_app
 from explorer.throughput.device_profile import DeviceProfile, LayerTimes, load_profile, profile_from_dict, save_profile
 from csdf.regions import beside_parts, region_params, region_sizes
@@ -171,7 +172,7 @@ def test_alone_groups_time_every_split_layer_with_whole_neighbours(small_app_fil
 
     def fake(folder, name, frames, threads, layout, keep=None, whole=False):      # ms = the run's index + 1
         i = int(folder.name[3:])
-        return ladder_profile.StepTimes({n: float(i + 1) for n in cnn.order()}, 1.0, 1)
+        return StepTimes({n: float(i + 1) for n in cnn.order()}, 1.0, 1)
 
     monkeypatch.setattr(ladder_profile, "step_times_in_child", fake)
     ladder.time_round()
