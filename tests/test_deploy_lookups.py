@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # a one-string subscript or list (`["key"]`, `['key']`) or a .get of a string literal
 LOOKUP = re.compile(r"""\["[^"]*"\]|\.get\("|\['[^']*'\]|\.get\('""")
 LIMIT = 80
