@@ -63,9 +63,9 @@ def _save_profile(app, cnn_name: str, ladder, threads: int, path: Path, runs: li
     from deploy.profile.ladder import ladder_rows
     from explorer.throughput.device_profile import DeviceProfile, LayerTimes, save_profile
     table = ladder.table(runs)
-    models = {cnn_name: {layer: LayerTimes(t["whole_ms"], by_phases=t["by_phases"],
-                                           region=t["region"], alone=t["alone"],
-                                           beside_ms=t["beside_ms"])
+    models = {cnn_name: {layer: LayerTimes(t.whole_ms, by_phases=t.by_phases,
+                                           region=t.region, alone=t.alone,
+                                           beside_ms=t.beside_ms)
                          for layer, t in table.items()}}
     save_profile(DeviceProfile(name="granularity-bench", models=models,
                                meta={"layout": "blocked", "threads": threads,

@@ -31,6 +31,7 @@ model as of any step model).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -38,7 +39,8 @@ import onnx
 from onnx import helper
 
 from csdf.model import CNN
-from deploy.runtime.manifest_records import StoredEdge
+from deploy.runtime.manifest_records import StepModel, StoredEdge
+from deploy.runtime.step_records import Binding, Step
 
 MAX_MEMBERS = 256       # a bound on one model's size
 # A chain's parameters, at most (int8: bytes). A chain holds its layers' weights alone, so
@@ -51,32 +53,35 @@ MAX_MEMBERS = 256       # a bound on one model's size
 CHAIN_PARAMS = 512 << 10
 
 
-def chainable(step: dict, models: dict, edges: dict[str, StoredEdge]) -> bool:
+def chainable(step: Step, models: dict[str, StepModel], edges: dict[str, StoredEdge]) -> bool:
     """A step a chain may hold: one whole layer's model reading and writing whole tensors
     (layout nchw) and the CNN's outputs, nothing else (no slot indices, frame, primitive)."""
-    model = models.get(step.get("model") or "")
-    if model is None or model.get("variant") != "whole" or "primitive" in step \
-            or "region" in step or "group" in step:
+    model = models.get(step.model or "")
+    if model is None or model.variant != "whole" or step.primitive is not None \
+            or step.region is not None or step.group is not None:
         return False
-    return all(b["kind"] == "output" or b["kind"] == "edge" and b["slot"] == 0
-               and all(edges[e].layout == "nchw" for e in b["edges"]) for b in step["bind"])
+    return all(b.kind == "output" or b.kind == "edge" and b.slot == 0
+               and all(edges[e].layout == "nchw" for e in b.edges) for b in step.bind)
 
 
-def _params(cnn: CNN, steps: list[dict]) -> int:
-    return sum(cnn.layer(step["layer"]).param_count for step in steps)
+def _params(cnn: CNN, steps: list[Step]) -> int:
+    return sum(cnn.layer(step.layer).param_count for step in steps)
 
 
-def _reads(step: dict, stored: dict[str, str]) -> set[tuple[str, ...]]:
-    return {tuple(stored.get(e, e) for e in b["edges"]) for b in step["bind"]
-            if b["kind"] == "edge" and not b["name"].startswith("out")}
+def _tensor(b: Binding, stored: dict[str, str]) -> tuple[str, ...]:
+    """The stored tensors a binding's edge copies live in."""
+    return tuple(stored.get(e, e) for e in b.edges)
 
 
-def _writes(step: dict, stored: dict[str, str]) -> set[tuple[str, ...]]:
-    return {tuple(stored.get(e, e) for e in b["edges"]) for b in step["bind"]
-            if b["kind"] == "edge" and b["name"].startswith("out")}
+def _reads(step: Step, stored: dict[str, str]) -> set[tuple[str, ...]]:
+    return {_tensor(b, stored) for b in step.bind if b.kind == "edge" and not b.writes}
 
 
-def runs(cnn: CNN, steps: list[dict], models: dict, edges: dict[str, StoredEdge],
+def _writes(step: Step, stored: dict[str, str]) -> set[tuple[str, ...]]:
+    return {_tensor(b, stored) for b in step.bind if b.writes}
+
+
+def runs(cnn: CNN, steps: list[Step], models: dict[str, StepModel], edges: dict[str, StoredEdge],
          stored: dict[str, str]) -> list[list[int]]:
     """The partition's steps (indices) cut into runs: a run of chainable steps each of which
     reads a tensor (by its stored bytes, `stored`: edge -> stored tensor) that the step
@@ -95,44 +100,45 @@ def runs(cnn: CNN, steps: list[dict], models: dict, edges: dict[str, StoredEdge]
     return out
 
 
-def chain_step(cnn: CNN, members: list[dict], stored: dict[str, str], out: Path,
-               rel: str) -> dict:
+def chain_step(cnn: CNN, members: list[Step], stored: dict[str, str], out: Path,
+               rel: str) -> Step:
     """The manifest step computing `members` (consecutive steps, `runs`) in one model, written
     to `out / rel`: ports in0.., out0.., sink0.. in member order, each binding naming its
     member's layer."""
     writer: dict[tuple[str, ...], str] = {}     # stored tensor -> the chain's value holding it
-    binds: list[dict] = []
+    binds: list[Binding] = []
     graphs: list[onnx.GraphProto] = []
     opsets: dict[str, int] = {}
     ir = 0
     n_in = n_out = n_sink = 0
     work = []
     for k, step in enumerate(members):
-        layer = step["layer"]
-        model = onnx.load(str(out / step["model"]))
+        layer = step.layer
+        model = onnx.load(str(out / str(step.model)))
         ir = max(ir, model.ir_version)
         for o in model.opset_import:
             opsets[o.domain] = max(opsets.get(o.domain, 0), o.version)
         ports: dict[str, str] = {}
         inside: set[str] = set()
-        for b in step["bind"]:
-            tensor = tuple(stored.get(e, e) for e in b.get("edges", ()))
-            if b["kind"] == "edge" and not b["name"].startswith("out"):
+        for b in step.bind:
+            name = str(b.name)
+            tensor = _tensor(b, stored)
+            if b.kind == "edge" and not b.writes:
                 if tensor in writer:
-                    ports[b["name"]] = writer[tensor]
-                    inside.add(b["name"])
-                    binds.append({"kind": "chained", "edges": list(b["edges"]), "layer": layer})
+                    ports[name] = writer[tensor]
+                    inside.add(name)
+                    binds.append(Binding("chained", edges=b.edges, layer=layer))
                     continue
-                ports[b["name"]] = f"in{n_in}"
+                ports[name] = f"in{n_in}"
                 n_in += 1
-            elif b["kind"] == "edge":
-                ports[b["name"]] = f"out{n_out}"
-                writer[tensor] = ports[b["name"]]
+            elif b.kind == "edge":
+                ports[name] = f"out{n_out}"
+                writer[tensor] = ports[name]
                 n_out += 1
             else:                       # the CNN's output rows
-                ports[b["name"]] = f"sink{n_sink}"
+                ports[name] = f"sink{n_sink}"
                 n_sink += 1
-            binds.append({**b, "name": ports[b["name"]], "layer": layer})
+            binds.append(replace(b, name=ports[name], layer=layer))
         graphs.append(_renamed(model.graph, ports, inside, f"c{k}/"))
         n, c, h, w = (int(v) for v in cnn.layer(layer).output_shape)
         work.append((cnn.layer(layer).param_count + c) * n * h * w)
@@ -145,8 +151,8 @@ def chain_step(cnn: CNN, members: list[dict], stored: dict[str, str], out: Path,
                                                     for d, v in sorted(opsets.items())])
     model.ir_version = ir
     onnx.save(model, str(out / rel))
-    return {"layer": members[0]["layer"], "phase": members[0]["phase"], "model": rel,
-            "bind": binds, "region": [[s["layer"], s["phase"]] for s in members], "work": work}
+    return Step(members[0].layer, members[0].phase, rel, tuple(binds),
+                region=tuple((s.layer, s.phase) for s in members), work=tuple(work))
 
 
 def _renamed(graph: onnx.GraphProto, ports: dict[str, str], inside: set[str],
@@ -175,8 +181,8 @@ def _renamed(graph: onnx.GraphProto, ports: dict[str, str], inside: set[str],
     return g
 
 
-def chains(cnn: CNN, steps: list[dict], models: dict, edges: dict[str, StoredEdge],
-           stored: dict[str, str], out: Path, safe: Callable[[str], str]) -> list[dict]:
+def chains(cnn: CNN, steps: list[Step], models: dict[str, StepModel], edges: dict[str, StoredEdge],
+           stored: dict[str, str], out: Path, safe: Callable[[str], str]) -> list[Step]:
     """`steps` with every run of two or more chainable steps (`runs`) replaced by its chain
     step, written to `out` and listed in `models`; the members' own models are removed from
     both."""
@@ -186,19 +192,16 @@ def chains(cnn: CNN, steps: list[dict], models: dict, edges: dict[str, StoredEdg
             result.append(steps[run[0]])
             continue
         members = [steps[i] for i in run]
-        count = sum(1 for m in models.values()
-                    if m.get("cnn") == cnn.name and m.get("variant") == "chain")
-        rel = f"models/{safe(cnn.name)}/{safe(members[0]['layer'])}.chain{count}.onnx"
+        count = sum(1 for m in models.values() if m.cnn == cnn.name and m.variant == "chain")
+        rel = f"models/{safe(cnn.name)}/{safe(members[0].layer)}.chain{count}.onnx"
         step = chain_step(cnn, members, stored, out, rel)
         for m in members:
-            models.pop(m["model"], None)
-            (out / m["model"]).unlink()
-        models[rel] = {"cnn": cnn.name, "layer": members[0]["layer"],
-                       "layers": [m["layer"] for m in members], "variant": "chain",
-                       "inputs": [b["name"] for b in step["bind"]
-                                  if b["kind"] == "edge" and b["name"].startswith("in")],
-                       "outputs": [b["name"] for b in step["bind"]
-                                   if b["kind"] in ("edge", "output")
-                                   and b["name"].startswith(("out", "sink"))]}
+            models.pop(str(m.model), None)
+            (out / str(m.model)).unlink()
+        names = [str(b.name) for b in step.bind if b.kind in ("edge", "output")]
+        models[rel] = StepModel(cnn.name, members[0].layer, "chain",
+                                tuple(n for n in names if n.startswith("in")),
+                                tuple(n for n in names if n.startswith(("out", "sink"))),
+                                tuple(m.layer for m in members))
         result.append(step)
     return result

@@ -20,7 +20,8 @@ from deploy.build.model_ports import model_ports
 from deploy.build.regions import band_step, bands, prune, shared
 from deploy.quant.scales import ActivationScales
 from deploy.runtime import arena, manifest as mf
-from deploy.runtime.manifest_records import StoredEdge
+from deploy.runtime.manifest_records import ArenaBuffer, CnnInfo, Port, StepModel, StoredEdge
+from deploy.runtime.step_records import ManifestPartition, Step
 from deploy.checks import plan_check
 from explorer.plan.model import Plan, PlanPartition
 from explorer.plan.plan_file import from_dict
@@ -103,7 +104,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
     groups = _tiled_groups(plan, cnns)
     stored = mf.stored_as({str(k): e.to_dict() for k, e in plan.edges.items()})
     edges = _placed_edges(plan, cnns, phases, groups, stored, host, dev)
-    models: dict[str, dict] = {}
+    models: dict[str, StepModel] = {}
     region_keys: dict = {}
     partitions = []
     for part in plan.partitions:
@@ -113,29 +114,20 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
                                  weights, scales.for_cnn(cnn.name) if scales else None,
                                  chain=chains and regions and scales is not None
                                  and chosen.capabilities.chain_steps)
-        partitions.append({"name": part.name, "cnn": cnn.name, "processor": part.processor,
-                           "steps": steps})
-    result = {
-        "format": mf.FORMAT, "version": mf.VERSION, "name": plan.name,
-        "backend": backend, "precision": plan.precision, "dtype": dtype,
-        "data_bytes": int(plan.data_bytes), "arena_bytes": host.total, "device_arena_bytes": dev.total,
-        "device_align": arena.DEVICE_ALIGN, "plan_buffer_bytes": int(plan.buffer_bytes),
-        "plan_param_bytes": plan.param_bytes, "plan_memory_bytes": plan.memory_bytes,
-        "plan_workspace_bytes": plan.workspace_bytes,
-        "plan_session_bytes": plan.session_bytes,
-        "plan_output_bytes": plan.output_bytes,
-        "plan_fps": dict(plan.fps), "plan_platform": plan.platform,
-        "buffers": [{"index": i, "offset": host.offsets[i], "device_offset": dev.offsets[i],
-                     "bytes": int(b.bytes), "edges": [str(e) for e in b.edges]}
-                    for i, b in enumerate(plan.buffers)],
-        "edges": {n: e.to_dict() for n, e in edges.items()},
-        "cnns": _cnn_info(cnns, phases, partitions, out, scales),
-        "partitions": partitions, "pipelines": [list(g) for g in plan.pipelines],
-        "routing": "round-robin", "models": models,
-    }
-    if scales is not None:
-        result["quantization"] = scales.to_json()
-    return _finish(result, cnns, dtype, out, backend, with_profile, where)
+        partitions.append(ManifestPartition(part.name, cnn.name, part.processor, tuple(steps)))
+    manifest = mf.Manifest(
+        plan.name, backend, plan.precision, dtype, int(plan.data_bytes), host.total, dev.total,
+        arena.DEVICE_ALIGN,
+        tuple(ArenaBuffer(i, host.offsets[i], dev.offsets[i], int(b.bytes),
+                          tuple(str(e) for e in b.edges)) for i, b in enumerate(plan.buffers)),
+        edges, _cnn_info(cnns, phases, partitions, out, scales), tuple(partitions),
+        tuple(tuple(g) for g in plan.pipelines), models,
+        plan_buffer_bytes=int(plan.buffer_bytes), plan_param_bytes=plan.param_bytes,
+        plan_memory_bytes=plan.memory_bytes, plan_workspace_bytes=plan.workspace_bytes,
+        plan_session_bytes=plan.session_bytes, plan_output_bytes=plan.output_bytes,
+        plan_fps={k: float(v) for k, v in plan.fps.items()}, plan_platform=plan.platform,
+        quantization=scales)
+    return _finish(manifest, cnns, dtype, out, backend, with_profile, where)
 
 
 def check_backend(plan: Plan, backend: str, where: str = "plan") -> None:
@@ -208,7 +200,7 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
                      edges: dict, stored: dict, dtype: str, out: Path, models: dict,
                      region_keys: dict, regions: bool, every_band: bool,
                      weights: str = "float32", scales: dict | None = None,
-                     chain: bool = False) -> list[dict]:
+                     chain: bool = False) -> list[Step]:
     """The steps of one partition's firings: a band of firings by parts as one region step
     (`regions`), a tiled group as one step at its first layer, every other firing its own,
     and with `chain` consecutive whole layers as one chain step (deploy/build/chains.py);
@@ -238,7 +230,7 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
         seen[layer_name] = p + 1
         if layer_name in member:              # a tiled group is one step at its first layer
             if layer_name == member[layer_name].layers[0]:
-                from deploy.steps.tiles import group_step
+                from deploy.build.tile_step import group_step
                 steps.append(group_step(cnn, member[layer_name], copies,
                                         dtype, out, models, safe_name, edges, weights, scales))
             continue
@@ -254,8 +246,8 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
     return steps
 
 
-def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[dict], out: Path,
-              scales: ActivationScales | None = None) -> dict:
+def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[ManifestPartition], out: Path,
+              scales: ActivationScales | None = None) -> dict[str, CnnInfo]:
     """Per CNN: its input and output layers and shapes, its unmodified model (copied into
     `out`, for the equivalence check; for an int8 plan, quantized with `scales` as the
     deployment is: deploy/checks/quantized.py) and its partitions."""
@@ -273,30 +265,30 @@ def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[dict], out: P
                 write_reference(cnn.source, out / ref, cnn, scales, name)
             else:
                 _write_reference(cnn.source, out / ref, cnn.input_shapes)
-        info[name] = {
-            "inputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape)} for s in inputs],
-            "outputs": [{"layer": s, "shape": list(cnn.layer(s).output_shape),
-                         "layout": "hncw" if ph.get(s, 1) > 1 else "nchw"} for s in sinks],
-            "reference": ref,
-            "partitions": [p["name"] for p in partitions if p["cnn"] == name]}
+        ins = tuple(Port(s, _shape(cnn, s)) for s in inputs)
+        outs = tuple(Port(s, _shape(cnn, s), "hncw" if ph.get(s, 1) > 1 else "nchw") for s in sinks)
         if ref is not None:
-            model_ports(out / ref, info[name]["inputs"], info[name]["outputs"])
+            ins, outs = model_ports(out / ref, ins, outs)
+        info[name] = CnnInfo(ins, outs, ref, tuple(p.name for p in partitions if p.cnn == name))
     return info
 
 
-def _finish(result: dict, cnns: dict[str, CNN], dtype: str, out: Path, backend: str,
+def _shape(cnn: CNN, layer: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in cnn.layer(layer).output_shape)
+
+
+def _finish(manifest: mf.Manifest, cnns: dict[str, CNN], dtype: str, out: Path, backend: str,
             with_profile: bool, where: str) -> mf.Manifest:
-    """The per-layer profile models (`with_profile`), the manifest's records, the check of
-    every model written, the TensorRT runner, the digests of the files written
-    (deploy/checks/files.py), and manifest.json."""
+    """The per-layer profile models (`with_profile`), the check of every model written, the
+    TensorRT runner, the digests of the files written (deploy/checks/files.py), and
+    manifest.json."""
     from dataclasses import replace
 
     from deploy.checks import files
     from deploy.checks.step_models import check_models
     if with_profile:
-        from deploy.steps.layer_models import write_profile_models
-        result["profile"] = write_profile_models(cnns, dtype, out)
-    manifest = mf.Manifest.from_dict(result, where)
+        from deploy.build.profile_models import write_profile_models
+        manifest = replace(manifest, profile=tuple(write_profile_models(cnns, dtype, out)))
     check_models(out, manifest, cnns)     # what ONNX Runtime would refuse, found here
     registry.backend(backend).add_files(out)
     rels = list(manifest.models) + [p.model for p in manifest.profile or ()] \

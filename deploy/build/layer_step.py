@@ -11,15 +11,18 @@ size and shared by every phase of that size.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import onnx
 
+from csdf.layer_attrs import PadAttrs, with_hyper
 from csdf.model import CNN, INPUT, Layer
 from csdf.parts import part_rows, rows_per_phase
 from deploy.runtime import manifest as mf
+from deploy.runtime.manifest_records import StepModel, StoredEdge
+from deploy.runtime.step_records import Binding, Step
 from deploy.quant.stored import weights_of
 from deploy.steps.parts import InPort, OutPort, counted_rows, step_model, window_rows
 from sdf3.errors import InputError
@@ -51,9 +54,10 @@ class Part:
         return self.phases > 1
 
 
-def layer_step(cnn: CNN, name: str, p: int, ph: dict[str, int], copies: Copies, edges: dict,
-               dtype: str, out: Path, models: dict, primitive: str | None = None,
-               weights: str = "float32", scales: dict | None = None) -> dict:
+def layer_step(cnn: CNN, name: str, p: int, ph: dict[str, int], copies: Copies,
+               edges: dict[str, StoredEdge], dtype: str, out: Path, models: dict[str, StepModel],
+               primitive: str | None = None, weights: str = "float32",
+               scales: dict | None = None) -> Step:
     """The manifest step of firing p of layer `name` (module doc); `edges` are the
     manifest's placed edges, `models` the step models written so far (added to); `scales`:
     an int8 step's scales by layer (deploy/steps/storage.py)."""
@@ -65,17 +69,13 @@ def layer_step(cnn: CNN, name: str, p: int, ph: dict[str, int], copies: Copies, 
     if layer.op == INPUT:
         if part.by_parts:
             raise InputError(f"layer {name}: an Input by parts cannot be deployed")
-        return {"layer": name, "phase": p, "model": None,
-                "bind": [{"kind": "frame", "edges": e} for e in out_edges]}
+        return Step(name, p, None, tuple(Binding("frame", edges=tuple(e)) for e in out_edges))
     _check_primitive(cnn, layer, primitive, part)
     in_ports, bind, fill = _input_binds(cnn, layer, part, copies, edges)
     out_ports, out_bind = _output_binds(cnn, layer, part, out_edges, edges)
     rel = _step_model(cnn, layer, part, fill, in_ports, out_ports, dtype, out, models, primitive,
                       weights, scales)
-    step = {"layer": name, "phase": p, "model": rel, "bind": bind + out_bind}
-    if primitive is not None:
-        step["primitive"] = primitive
-    return step
+    return Step(name, p, rel, tuple(bind + out_bind), primitive)
 
 
 def _check_primitive(cnn: CNN, layer: Layer, primitive: str | None, part: Part) -> None:
@@ -93,12 +93,12 @@ def _check_primitive(cnn: CNN, layer: Layer, primitive: str | None, part: Part) 
             raise InputError(f"plan: layer {layer.name}: primitive {primitive} refuses it: {why}")
 
 
-def _input_binds(cnn: CNN, layer: Layer, part: Part, copies: Copies, edges: dict
-                 ) -> tuple[list[InPort], list[dict], bool]:
+def _input_binds(cnn: CNN, layer: Layer, part: Part, copies: Copies,
+                 edges: dict[str, StoredEdge]) -> tuple[list[InPort], list[Binding], bool]:
     """The input ports and their bindings; `fill`: a Pad's part that reads no input row (its
     rows all lie in the vertical padding)."""
     in_ports: list[InPort] = []
-    bind: list[dict] = []
+    bind: list[Binding] = []
     fill = False
     for i, src in enumerate(dict.fromkeys(layer.inputs)):
         names = copies(src, layer.name)
@@ -116,13 +116,12 @@ def _input_binds(cnn: CNN, layer: Layer, part: Part, copies: Copies, edges: dict
             raise InputError(f"plan: edge {names[0]} holds {e.slots} rows but {layer.name} "
                              f"reads it whole")
         in_ports.append(InPort(port, tuple(e.shape), e.layout, e.slots, None))
-        bind.append({"kind": "edge", "name": port, "edges": names, "slot": 0,
-                     "shape": in_ports[-1].stored_shape})
+        bind.append(Binding("edge", port, tuple(names), 0, tuple(in_ports[-1].stored_shape)))
     return in_ports, bind, fill
 
 
-def _rows_input(cnn: CNN, layer: Layer, src: str, part: Part, names: list[str], e: dict,
-                port: str) -> tuple[InPort, list[dict]] | None:
+def _rows_input(cnn: CNN, layer: Layer, src: str, part: Part, names: list[str], e: StoredEdge,
+                port: str) -> tuple[InPort, list[Binding]] | None:
     """The port and bindings of an input read by rows from a ring: the slots of the rows its
     window reads, their mask where it meets padding and the counts of a counted window; None
     for a Pad's part that reads only padding rows."""
@@ -139,26 +138,25 @@ def _rows_input(cnn: CNN, layer: Layer, src: str, part: Part, names: list[str], 
     counted = counted_rows(cnn, name, src, part.p, part.k, part.count)
     in_port = InPort(port, tuple(e.shape), "hncw", e.slots, len(rows), masked,
                      counted is not None)
-    bind = [{"kind": "edge", "name": port, "edges": names, "slot": 0,
-             "shape": in_port.stored_shape}]
+    bind = [Binding("edge", port, tuple(names), 0, tuple(in_port.stored_shape))]
     # padding rows are masked; they point at a real row of the same window (not slot 0), so
     # a step reads only rows still holding data (explorer/memory/staircase.py)
     anchor = next(r for r, ok in zip(rows, real) if ok) % e.slots
-    bind.append({"kind": "const", "name": f"{port}_idx",
-                 "values": [r % e.slots if ok else anchor for r, ok in zip(rows, real)]})
+    bind.append(Binding("const", f"{port}_idx",
+                        values=tuple(r % e.slots if ok else anchor for r, ok in zip(rows, real))))
     if masked:
-        bind.append({"kind": "const", "name": f"{port}_mask", "values": [int(ok) for ok in real]})
+        bind.append(Binding("const", f"{port}_mask", values=tuple(int(ok) for ok in real)))
     if counted is not None:
-        bind.append({"kind": "const", "name": f"{port}_count", "values": counted})
+        bind.append(Binding("const", f"{port}_count", values=tuple(counted)))
     return in_port, bind
 
 
-def _output_binds(cnn: CNN, layer: Layer, part: Part, out_edges: list[list[str]], edges: dict
-                  ) -> tuple[list[OutPort], list[dict]]:
+def _output_binds(cnn: CNN, layer: Layer, part: Part, out_edges: list[list[str]],
+                  edges: dict[str, StoredEdge]) -> tuple[list[OutPort], list[Binding]]:
     """The output ports: one per stored tensor the layer writes, and the sink's array."""
     name, shape = layer.name, tuple(int(v) for v in layer.output_shape)
     out_ports: list[OutPort] = []
-    bind: list[dict] = []
+    bind: list[Binding] = []
     for j, names in enumerate(out_edges):
         e = edges[names[0]]
         port = OutPort(f"out{j}", shape, e.layout, part.by_parts, part.count)
@@ -167,18 +165,17 @@ def _output_binds(cnn: CNN, layer: Layer, part: Part, out_edges: list[list[str]]
         if part.by_parts and slot + part.count > e.slots:
             raise InputError(f"plan: edge {names[0]} holds {e.slots} rows, not whole parts "
                              f"of {part.k} rows of {name}")
-        bind.append({"kind": "edge", "name": port.name, "edges": names, "slot": slot,
-                     "shape": port.stored_shape})
+        bind.append(Binding("edge", port.name, tuple(names), slot, tuple(port.stored_shape)))
     if cnn.graph.out_degree(name) == 0:
         port = OutPort("sink", shape, "hncw" if part.by_parts else "nchw", part.by_parts, part.count)
         out_ports.append(port)
-        bind.append({"kind": "output", "name": "sink", "layer": name,
-                     "slot": part.p * part.k if part.by_parts else 0, "shape": port.stored_shape})
+        bind.append(Binding("output", "sink", slot=part.p * part.k if part.by_parts else 0,
+                            shape=tuple(port.stored_shape), layer=name))
     return out_ports, bind
 
 
 def _step_model(cnn: CNN, layer: Layer, part: Part, fill: bool, in_ports: list[InPort],
-                out_ports: list[OutPort], dtype: str, out: Path, models: dict,
+                out_ports: list[OutPort], dtype: str, out: Path, models: dict[str, StepModel],
                 primitive: str | None, weights: str = "float32", scales: dict | None = None) -> str:
     """The step's model file (relative to `out`), written the first time it is asked for:
     one part model per part size serves every phase of that size (a Pad's phases in its
@@ -202,10 +199,8 @@ def _step_model(cnn: CNN, layer: Layer, part: Part, fill: bool, in_ports: list[I
                        weights_of(weights, cnn), scales)
     (out / rel).parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(out / rel))
-    models[rel] = {"cnn": cnn.name, "layer": layer.name, "variant": tag,
-                   "inputs": [p_.name for p_ in in_ports], "outputs": [p_.name for p_ in out_ports]}
-    if primitive is not None:
-        models[rel]["primitive"] = primitive
+    models[rel] = StepModel(cnn.name, layer.name, tag, tuple(p_.name for p_ in in_ports),
+                            tuple(p_.name for p_ in out_ports), primitive=primitive)
     return rel
 
 
@@ -231,14 +226,11 @@ def _pad_part(cnn: CNN, layer: Layer, p: int, k: int, count: int) -> tuple[int, 
 def _pad_layer(layer: Layer, pad_rows: tuple[int, int], count: int, fill: bool) -> Layer:
     """The Pad of one part of k > 1 rows: its real rows padded by the part's padding rows
     (built as a whole Pad of the gathered rows), or `count` rows of the pad value."""
-    hyper = dict(layer.hyper)
     if fill:
-        hyper["fill_rows"] = count
-        return replace(layer, hyper=hyper)
-    pads = [int(v) for v in hyper.get("pads", [])]
+        return with_hyper(layer, fill_rows=count)
+    pads = list(PadAttrs.of(layer).pads)
     if len(pads) == 4:
         pads = [pad_rows[0], pads[1], pad_rows[1], pads[3]]
     else:
         pads[2], pads[6] = pad_rows
-    hyper["pads"] = pads
-    return replace(layer, hyper=hyper)
+    return with_hyper(layer, pads=pads)

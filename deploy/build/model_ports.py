@@ -10,9 +10,11 @@ size, else the deployment's own (dynamic dimensions take the sizes they were dep
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from math import prod
 from pathlib import Path
-from typing import Any
+
+from deploy.runtime.manifest_records import Port
 
 ELEMENT = {1: "float32", 10: "float16", 11: "float64"}      # onnx.TensorProto element types
 
@@ -35,18 +37,22 @@ def _entry(value_info) -> tuple[str, list[int], str]:
     return value_info.name, dims, ELEMENT.get(t.elem_type, "float32")
 
 
-def model_ports(reference: str | Path, inputs: list[dict[str, Any]],
-                outputs: list[dict[str, Any]]) -> None:
-    """Add `tensor`, `tensor_shape` and `dtype` to the port entries of a CNN's manifest
-    (`inputs`, `outputs`: dicts with its layers' `shape`) from its reference model; ports
-    and graph outputs pair in order. A model whose graph outputs do not pair with the
-    deployment's is left as it is."""
+def model_ports(reference: str | Path, inputs: tuple[Port, ...],
+                outputs: tuple[Port, ...]) -> tuple[tuple[Port, ...], tuple[Port, ...]]:
+    """A CNN's manifest ports (its input and output layers' ports) with the `tensor`,
+    `tensor_shape` and `dtype` of its reference model's graph inputs and outputs, paired in
+    order; a model whose graph does not pair with the deployment's ports leaves them as
+    they are."""
     import onnx
     graph = onnx.load(str(reference), load_external_data=False).graph
     weights = {t.name for t in graph.initializer}
     given = [i for i in graph.input if i.name not in weights]
     if len(given) < len(inputs) or len(graph.output) != len(outputs):
-        return
-    for port, value in zip(inputs + outputs, given[:len(inputs)] + list(graph.output)):
+        return inputs, outputs
+
+    def named(port: Port, value) -> Port:
         name, dims, dtype = _entry(value)
-        port.update(tensor=name, tensor_shape=tensor_shape(dims, port["shape"]), dtype=dtype)
+        return replace(port, tensor=name, tensor_shape=tuple(tensor_shape(dims, list(port.shape))),
+                       dtype=dtype)
+    return (tuple(named(p, v) for p, v in zip(inputs, given)),
+            tuple(named(p, v) for p, v in zip(outputs, graph.output)))

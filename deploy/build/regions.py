@@ -39,7 +39,8 @@ import onnx
 from csdf.model import CNN, INPUT
 from csdf.parts import part_rows, rows_per_phase
 from deploy.runtime.manifest import stored_outputs
-from deploy.runtime.manifest_records import StoredEdge
+from deploy.runtime.manifest_records import StepModel, StoredEdge
+from deploy.runtime.step_records import Binding, Step
 from deploy.steps.parts import WINDOW_OPS, window_rows
 from deploy.quant.stored import weights_of
 from deploy.steps.regions import Firing, Read, fusable, key, pieces, region_model
@@ -319,15 +320,15 @@ def _joined(cnn: CNN, a: Firing, b: Firing, edges: dict[str, StoredEdge]) -> Fir
 
 
 def band_step(cnn: CNN, band: list[Firing], edges: dict[str, StoredEdge], dtype: str, out: Path,
-              models: dict, keys: dict, safe: Callable[[str], str], weights: str = "float32",
-              scales: dict | None = None) -> dict:
+              models: dict[str, StepModel], keys: dict, safe: Callable[[str], str],
+              weights: str = "float32", scales: dict | None = None) -> Step:
     """The manifest step of a band: its model (one per distinct band shape, `keys`) and its
     bindings (rings gathered, slot indices, ring slots and CNN output rows written). Its
     `region` lists every plan firing it computes, (layer, phase), in the plan's order;
     `weights`: the parameters' storage type (deploy/quant/stored.py WEIGHT_TYPES); `scales`:
     an int8 band's scales by layer."""
     band = merge(cnn, band, edges)
-    split, binds = pieces(band, edges)
+    split, ports = pieces(band, edges)
     shape = (cnn.name, key(band, split))
     rel = keys.get(shape)
     if rel is None:
@@ -336,21 +337,26 @@ def band_step(cnn: CNN, band: list[Firing], edges: dict[str, StoredEdge], dtype:
         model = region_model(cnn, band, split, edges, dtype, weights_of(weights, cnn), scales)
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         onnx.save(model, str(out / rel))
-        models[rel] = {"cnn": cnn.name, "layer": band[0].layer,
-                       "layers": list(dict.fromkeys(f.layer for f in band)), "variant": "region",
-                       "inputs": [i.name for i in model.graph.input],
-                       "outputs": [o.name for o in model.graph.output]}
+        models[rel] = StepModel(cnn.name, band[0].layer, "region",
+                                tuple(i.name for i in model.graph.input),
+                                tuple(o.name for o in model.graph.output),
+                                tuple(dict.fromkeys(f.layer for f in band)))
+    binds: list[Binding] = []
+    for port in ports:
+        binds.append(Binding("edge", port.port, port.copies, 0, port.shape))
+        if port.slots is not None:
+            binds.append(Binding("const", f"{port.port}_idx", values=port.slots))
     n_out = n_sink = 0
     for f in band:
         n, c, _, w = (int(v) for v in cnn.layer(f.layer).output_shape)
         for cp in f.writes:
             e = edges[cp[0]]
-            binds.append({"kind": "edge", "name": f"out{n_out}", "edges": list(cp),
-                          "slot": f.first % e.slots, "shape": [f.count, n, c, w]})
+            binds.append(Binding("edge", f"out{n_out}", tuple(cp), f.first % e.slots,
+                                 (f.count, n, c, w)))
             n_out += 1
         if f.sink:
-            binds.append({"kind": "output", "name": f"sink{n_sink}", "layer": f.layer,
-                          "slot": f.first, "shape": [f.count, n, c, w]})
+            binds.append(Binding("output", f"sink{n_sink}", slot=f.first, shape=(f.count, n, c, w),
+                                 layer=f.layer))
             n_sink += 1
     # each firing's work (weights x output pixels, the multiply-adds of a conv, plus its
     # outputs, what an elementwise layer costs): how a profile shares the band's one
@@ -359,5 +365,5 @@ def band_step(cnn: CNN, band: list[Firing], edges: dict[str, StoredEdge], dtype:
     for f in band:
         n, c, _, w = (int(v) for v in cnn.layer(f.layer).output_shape)
         work += [(cnn.layer(f.layer).param_count + c) * n * rows * w for _, rows in f.phases]
-    return {"layer": band[0].layer, "phase": band[0].phase, "model": rel, "bind": binds,
-            "region": [[f.layer, p] for f in band for p, _ in f.phases], "work": work}
+    return Step(band[0].layer, band[0].phase, rel, tuple(binds),
+                region=tuple((f.layer, p) for f in band for p, _ in f.phases), work=tuple(work))

@@ -9,8 +9,9 @@ original ONNX model with
   the graph input and after the ONNX tensor of every layer (`Layer.output_tensor`), placed as
   deploy/checks/rounding.py places the fp16 Casts;
 - every Conv/Gemm weight replaced by the values the deployment holds,
-  dequantized(per_channel(layer.params["W"])):
-  - a layer whose W is an ONNX tensor verbatim (`param_sources["W"]`): that tensor becomes
+  dequantized(per_channel(W)):
+  - a layer whose W is an ONNX tensor verbatim (its `weight_source`, csdf/layer_attrs.py
+    WeightParams): that tensor becomes
     DequantizeLinear(int8, per-channel scale) of the same name (axis 0 for Conv; a MatMul's
     [in, out] tensor, the transpose of the layer's W: axis 1), so ONNX Runtime fuses the
     DequantizeLinear -> Conv -> QuantizeLinear groups into its QLinearConv kernels, as it does
@@ -36,6 +37,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from csdf.layer_attrs import OpAttrs, WeightParams
 from csdf.model import CNN
 from csdf.onnx_inputs import with_shapes
 from deploy.checks.rounding import SUFFIX, rounded
@@ -93,14 +95,15 @@ def held_weights(model: onnx.ModelProto, cnn: CNN) -> onnx.ModelProto:
     for layer in cnn.layers():
         if layer.op not in ("Conv", "Gemm") or "W" not in layer.params:
             continue
-        q, scale = per_channel(layer.params["W"])
-        source = layer.param_sources.get("W")
+        params = WeightParams.of(layer)
+        q, scale = per_channel(params.weight)
+        source = params.weight_source
         main = nodes[layer.onnx_nodes[0]]
         if source:
             if source in done:
                 continue
             done.add(source)
-            transposed = layer.hyper.get("from_matmul", False)     # MatMul's tensor: W transposed
+            transposed = OpAttrs.of(layer).from_matmul     # MatMul's tensor: W transposed
             _drop_constant(graph, source)
             added += _weight(graph, source, q.T if transposed else q, scale, 1 if transposed else 0,
                              axis_ok)
@@ -109,7 +112,7 @@ def held_weights(model: onnx.ModelProto, cnn: CNN) -> onnx.ModelProto:
         added += _weight(graph, w_name, q, scale, 0, axis_ok)
         b_name = f"{layer.name}{SUFFIX}_B"
         if "B" in layer.params:
-            graph.initializer.append(numpy_helper.from_array(layer.params["B"].astype(np.float32), b_name))
+            graph.initializer.append(numpy_helper.from_array(params.bias.astype(np.float32), b_name))
         if layer.op == "Conv":
             bn = next(nodes[n] for n in layer.onnx_nodes if nodes[n].op_type == "BatchNormalization")
             main.input[1] = w_name

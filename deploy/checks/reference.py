@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from deploy.ort.providers import CPU
 from sdf3.errors import InputError
 
 
@@ -53,7 +54,7 @@ def session(path: str | Path, threads: int = 0, dtype: str = "float32",
             from onnxruntime.transformers.float16 import convert_float_to_float16
             import onnx
             source = convert_float_to_float16(onnx.load(source), keep_io_types=True).SerializeToString()
-        return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(source, opts, providers=CPU)
     except Exception as err:     # a damaged reference file: onnx's DecodeError, ORT's Fail, ...
         raise refused(path, "ONNX Runtime cannot load it", err) from None
 

@@ -37,6 +37,7 @@ from deploy.ort.process import form_options, session_options
 from deploy.ort.weights import external_arrays, inline
 from deploy.ort.weight_holders import one_form_per_layer, sole_models, weightless_state
 from deploy.runtime.footprint import HeapMeter, trim_heap
+from deploy.ort.providers import CPU
 from deploy.runtime.manifest_records import Manifest
 from sdf3.errors import InputError
 
@@ -106,7 +107,7 @@ class OrtBackend:
             self.blocked_edges = prepare_plan_forms(self, manifest, root)
             return
         models = sorted({str(root / s.model) for _, _, s in manifest.steps() if s.model})
-        first = {"nchw": ["nchw"], "nchwc": ["nchwc"]}.get(self.layout, ["nchwc"])
+        first = [self.layout if self.layout == "nchw" else "nchwc"]
         self.prefetch([(key, form) for key in models for form in first])
         if self.layout == "auto":
             self.prefetch([(key, "nchw") for key in models])
@@ -285,8 +286,7 @@ class OrtBackend:
             run_path = path.with_name(f"{path.stem}.{layout}.onnx")
             onnx.save(model, str(run_path))
             del model
-            self._sessions[skey] = ort.InferenceSession(str(run_path), opts,
-                                                        providers=["CPUExecutionProvider"])
+            self._sessions[skey] = ort.InferenceSession(str(run_path), opts, providers=CPU)
             self._weights[skey] = arrays
             self._values[skey] = values
             run_path.unlink()

@@ -32,6 +32,7 @@ from onnx import TensorProto, helper
 
 from deploy.ort import blocked_rings as rings
 from deploy.ort.blocked_rings import NCHWC, plain_reorder
+from deploy.ort.providers import CPU
 from deploy.runtime.manifest import stored_as
 from deploy.runtime.manifest_records import Manifest, Step
 NEUTRAL_OPS = {"Add", "Sum", "Relu", "Clip", "Identity", "Concat"}
@@ -62,7 +63,7 @@ def block_size(opts: ort.SessionOptions) -> int:
                               opset_imports=[helper.make_opsetid("", 13),
                                              helper.make_opsetid(NCHWC, 1)])
     model.ir_version = 8
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=CPU)
     return int(sess.run(None, {"x": np.zeros([1, 4, 1, 1], np.float32)})[0].shape[1])
 
 
@@ -73,7 +74,7 @@ def optimized(path: str | Path, workdir: str | Path, opts: ort.SessionOptions) -
     fd, target = tempfile.mkstemp(suffix=".onnx", dir=workdir)
     os.close(fd)
     opts.optimized_model_filepath = target
-    ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    ort.InferenceSession(str(path), opts, providers=CPU)
     model = onnx.load(target)
     os.unlink(target)
     return model
@@ -166,7 +167,7 @@ def same_layout_math(model: onnx.ModelProto, concat: bool = True) -> bool:
     if concats and not concat:
         return False
     if concats:
-        axes = [{a.name: helper.get_attribute_value(a) for a in n.attribute}.get("axis") for n in concats]
+        axes = [rings.NodeAttrs.of(n).axis for n in concats]
         return all(a == 1 for a in axes) and all(s[2:] == shapes[0][2:] for s in shapes)
     return all(s == shapes[0] for s in shapes)
 

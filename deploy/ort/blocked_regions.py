@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from deploy.ort.blocked_rings import RING_IN, RING_OUT, Graph, node_attrs, plain_reorder
+from deploy.ort.blocked_rings import RING_IN, RING_OUT, Graph, NodeAttrs, plain_reorder
 
 UNARY = {"Relu", "Clip", "Identity", "Sigmoid", "Cast", "LeakyRelu", "HardSigmoid", "Tanh"}
 BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"}
@@ -104,12 +104,12 @@ def _judge(graph: Graph, isle: Island, ports_in: set[str], block: int) -> None:
             isle.why = why
 
     for node in isle.nodes:              # the nodes' order is the graph's (topological)
-        op, a = node.op_type, node_attrs(node)
+        op, a = node.op_type, NodeAttrs.of(node)
         ins = [] if op == "ReorderOutput" else _data_inputs(node)
         for x in ins:
             if x in ports_in:
                 shape = graph.declared.get(x, [])
-                if node.op_type != "Gather" or int(a.get("axis", 0)) != 0 or len(shape) != 4:
+                if node.op_type != "Gather" or a.axis != 0 or len(shape) != 4:
                     return no(f"input {x} is not a gathered ring")
                 isle.inputs.add(x)
                 isle.channels[x] = shape[2]
@@ -117,21 +117,21 @@ def _judge(graph: Graph, isle: Island, ports_in: set[str], block: int) -> None:
                 return no(f"{x} comes from outside the island")
         c = [isle.channels.get(x) for x in ins]
         if op == "ReorderOutput":
-            ch = int(a.get("channels", 0))
+            ch = a.channels
         elif op == "ReorderInput":
             ch = c[0]
         elif op == "Gather":
             ch = c[0]
         elif op == "Transpose":
-            if list(a.get("perm", [])) not in (RING_IN, RING_OUT):
-                return no(f"Transpose {node.name}: perm {list(a.get('perm', []))}")
+            if list(a.perm) not in (RING_IN, RING_OUT):
+                return no(f"Transpose {node.name}: perm {list(a.perm)}")
             ch = c[0]
         elif op == "Reshape":
             if _reshape_kind(graph, node) is None:
                 return no(f"Reshape {node.name}: not a one-row ring view")
             ch = c[0]
         elif op == "Concat":
-            axis = int(a.get("axis", 0))
+            axis = a.axis
             if axis not in (1, 2, -2) or any(v is None for v in c):
                 return no(f"Concat {node.name} on axis {axis}")
             ch = sum(c) if axis == 1 else c[0]
@@ -205,7 +205,7 @@ def _ring_write(graph: Graph, node: onnx.NodeProto, y: str) -> bool:
     if node is None:
         return False
     if node.op_type == "Transpose":
-        return list(node_attrs(node).get("perm", [])) == RING_OUT
+        return list(NodeAttrs.of(node).perm) == RING_OUT
     return node.op_type == "Reshape" and _reshape_kind(graph, node) == "out"
 
 
@@ -245,7 +245,7 @@ def rewrite(model: onnx.ModelProto, ports: frozenset[str], block: int) -> onnx.M
                 c = isle.channels[node.input[0]]
                 _become_reshape(node, const([0, c, 0, -1]))
             elif op == "Transpose":
-                perm = list(node_attrs(node)["perm"]) + [4]
+                perm = list(NodeAttrs.of(node).perm) + [4]
                 del node.attribute[:]
                 node.attribute.append(helper.make_attribute("perm", perm))
             elif op == "Reshape":

@@ -37,15 +37,28 @@ RING_OUT = [2, 0, 1, 3]     # NCHW output -> rows [k, N, C, W]
 ROW_OPS = {"Mul", "Add", "Sub"}
 
 
-def node_attrs(node: onnx.NodeProto) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+@dataclass(frozen=True)
+class NodeAttrs:
+    """The attributes of an ONNX node the layout passes read, with ONNX's defaults: a
+    Transpose's `perm` (() when not given), a Gather's or Concat's `axis`, a ReorderOutput's
+    `channels` and an NCHWc reorder's `channels_last`."""
+    perm: tuple[int, ...] = ()
+    axis: int = 0
+    channels: int = 0
+    channels_last: int = 0
+
+    @classmethod
+    def of(cls, node: onnx.NodeProto) -> NodeAttrs:
+        a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+        return cls(tuple(int(v) for v in a.get("perm", ())), int(a.get("axis", 0)),
+                   int(a.get("channels", 0)), int(a.get("channels_last", 0)))
 
 
 def plain_reorder(node: onnx.NodeProto | None, op: str) -> bool:
     """`node` is ONNX Runtime's NCHWc `op` (ReorderInput / ReorderOutput) to or from plain
     NCHW (not channels-last)."""
     return (node is not None and node.domain == NCHWC and node.op_type == op
-            and not node_attrs(node).get("channels_last", 0))
+            and not NodeAttrs.of(node).channels_last)
 
 
 class Graph:
@@ -95,10 +108,10 @@ class Graph:
             dims = self.consts.get(node.input[1])
             return None if dims is None or any(int(d) <= 0 for d in dims) else [int(d) for d in dims]
         if op == "Gather" and ins[0] is not None and ins[1] is not None:
-            axis = int(node_attrs(node).get("axis", 0))
+            axis = NodeAttrs.of(node).axis
             return ins[0][:axis] + ins[1] + ins[0][axis + 1:]
         if op == "Transpose" and ins[0] is not None:
-            return [ins[0][p] for p in node_attrs(node).get("perm", [])]
+            return [ins[0][p] for p in NodeAttrs.of(node).perm]
         if op in ROW_OPS | {"Div"} and all(x is not None for x in ins):
             try:
                 return list(np.broadcast_shapes(*[tuple(x) for x in ins]))
@@ -131,7 +144,7 @@ def ring_input(graph: Graph, port: str) -> Match | None:
     """How input `port` is read, when it is a ring read only as above, else None."""
     t, node, chain = port, graph.sole(port), []
     if node is not None and node.op_type == "Gather" and node.input[0] == t \
-            and int(node_attrs(node).get("axis", 0)) == 0:
+            and NodeAttrs.of(node).axis == 0:
         t, node = node.output[0], graph.sole(node.output[0])
     while node is not None and node.op_type in ROW_OPS and node.domain == "" \
             and all(graph.per_row(x) for x in node.input if x != t):
@@ -142,7 +155,7 @@ def ring_input(graph: Graph, port: str) -> Match | None:
     reorder = graph.sole(node.output[0])
     if not plain_reorder(reorder, "ReorderInput"):
         return None
-    if node.op_type == "Transpose" and list(node_attrs(node).get("perm", [])) == RING_IN:
+    if node.op_type == "Transpose" and list(NodeAttrs.of(node).perm) == RING_IN:
         return Match("window", node, reorder, chain)
     if node.op_type == "Reshape" and _one_row_images(graph, node):
         return Match("rows", node, reorder, chain)
@@ -160,7 +173,7 @@ def ring_output(graph: Graph, port: str) -> Match | None:
     reorder = graph.producer.get(node.input[0])
     if not plain_reorder(reorder, "ReorderOutput"):
         return None
-    if node.op_type == "Transpose" and list(node_attrs(node).get("perm", [])) == RING_OUT:
+    if node.op_type == "Transpose" and list(NodeAttrs.of(node).perm) == RING_OUT:
         return Match("window", node, reorder)
     if node.op_type == "Reshape" and _from_row_images(graph, reorder):
         return Match("rows", node, reorder)

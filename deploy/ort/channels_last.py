@@ -24,21 +24,8 @@ size-1 ones) and nothing else touches it; a trivial Transpose is removed or left
 Elementwise steps (QLinearAdd, Relu, Clip, Q/DQ on whole tensors of equal shapes, one scale
 each) pass the layout on. The choice of edges is that of the NCHWc layout of fp32
 deployments (deploy/ort/blocked.py `choose`): a producer that emits and consumers that all
-accept.
-
-    >>> from onnx import helper, TensorProto
-    >>> x = helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 8, 4, 5])
-    >>> y = helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 8, 4, 5])
-    >>> nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
-    ...          helper.make_node("Identity", ["t"], ["u"]),
-    ...          helper.make_node("Transpose", ["u"], ["y"], perm=[0, 3, 1, 2])]
-    >>> m = helper.make_model(helper.make_graph(nodes, "g", [x], [y]))
-    >>> form = step_form(m, {"x": "nchw", "y": "nchw"})
-    >>> sorted(form.accepts), sorted(form.emits)
-    (['x'], ['y'])
-    >>> s = strip(m, {"x": "nchw", "y": "nchw"})
-    >>> [n.op_type for n in s.graph.node], port_dims(s, "x")
-    (['Identity'], [1, 4, 5, 8])
+accept. tests/deploy/ort/test_channels_last.py shows a step's Transposes around an
+Identity stripped to the Identity, its port stored NHWC.
 """
 from __future__ import annotations
 
@@ -50,7 +37,7 @@ import onnx
 from onnx import helper
 
 from deploy.ort.blocked import StepForm, blocked_ports, choose as choose_stored, same_layout_math
-from deploy.ort.blocked_rings import Graph
+from deploy.ort.blocked_rings import Graph, NodeAttrs
 from deploy.runtime.manifest_records import Manifest
 
 PERM = {"nchw": [0, 2, 3, 1], "hncw": [0, 1, 3, 2]}   # stored[j] = logical[PERM[j]]
@@ -106,13 +93,11 @@ def trivial(perm: list[int], layout: str) -> bool:
 def _perm(node: onnx.NodeProto) -> list[int] | None:
     if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx"):
         return None
-    attrs = {a.name: list(helper.get_attribute_value(a)) for a in node.attribute}
-    return attrs.get("perm")
+    return list(NodeAttrs.of(node).perm) or None
 
 
 def _axis0(node: onnx.NodeProto) -> bool:
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    return attrs.get("axis", 0) == 0
+    return NodeAttrs.of(node).axis == 0
 
 
 def _row_op(graph: Graph, node: onnx.NodeProto, name: str) -> bool:

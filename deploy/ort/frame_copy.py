@@ -26,6 +26,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from deploy.ort.io_binding import bind_views, runner
+from deploy.ort.providers import CPU
 
 ROWS_FIRST = [2, 0, 1, 3]      # NCHW -> HNCW
 
@@ -65,7 +66,7 @@ def frame_copy(views: list[tuple[np.ndarray, str, list[int] | None]], shape: lis
     model = helper.make_model(helper.make_graph(nodes, "frame_copy", [x], outputs, inits),
                               opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 7
-    sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(model.SerializeToString(), options, providers=CPU)
     targets = [view.reshape(dims) for (view, _, _), dims in zip(views, shapes)]
     binding = bind_views(sess, {}, {f"y{k}": arr for k, arr in enumerate(targets)})
     run = runner(sess, binding, ort.RunOptions())

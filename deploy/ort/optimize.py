@@ -39,6 +39,7 @@ import onnx
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from deploy.ort.providers import CPU, NCHW_ONLY
 from deploy.runtime.child import child_env
 from sdf3.errors import InputError
 
@@ -69,12 +70,12 @@ def optimize(src: str, target: str, form: str, opts=None) -> None:
     opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
                                   "0")
     opts.add_session_config_entry("session.disable_prepacking", "1")
-    disabled = ["NchwcTransformer"] if form == "nchw" else []
+    disabled = NCHW_ONLY if form == "nchw" else []
     low = cast_weights(str(src))
     if low == "int8":      # the scale after an integer-valued conv stays a Mul (builder.py)
         disabled.append("ConvMulFusion")
     try:
-        ort.InferenceSession(str(src), opts, providers=["CPUExecutionProvider"],
+        ort.InferenceSession(str(src), opts, providers=CPU,
                              disabled_optimizers=disabled or None)
     except Exception as err:      # onnxruntime's Fail, InvalidGraph, ... : all one line
         raise refused(src, err) from None

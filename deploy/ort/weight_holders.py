@@ -16,6 +16,7 @@ import onnx
 import onnxruntime as ort
 
 from deploy.ort.blocked_rings import NCHWC
+from deploy.ort.providers import CPU
 from deploy.runtime.footprint import HeapMeter, trim_heap
 from deploy.runtime.manifest_records import Manifest
 
@@ -111,7 +112,7 @@ def weightless_state(model: onnx.ModelProto, path: Path, arrays: dict[str, np.nd
         opts.add_initializer(name, value)
     trim_heap()
     before = heap.in_use()
-    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(path), opts, providers=CPU)
     trim_heap()
     grown = heap.in_use() - before
     del session, values

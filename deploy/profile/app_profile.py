@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
+from deploy.profile.ladder_records import LadderTimes
 from deploy.quant.stored import weights_for
 from explorer.app.model import Application
 from explorer.throughput.device_profile import DeviceProfile
 from explorer.throughput.layer_times import LayerTimes, from_flat
 from sdf3.errors import InputError
+
+if TYPE_CHECKING:     # imported where measured: it loads ONNX Runtime
+    from deploy.profile.layers import AloneTimes
 
 Progress = Callable[[str], None]
 HOW = ("whole_ms and by_phases {phases: ms per frame}: median over frames of "
@@ -25,9 +29,6 @@ HOW = ("whole_ms and by_phases {phases: ms per frame}: median over frames of "
        "a layer in parts; ladder_runs: each "
        "deployment's median frame beside its layers' sum; part_ms is one "
        "interior phase timed alone (explore profile)")
-LADDER_KEYS = ("beside_session_bytes", "beside_ws_bytes", "call_bytes")
-LADDER_TABLES = ("by_phases", "region", "alone", "band_session_bytes", "band_ws_bytes",
-                 "alone_session_bytes", "alone_ws_bytes")
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def measure_app(app: Application, settings: Settings, progress: Progress | None 
         scales = timing_scales(cnn, dtype)
         table = profile_cnn(cnn, dtype, settings.repeats, settings.threads,
                             lambda layer, t: say(f"  {name} layer {next(done)} of {count} "
-                                                 f"({layer}): {t['whole_ms']:.3f} ms whole"),
+                                                 f"({layer}): {t.whole_ms:.3f} ms whole"),
                             weights=weights_for(app.precision.name), scales=scales)
         say(f"  {name}: workspace and session state measured; the ladder's deployments next")
         # the times the evaluator uses: every layer where it runs, in deployments whole and
@@ -106,7 +107,8 @@ def measure_app(app: Application, settings: Settings, progress: Progress | None 
                                 settings.layout, None, runs[name], settings.rounds,
                                 settings.steps == "regions",
                                 lambda text: say(f"  {name} ladder: {text}"), scales)
-        models[name] = {layer: _layer_times(t, ladder.get(layer, {})) for layer, t in table.items()}
+        models[name] = {layer: _layer_times(t, ladder.get(layer, LadderTimes()))
+                        for layer, t in table.items()}
         rungs[name] = ladder_rows(cnn)
         if settings.primitives and scales is None:
             from deploy.profile.primitives import profile_primitives
@@ -122,16 +124,22 @@ def measure_app(app: Application, settings: Settings, progress: Progress | None 
         primitives=prims)
 
 
-def _layer_times(alone: dict, ladder: dict) -> LayerTimes:
+def _layer_times(alone: AloneTimes, ladder: LadderTimes) -> LayerTimes:
     """A layer's times: whole and its bytes as the ladder's whole deployment ran it where
     it measured, else as timed alone; the contexts only the ladder measures."""
-    return from_flat(ladder.get("whole_ms", alone["whole_ms"]), part_ms=alone.get("part_ms"),
-                     phases=alone.get("phases"),
-                     whole_ws_bytes=ladder.get("whole_ws_bytes", alone.get("whole_ws_bytes")),
-                     part_ws_bytes=alone.get("part_ws_bytes"),
-                     whole_session_bytes=ladder.get("whole_session_bytes",
-                                                    alone.get("whole_session_bytes")),
-                     part_session_bytes=alone.get("part_session_bytes"),
-                     beside_ms=ladder.get("beside_ms"),
-                     **{key: ladder.get(key) for key in LADDER_KEYS},
-                     **{key: ladder.get(key, {}) for key in LADDER_TABLES})
+    def first(a, b):
+        return a if a is not None else b
+    return from_flat(first(ladder.whole_ms, alone.whole_ms), part_ms=alone.part_ms,
+                     phases=alone.phases,
+                     whole_ws_bytes=first(ladder.whole_ws_bytes, alone.whole_ws_bytes),
+                     part_ws_bytes=alone.part_ws_bytes,
+                     whole_session_bytes=first(ladder.whole_session_bytes,
+                                               alone.whole_session_bytes),
+                     part_session_bytes=alone.part_session_bytes, beside_ms=ladder.beside_ms,
+                     beside_session_bytes=ladder.beside_session_bytes,
+                     beside_ws_bytes=ladder.beside_ws_bytes, call_bytes=ladder.call_bytes,
+                     by_phases=ladder.by_phases, region=ladder.region, alone=ladder.alone,
+                     band_session_bytes=ladder.band_session_bytes,
+                     band_ws_bytes=ladder.band_ws_bytes,
+                     alone_session_bytes=ladder.alone_session_bytes,
+                     alone_ws_bytes=ladder.alone_ws_bytes)

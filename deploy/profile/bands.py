@@ -33,9 +33,10 @@ largest of the models computing it.
 from __future__ import annotations
 
 from deploy.profile import workspace_probe
+from deploy.profile.workspace_probe import ProbeJob
 
 
-def band_bytes(jobs: list[tuple[dict[str, float], dict]]) -> dict[str, tuple[int, int]]:
+def band_bytes(jobs: list[tuple[dict[str, float], ProbeJob]]) -> dict[str, tuple[int, int]]:
     """{layer: (its shares of the step models' session state, the largest workspace of
     those models)} from probe jobs ({layer: share}, job) of a deployment's step models as
     it runs them (deploy/profile/deployed_forms.py); {} where the probe cannot run (not
@@ -47,7 +48,7 @@ def band_bytes(jobs: list[tuple[dict[str, float], dict]]) -> dict[str, tuple[int
     state: dict[str, float] = {}
     ws: dict[str, int] = {}
     for (shares, job), (workspace, session) in zip(jobs, measured):
-        session = job.get("held", session)
+        session = job.held if job.held is not None else session
         for layer, share in shares.items():
             state[layer] = state.get(layer, 0.0) + share * session
             ws[layer] = max(ws.get(layer, 0), int(workspace))

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from deploy.profile.workspace_probe import PortSpec, ProbeJob
 from deploy.runtime.manifest_records import Manifest, Step
 
 
@@ -79,7 +80,7 @@ def shares(step: Step) -> dict[str, float]:
 
 
 def deployed_jobs(backend, keeper: FormKeeper, manifest: Manifest, root: Path, whole: bool,
-                  threads: int = 1) -> list[tuple[dict[str, float], dict]]:
+                  threads: int = 1) -> list[tuple[dict[str, float], ProbeJob]]:
     """Per distinct step model probed (`probed`), once the deployment is loaded: ({layer:
     share}, probe job of its kept form bound as its first step binds it: blocked ports in
     their declared 5-D shapes, row slots and masks by value; with "held", the heap its
@@ -94,19 +95,19 @@ def deployed_jobs(backend, keeper: FormKeeper, manifest: Manifest, root: Path, w
         if skey not in keeper.paths:       # never built (a tuned-away layout)
             continue
         declared = keeper.ports[skey]
-        ports: dict[str, dict] = {"inputs": {}, "outputs": {}}
+        inputs: dict[str, PortSpec] = {}
+        outputs: dict[str, PortSpec] = {}
         for b in step.bind:
-            side = "outputs" if b.name.startswith(("out", "sink")) else "inputs"
+            side = outputs if b.name.startswith(("out", "sink")) else inputs
             if b.kind == "const":
-                ports[side][b.name] = {"shape": [len(b.values)], "values": list(b.values)}
+                side[b.name] = PortSpec((len(b.values),), "int32", tuple(b.values))
                 continue
             shape, dims = [int(d) for d in b.shape], declared.get(b.name)
             if dims and int(np.prod(dims)) == int(np.prod(shape)):
                 shape = dims
-            ports[side][b.name] = {"shape": shape, "dtype": dtype}
-        job = {"model": str(keeper.paths[skey]), "mode": "deployed", "threads": threads, **ports}
+            side[b.name] = PortSpec(tuple(shape), dtype)
         held = (backend.session_heap or {}).get(skey)
-        if held is not None:           # what building it kept in the deployment itself
-            job["held"] = max(0, int(held))
-        out.append((shares(step), job))
+        # `held`: what building it kept in the deployment itself
+        out.append((shares(step), ProbeJob(str(keeper.paths[skey]), "deployed", inputs, outputs,
+                                           threads, None if held is None else max(0, int(held)))))
     return out

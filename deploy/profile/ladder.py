@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 from csdf.model import CNN
 from csdf.parts import phases_for_rows
 from explorer.plan.model import Plan
+from deploy.profile.ladder_records import LadderTimes, StepTimes
 from deploy.runtime.child import child_env
 from deploy.runtime.manifest_records import Step
 
@@ -51,15 +53,14 @@ def cnn_plan(cnn: CNN, phases: dict[str, int], precision: str) -> Plan:
 
 
 def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: str,
-               warmup: int = 3, keep: Path | None = None, whole: bool = False) -> dict:
-    """One deployment of `cnn` timed as `explore run` runs it: {"layers": {layer: ms per
-    frame}, "frame_ms": ms per frame, "calls": calls per frame, "call_bytes": the heap one
-    call's ONNX Runtime binding keeps, averaged (where glibc reports the heap): 2.0-2.4 KiB
-    measured on MobileNetV2 and YOLOv2-16 (1.5 MiB for YOLOv2-16's 655 region steps), 4-6
-    KiB for a band model's dozen ports}. With `keep` (a folder), also "probes": the
-    workspace probe's jobs of its step models in the forms it runs (every step model with
-    `whole`, else the by-parts ones: deploy/profile/deployed_forms.py), each with the heap
-    its session kept here ("held").
+               warmup: int = 3, keep: Path | None = None, whole: bool = False) -> StepTimes:
+    """One deployment of `cnn` timed as `explore run` runs it: ms per frame by layer, ms per
+    frame, calls per frame, and the heap one call's ONNX Runtime binding keeps, averaged
+    (where glibc reports the heap): 2.0-2.4 KiB measured on MobileNetV2 and YOLOv2-16 (1.5
+    MiB for YOLOv2-16's 655 region steps), 4-6 KiB for a band model's dozen ports. With
+    `keep` (a folder), also the probes: the workspace probe's jobs of its step models in
+    the forms it runs them (every step model with `whole`, else the by-parts ones:
+    deploy/profile/deployed_forms.py), each with the heap its session kept here (`held`).
 
     A layer's ms is the median over frames of the sum of its calls' times in that frame.
     `frame_ms` is the median of frames run exactly as Executor.run_stream runs them (no
@@ -114,14 +115,13 @@ def step_times(deploy_dir: Path, cnn: str, frames: int, threads: int, layout: st
         if f >= warmup:
             for name, t in acc.items():
                 per_frame[name].append(t)
-    out = {"layers": {name: float(np.median(ts)) * 1e3 for name, ts in per_frame.items()},
-           "frame_ms": float(np.median(plain)) * 1e3, "calls": len(steps)}
-    if be.bind_heap[1]:
-        out["call_bytes"] = be.bind_heap[0] / be.bind_heap[1]
+    probes: list = []
     if keeper is not None:
         from deploy.profile.deployed_forms import deployed_jobs
-        out["probes"] = deployed_jobs(be, keeper, manifest, Path(deploy_dir), whole, max(1, threads))
-    return out
+        probes = deployed_jobs(be, keeper, manifest, Path(deploy_dir), whole, max(1, threads))
+    return StepTimes({name: float(np.median(ts)) * 1e3 for name, ts in per_frame.items()},
+                     float(np.median(plain)) * 1e3, len(steps),
+                     be.bind_heap[0] / be.bind_heap[1] if be.bind_heap[1] else None, tuple(probes))
 
 
 def time_shares(step: Step) -> dict[str, float]:
@@ -139,7 +139,7 @@ def time_shares(step: Step) -> dict[str, float]:
 
 
 def step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
-                         layout: str, keep: Path | None = None, whole: bool = False) -> dict:
+                         layout: str, keep: Path | None = None, whole: bool = False) -> StepTimes:
     """step_times in a process of its own, as `explore run` runs: ONNX Runtime's one
     process-wide thread pool (which a process cannot share with per-session pools)."""
     import json
@@ -151,15 +151,15 @@ def step_times_in_child(deploy_dir: Path, cnn: str, frames: int, threads: int,
                           capture_output=True, text=True, env=child_env(), check=False)
     if done.returncode != 0:
         raise RuntimeError(f"timing {deploy_dir} failed: {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return StepTimes.from_json(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def profile_ladder(cnn: CNN, precision: str = "fp32", frames: int = 10, threads: int = 0,
                    layout: str = "blocked", progress=None,
                    runs_out: list | None = None, rounds: int = 1,
-                   regions: bool = False, live=None, scales=None) -> dict[str, dict]:
-    """{layer: {"whole_ms": ms, "by_phases": {Φ: ms}}} measured in deployments of `cnn`
-    whole and in parts of every k of `ladder_rows`. `runs_out` (a list) receives one
+                   regions: bool = False, live=None, scales=None) -> dict[str, LadderTimes]:
+    """Every layer's `LadderTimes`, measured in deployments of `cnn` whole and in parts of
+    every k of `ladder_rows`. `runs_out` (a list) receives one
     {"rows", "layers_ms", "frame_ms", "calls"} per deployment (rows 0 = whole): what the
     frames took beside the layers' sum.
 
@@ -231,7 +231,7 @@ class Ladder:
         # every step of the whole deployment, the by-parts steps of the others (regions)
         self.probe = [k is None or regions for _, k, _ in self.runs]
         self.bands: list[dict[str, tuple[int, int]]] = [{} for _ in self.runs]
-        self.best: list[dict | None] = [None] * len(self.runs)
+        self.best: list[StepTimes | None] = [None] * len(self.runs)
 
     def time_round(self, live=None) -> None:
         """Time every deployment once more; keep each layer's least median. The first round
@@ -245,71 +245,86 @@ class Ladder:
             timed = step_times_in_child(out, self.cnn.name, self.frames, self.threads,
                                          self.layout, keep, self.runs[i][1] is None)
             if keep is not None:
-                self.bands[i] = band_bytes(timed.pop("probes", []))
+                self.bands[i] = band_bytes(list(timed.probes))
                 shutil.rmtree(keep, ignore_errors=True)
+            timed = replace(timed, probes=())
             if live:
                 live(f"timed {self.runs[i][0]} ({i + 1} of {len(self.folders)}): "
-                     f"{timed['frame_ms']:.2f} ms/frame")
+                     f"{timed.frame_ms:.2f} ms/frame")
             b = self.best[i]
             if b is None:
                 self.best[i] = timed
                 continue
-            b["layers"] = {n: min(ms, timed["layers"][n]) for n, ms in b["layers"].items()}
-            b["frame_ms"] = min(b["frame_ms"], timed["frame_ms"])
+            self.best[i] = replace(b, layers={n: min(ms, timed.layers[n]) for n, ms in b.layers.items()},
+                                   frame_ms=min(b.frame_ms, timed.frame_ms))
 
-    def table(self, runs_out: list | None = None, progress=None) -> dict[str, dict]:
-        """{layer: {"whole_ms", "by_phases", "region", "alone", "beside_ms"}} from the rounds
-        timed so far (see profile_ladder; "region": the parameters of the layer's by-parts
-        region where by_phases was measured; "beside_ms": the median of its times whole
-        beside a layer in parts, None if never; csdf/regions.py)."""
+    def table(self, runs_out: list | None = None, progress=None) -> dict[str, LadderTimes]:
+        """Every layer's `LadderTimes` from the rounds timed so far (see profile_ladder;
+        csdf/regions.py says why regions and neighbours in parts matter)."""
         from csdf.regions import beside_parts, region_params, ring_side
         cnn = self.cnn
         beside: dict[str, list[float]] = {}
         params = {n: cnn.layer(n).param_count for n in cnn.order()}
-        table: dict[str, dict] = {}
+        table: dict[str, LadderTimes] = {}
         for (label, k, group), (_, phases), timed, bands in zip(self.runs, self.folders, self.best,
                                                                 self.bands):
             if timed is None:
                 raise RuntimeError("Ladder.table before any round was timed")
-            times = timed["layers"]
+            times = timed.layers
             if runs_out is not None:
                 runs_out.append({"rows": k or 0, "layers_ms": round(sum(times.values()), 4),
-                                 "frame_ms": round(timed["frame_ms"], 4), "calls": timed["calls"],
+                                 "frame_ms": round(timed.frame_ms, 4), "calls": timed.calls,
                                  **({} if group is None else {"alone": group})})
             regions = region_params(cnn.order(), cnn.edges(), phases, params)
             near = beside_parts(cnn.order(), cnn.edges(), phases)
             for name, ms in times.items():
-                entry = table.setdefault(name, {"by_phases": {}, "region": {}, "alone": {}})
-                if phases[name] == 1:
+                entry = table.setdefault(name, LadderTimes())
+                phi = phases[name]
+                if phi == 1:
                     if k is None:
-                        entry["whole_ms"] = ms
+                        entry = replace(entry, whole_ms=ms)
                     elif name in near:
                         beside.setdefault(name, []).append(ms)
                 elif group is None:
-                    if phases[name] not in entry["by_phases"]:
-                        entry["by_phases"][phases[name]] = ms
-                        entry["region"][phases[name]] = regions[name]
+                    if phi not in entry.by_phases:
+                        entry.by_phases[phi] = ms
+                        entry.region[phi] = regions[name]
                 else:
-                    entry["alone"].setdefault(phases[name], ms)
-                if k is None and name in bands:           # whole, as deployed
-                    entry["whole_session_bytes"], entry["whole_ws_bytes"] = bands[name]
-                elif phases[name] > 1 and name in bands:  # what its by-parts models held
-                    kind = "band" if group is None else "alone"
-                    entry.setdefault(f"{kind}_session_bytes", {})[phases[name]] = bands[name][0]
-                    entry.setdefault(f"{kind}_ws_bytes", {})[phases[name]] = bands[name][1]
-                elif name in bands:       # whole beside parts: the most, per side
-                    side = ring_side(cnn.graph, name, phases)
-                    for key, value in zip(("beside_session_bytes", "beside_ws_bytes"), bands[name]):
-                        got = entry.setdefault(key, {})
-                        got[side] = max(got.get(side, 0), value)
+                    entry.alone.setdefault(phi, ms)
+                if name in bands:
+                    side = ring_side(cnn.graph, name, phases) if k is not None and phi == 1 else ""
+                    entry = _held(entry, bands[name], k is None, phi, group is None, side)
+                table[name] = entry
             if progress:
                 progress(label, sum(times.values()))
-        per_call = [t["call_bytes"] for t in self.best if t and "call_bytes" in t]
+        per_call = [t.call_bytes for t in self.best if t and t.call_bytes is not None]
         for name, entry in table.items():
-            entry["beside_ms"] = float(np.median(beside[name])) if name in beside else None
-            if per_call:      # what each call's binding holds (step_times)
-                entry["call_bytes"] = int(round(float(np.median(per_call))))
+            # what each call's binding holds (step_times)
+            table[name] = replace(entry, beside_ms=float(np.median(beside[name]))
+                                  if name in beside else None,
+                                  call_bytes=int(round(float(np.median(per_call))))
+                                  if per_call else None)
         return table
+
+
+def _held(entry: LadderTimes, held: tuple[int, int], whole: bool, phi: int, band: bool,
+          side: str) -> LadderTimes:
+    """`entry` with the (session state, workspace) its step models held in one deployment:
+    whole as deployed (`whole`), by parts in Φ = `phi` phases in the bands (`band`) or
+    alone, or whole beside parts (the most, per ring `side`)."""
+    state, ws = held
+    if whole:
+        return replace(entry, whole_session_bytes=state, whole_ws_bytes=ws)
+    if phi > 1:
+        if band:
+            return replace(entry, band_session_bytes={**entry.band_session_bytes, phi: state},
+                           band_ws_bytes={**entry.band_ws_bytes, phi: ws})
+        return replace(entry, alone_session_bytes={**entry.alone_session_bytes, phi: state},
+                       alone_ws_bytes={**entry.alone_ws_bytes, phi: ws})
+    states, spaces = dict(entry.beside_session_bytes or {}), dict(entry.beside_ws_bytes or {})
+    states[side] = max(states.get(side, 0), state)
+    spaces[side] = max(spaces.get(side, 0), ws)
+    return replace(entry, beside_session_bytes=states, beside_ws_bytes=spaces)
 
 
 if __name__ == "__main__":
@@ -318,4 +333,4 @@ if __name__ == "__main__":
     d, name, n, th, lay = sys.argv[1:6]
     kept = Path(sys.argv[6]) if len(sys.argv) > 6 else None
     print(json.dumps(step_times(Path(d), name, int(n), int(th), lay, keep=kept,
-                                whole=len(sys.argv) > 7 and sys.argv[7] == "whole")))
+                                whole=len(sys.argv) > 7 and sys.argv[7] == "whole").to_json()))

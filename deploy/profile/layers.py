@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,26 @@ from csdf.parts import can_split
 from deploy.profile import workspace_probe
 from deploy.ort.backend import OrtBackend
 from deploy.steps.layer_models import layer_model
+
+
+@dataclass(frozen=True)
+class AloneTimes:
+    """One layer timed alone: whole and (a layer that can split, in `phases` phases) one
+    interior phase, ms; the workspace and session state of each of its step models, bytes
+    (None where not measured: the probe needs Linux)."""
+    whole_ms: float
+    part_ms: float | None = None
+    phases: int | None = None
+    whole_ws_bytes: int | None = None
+    part_ws_bytes: int | None = None
+    whole_session_bytes: int | None = None
+    part_session_bytes: int | None = None
+
+    def probed(self, part: bool, workspace: int, session: int) -> AloneTimes:
+        """With the probe's figures for its part (`part`) or whole step model."""
+        if part:
+            return replace(self, part_ws_bytes=workspace, part_session_bytes=session)
+        return replace(self, whole_ws_bytes=workspace, whole_session_bytes=session)
 
 
 def median_ms(call, repeats: int, warmup: int = 3) -> float:
@@ -36,11 +57,11 @@ def median_ms(call, repeats: int, warmup: int = 3) -> float:
 
 
 def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: int,
-               part: bool, workspace: dict | None = None, weights: str = "float32",
+               part: bool, jobs: list | None = None, weights: str = "float32",
                scales: dict | None = None) -> float:
     """Milliseconds of one call of layer `name` whole, or of one interior phase. With
-    `workspace` (a dict), also puts the step's workspace probe job into workspace["job"]
-    (measured with others in one child: deploy/profile/workspace_probe.py). `weights`: the
+    `jobs` (a list), also appends the step's workspace probe job to it (measured with
+    others in one child: deploy/profile/workspace_probe.py). `weights`: the
     parameters' storage type (deploy/quant/stored.py), whose conversion to fp32 inside the
     step is part of its time and workspace. `scales`: an int8 step's, by layer."""
     model, ins, outs, idx = layer_model(cnn, name, backend.dtype.name, part, weights, scales)
@@ -58,10 +79,10 @@ def time_layer(cnn: CNN, name: str, backend: OrtBackend, folder: Path, repeats: 
     for port in outs:
         fetches[port.name] = np.zeros(port.stored_shape, backend.dtype)
     ms = median_ms(backend.bind(session, feeds, fetches), repeats)
-    if workspace is not None:
+    if jobs is not None:
         layout = backend.chosen.get(str(path), backend.layout)
-        workspace["job"] = workspace_probe.job(path, "nchw" if layout == "nchw" else "nchwc",
-                                               feeds, fetches, backend.threads)
+        jobs.append(workspace_probe.job(path, "nchw" if layout == "nchw" else "nchwc",
+                                        feeds, fetches, backend.threads))
     return ms
 
 
@@ -82,17 +103,17 @@ def step_workspace(path: Path, backend: OrtBackend, layout: str, feeds: dict, fe
 
 def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: int = 0,
                 progress=None, layout: str = "auto", weights: str = "float32",
-                scales=None) -> dict[str, dict]:
-    """{layer: {whole_ms, part_ms, phases, whole_ws_bytes, part_ws_bytes,
-    whole_session_bytes, part_session_bytes}} (part entries only for layers that can split;
-    workspace and session entries where Linux lets the peak be reset).
+                scales=None) -> dict[str, AloneTimes]:
+    """Every layer's `AloneTimes` (part figures only for layers that can split; workspace
+    and session figures where Linux lets the peak be reset).
     layout "auto" as `explore run` uses it: each step with the faster ORT kernel layout;
     `weights` the parameters' storage type (`time_layer`); `scales` an int8 profile's
     (ActivationScales: its stored tensors' scales, deploy/profile/app_profile.py)."""
     backend = OrtBackend(dtype, threads, layout=layout)
-    table: dict[str, dict] = {}
+    table: dict[str, AloneTimes] = {}
     by_layer = scales.for_cnn(cnn.name) if scales is not None else None
-    probes: list[tuple[str, str, dict]] = []       # (layer, key, workspace probe job)
+    probes: list[tuple[str, bool]] = []       # (layer, part) of each workspace probe job
+    jobs: list[workspace_probe.ProbeJob] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name in cnn.order():
@@ -104,23 +125,21 @@ def profile_cnn(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: in
                     copy = lambda: np.copyto(arena, frame, casting="same_kind")  # noqa: E731
                 else:     # an int8 frame is quantized as it is copied in (executor)
                     copy = lambda: np.copyto(arena, scales.quantize(cnn.name, name, frame))  # noqa: E731
-                table[name] = {"whole_ms": median_ms(copy, repeats)}
+                table[name] = AloneTimes(median_ms(copy, repeats))
                 continue
-            ws: dict = {}
-            entry = {"whole_ms": time_layer(cnn, name, backend, folder, repeats, False, ws, weights,
-                                            by_layer)}
-            probes.append((name, "whole_ws_bytes", ws["job"]))
+            entry = AloneTimes(time_layer(cnn, name, backend, folder, repeats, False, jobs, weights,
+                                          by_layer))
+            probes.append((name, False))
             if can_split(layer) and layer.output_shape[2] > 1:
-                entry["part_ms"] = time_layer(cnn, name, backend, folder, repeats, True, ws, weights,
-                                              by_layer)
-                entry["phases"] = int(layer.output_shape[2])
-                probes.append((name, "part_ws_bytes", ws["job"]))
+                entry = replace(entry, part_ms=time_layer(cnn, name, backend, folder, repeats, True,
+                                                          jobs, weights, by_layer),
+                                phases=int(layer.output_shape[2]))
+                probes.append((name, True))
             table[name] = entry
             if progress:
                 progress(name, entry)
         if workspace_probe.available():
-            measured = workspace_probe.measure([j for _, _, j in probes], sessions=True)
-            for (name, key, _), (ws_bytes, state) in zip(probes, measured):
-                table[name][key] = int(ws_bytes)
-                table[name][key.replace("_ws_", "_session_")] = int(state)
+            measured = workspace_probe.measure(jobs, sessions=True)
+            for (name, part), (ws_bytes, state) in zip(probes, measured):
+                table[name] = table[name].probed(part, int(ws_bytes), int(state))
     return table

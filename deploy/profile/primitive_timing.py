@@ -28,12 +28,53 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from deploy.runtime.child import child_env
 
 WARMUP = 3
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The ports of an NCHWc candidate read/written blocked and those left plain (ONNX
+    Runtime's reorder inside the step)."""
+    blocked: tuple[str, ...] = ()
+    plain: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TimingJob:
+    """A candidate to time for `layer`: its step model (None: the deployment's own step),
+    its layout (nchw or nchwc), its variants (timed in turn in every repeat) and whether to
+    `check` that it computes the step."""
+    layer: str
+    model: str | None
+    layout: str = "nchw"
+    variants: tuple[Variant, ...] = ()
+    check: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TimingJob:
+        fields = dict(data)
+        variants = tuple(Variant(**v) for v in fields.pop("variants"))
+        return cls(**fields, variants=variants)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A job timed: the median ms per variant, the median over repeats of each variant's
+    time less variant 0's in the same repeat, and with `check` the largest difference of
+    each variant's outputs to the step's (`_check`)."""
+    ms: tuple[float, ...]
+    diff: tuple[float, ...]
+    max_abs_diff: tuple[float, ...] | None = None
 
 
 def _form_transform(backend, key: str, work: str, blocked: list[str], plain: list[str]):
@@ -50,17 +91,18 @@ def _form_transform(backend, key: str, work: str, blocked: list[str], plain: lis
     return lambda m: stripped_step(m, form, ports, everything)
 
 
-def _bind_variant(backend, ex, view_key, job: dict, k: int, work: str):
+def _bind_variant(backend, ex, view_key, job: TimingJob, k: int, work: str):
     """A call of variant k of `job` bound to the step's views. Each variant is a link of its
     own to the model file, so the backend keeps their forms and sessions apart."""
-    src = Path(job["model"])
+    src = Path(str(job.model))
     key = src.with_name(f"{src.stem}.v{k}{src.suffix}")
     if not key.exists():
         os.link(src, key)
-    variant = job["variants"][k]
-    if job["layout"] == "nchwc":
-        transform = _form_transform(backend, str(key), work, variant["blocked"], variant["plain"])
-        backend.fix_form(key, "nchwc", frozenset(variant["blocked"]), transform)
+    variant = job.variants[k]
+    if job.layout == "nchwc":
+        transform = _form_transform(backend, str(key), work, list(variant.blocked),
+                                    list(variant.plain))
+        backend.fix_form(key, "nchwc", frozenset(variant.blocked), transform)
     else:
         backend.fix_form(key, "nchw")
     ins, outs = ex.views[view_key]
@@ -85,13 +127,10 @@ def _check(calls: list, k: int, outs: dict, targets: list) -> list[float]:
     return diffs
 
 
-def time_jobs(deploy_dir: Path, jobs: list[dict], threads: int, repeats: int) -> list[dict]:
-    """Per job ({layer, model (None: the step itself), layout nchw|nchwc, variants:
-    [{blocked: [ports], plain: [ports]}], check (optional)}): {ms: the median per variant,
-    diff: the median over repeats of each variant's time less variant 0's in the same
-    repeat, max_abs_diff with check: see _check}, every call
-    timed in the frame of the deployment in `deploy_dir`. Variants are timed in turn within
-    each repeat, so a slow spell of the machine shifts both sides of a difference alike."""
+def time_jobs(deploy_dir: Path, jobs: list[TimingJob], threads: int, repeats: int) -> list[Timing]:
+    """Every job's `Timing`, every call timed in the frame of the deployment in
+    `deploy_dir`. Variants are timed in turn within each repeat, so a slow spell of the
+    machine shifts both sides of a difference alike."""
     from deploy.ort.backend import OrtBackend
     from deploy.ort.process import init_runtime
     from deploy.runtime import executor
@@ -111,12 +150,12 @@ def time_jobs(deploy_dir: Path, jobs: list[dict], threads: int, repeats: int) ->
     out = []
     with tempfile.TemporaryDirectory() as work:
         for job in jobs:
-            k = index[job["layer"]]
-            if job["model"] is None:
+            k = index[job.layer]
+            if job.model is None:
                 keys, targets = [], [calls[k]]
             else:
                 bound = [_bind_variant(backend, ex, (part.name, k, 0), job, v, work)
-                         for v in range(len(job["variants"]))]
+                         for v in range(len(job.variants))]
                 keys, targets = [b[0] for b in bound], [b[1] for b in bound]
             others = calls[k + 1:] + calls[:k]
             times = [[] for _ in targets]
@@ -129,36 +168,38 @@ def time_jobs(deploy_dir: Path, jobs: list[dict], threads: int, repeats: int) ->
                     if r >= WARMUP:
                         series.append(time.perf_counter() - start)
             t = np.asarray(times) * 1e3
-            result = {"ms": [float(v) for v in np.median(t, axis=1)],
-                      "diff": [float(v) for v in np.median(t - t[0], axis=1)]}
-            if job.get("check"):
-                result["max_abs_diff"] = _check(calls, k, ex.views[(part.name, k, 0)][1], targets)
-            out.append(result)
+            checked = _check(calls, k, ex.views[(part.name, k, 0)][1], targets) if job.check \
+                else None
+            out.append(Timing(tuple(float(v) for v in np.median(t, axis=1)),
+                              tuple(float(v) for v in np.median(t - t[0], axis=1)),
+                              None if checked is None else tuple(checked)))
             for key in keys:                   # one candidate's sessions at a time
                 for layout in ("nchw", "nchwc", "blocked"):
                     backend.drop_session(f"{layout}:{key}")
     return out
 
 
-def measure(deploy_dir: Path, jobs: list[dict], threads: int, repeats: int) -> list[dict]:
+def measure(deploy_dir: Path, jobs: list[TimingJob], threads: int, repeats: int) -> list[Timing]:
     """time_jobs in a process of its own, as `explore run` runs: ONNX Runtime's one
     process-wide thread pool, which a process cannot share with per-session pools."""
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "jobs.json", Path(tmp) / "out.json"
-        src.write_text(json.dumps(jobs))
+        src.write_text(json.dumps([j.to_json() for j in jobs]))
         env = child_env()
         done = subprocess.run([sys.executable, "-m", "deploy.profile.primitive_timing", str(deploy_dir),
                                str(src), str(dst), str(threads), str(repeats)],
                               capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"timing in {deploy_dir} failed: {done.stderr.strip()[-2000:]}")
-        return json.loads(dst.read_text())
+        return [Timing(tuple(t.pop("ms")), tuple(t.pop("diff")), **t)
+                for t in json.loads(dst.read_text())]
 
 
 def main(argv: list[str]) -> int:
     deploy_dir, jobs, dst, threads, repeats = argv
-    times = time_jobs(Path(deploy_dir), json.loads(Path(jobs).read_text()), int(threads), int(repeats))
-    Path(dst).write_text(json.dumps(times))
+    times = time_jobs(Path(deploy_dir), [TimingJob.from_json(j) for j in json.loads(Path(jobs).read_text())],
+                      int(threads), int(repeats))
+    Path(dst).write_text(json.dumps([asdict(t) for t in times]))
     return 0
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from onnx import helper, numpy_helper
 from csdf.model import CNN, INPUT, edge_name
 from deploy.ort import blocked as ob
 from deploy.profile import primitive_timing, workspace_probe
+from deploy.profile.primitive_timing import TimingJob, Variant
 from deploy.steps import primitives
 from deploy.ort.backend import OrtBackend
 from deploy.steps.builder import ONNX_TYPE
@@ -86,26 +87,57 @@ def reorder_model(op: str, shape: list[int], dtype: str, copy: bool) -> onnx.Mod
     return model
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One primitive of one layer: its median ms in the frame, its workspace and weight
+    bytes and the layout its ports read and write (the profile file keeps these keys)."""
+    ms: float
+    workspace_bytes: int
+    weight_bytes: int
+    layout: str
+
+
+@dataclass(frozen=True)
+class Transition:
+    """An edge with an NCHWc form at one end: the ms of its reorder into and out of the
+    blocked layout (inside the NCHWc step) and the workspace of each, for its tensor `shape`."""
+    src: str
+    dst: str
+    shape: tuple[int, ...]
+    to_nchwc_ms: float = 0.0
+    to_nchw_ms: float = 0.0
+    to_nchwc_workspace_bytes: int = 0
+    to_nchw_workspace_bytes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the profile file keeps it (without the shape)."""
+        return {"src": self.src, "dst": self.dst, "to_nchwc_ms": self.to_nchwc_ms,
+                "to_nchw_ms": self.to_nchw_ms,
+                "to_nchwc_workspace_bytes": self.to_nchwc_workspace_bytes,
+                "to_nchw_workspace_bytes": self.to_nchw_workspace_bytes}
+
+
 def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, threads: int = 0,
                        progress=None) -> dict[str, Any]:
     """{block, layers: {layer: {primitive: {ms, workspace_bytes, weight_bytes, layout}}},
     transitions: {edge: {src, dst, to_nchwc_ms, to_nchw_ms, to_nchwc_workspace_bytes,
-    to_nchw_workspace_bytes}}, how}. Input layers are the frame copy: one NCHW form."""
+    to_nchw_workspace_bytes}}, how}: the profile file's table (`Candidate`, `Transition`).
+    Input layers are the frame copy: one NCHW form."""
     backend = OrtBackend(dtype, threads, layout="nchw")
     opts = backend.options()
     block = ob.block_size(opts)
-    layers: dict[str, dict] = {}
+    layers: dict[str, dict[str, Candidate]] = {}
     jobs, where = [], []            # workspace probes, and (layer, primitive) of each
-    timing, timed = [], []          # frame timings, and what each one prices
+    timing: list[TimingJob] = []    # frame timings
+    timed = []                      # (layer, primitive, the transitions each variant prices)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "m"
         folder.mkdir()
         for name in cnn.order():
             layer = cnn.layer(name)
             if layer.op == INPUT:        # the executor's frame copy into the arena
-                layers[name] = {primitives.DEFAULT: {"ms": 0.0, "workspace_bytes": 0,
-                                                     "weight_bytes": 0, "layout": "nchw"}}
-                timing.append({"layer": name, "model": None})
+                layers[name] = {primitives.DEFAULT: Candidate(0.0, 0, 0, "nchw")}
+                timing.append(TimingJob(name, None))
                 timed.append((name, primitives.DEFAULT, []))
                 continue
             ins, outs, srcs, succ = layer_ports(cnn, name)
@@ -121,7 +153,7 @@ def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, thre
                 if layout == "nchwc":
                     if not can_block:
                         continue
-                    ports = [p.name for p in ins] + [p.name for p in outs]
+                    ports = tuple(p.name for p in ins) + tuple(p.name for p in outs)
                     found = blocked_form(path, tmp, opts, [p.name for p in ins], [p.name for p in outs])
                     if found is None:
                         continue
@@ -130,20 +162,17 @@ def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, thre
                     onnx.save(model, str(probe))
                     mode = "stripped"
                     # every port blocked, then each edge's port plain: its transition
-                    ends = [(src, name, "to_nchwc_ms") for src in srcs] + \
-                           [(name, dst, "to_nchw_ms") for dst in succ]
-                    variants = [{"blocked": ports, "plain": []}] + [
-                        {"blocked": [p for p in ports if p != port], "plain": [port]} for port in ports]
-                    timing.append({"layer": name, "model": str(path), "layout": layout,
-                                   "variants": variants})
+                    # (src, dst, into the blocked layout)
+                    ends = [(src, name, True) for src in srcs] + [(name, dst, False) for dst in succ]
+                    variants = (Variant(ports),) + tuple(
+                        Variant(tuple(p for p in ports if p != port), (port,)) for port in ports)
+                    timing.append(TimingJob(name, str(path), layout, variants))
                     timed.append((name, prim, ends))
                 else:
                     model, probe, mode = onnx.load(str(path)), path, "nchw"
-                    timing.append({"layer": name, "model": str(path), "layout": layout,
-                                   "variants": [{"blocked": [], "plain": []}]})
+                    timing.append(TimingJob(name, str(path), layout, (Variant(),)))
                     timed.append((name, prim, []))
-                entries[prim] = {"ms": 0.0, "workspace_bytes": 0,
-                                 "weight_bytes": _weight_bytes(model), "layout": layout}
+                entries[prim] = Candidate(0.0, 0, _weight_bytes(model), layout)
                 jobs.append(workspace_probe.job(probe, mode, feeds, fetches, threads))
                 where.append((name, prim))
             layers[name] = entries
@@ -152,21 +181,25 @@ def profile_primitives(cnn: CNN, dtype: str = "float32", repeats: int = 20, thre
                                       threads, repeats)
         measured = workspace_probe.measure(jobs + [j for j, _ in tjobs])
     for (name, prim, ends), t in zip(timed, ms):
-        layers[name][prim]["ms"] = t["ms"][0]
-        for (src, dst, field), extra in zip(ends, t["diff"][1:]):   # port plain - all blocked
-            transitions[edge_name(cnn.name, src, dst)][field] = max(0.0, extra)
+        layers[name][prim] = replace(layers[name][prim], ms=t.ms[0])
+        for (src, dst, into), extra in zip(ends, t.diff[1:]):   # port plain - all blocked
+            e = edge_name(cnn.name, src, dst)
+            transitions[e] = (replace(transitions[e], to_nchwc_ms=max(0.0, extra)) if into
+                              else replace(transitions[e], to_nchw_ms=max(0.0, extra)))
+    for (name, prim), ws in zip(where, measured):
+        layers[name][prim] = replace(layers[name][prim], workspace_bytes=int(ws))
+    for (_, (key, into)), ws in zip(tjobs, measured[len(jobs):]):
+        for e, t in transitions.items():
+            if t.shape == key:
+                transitions[e] = (replace(t, to_nchwc_workspace_bytes=int(ws)) if into
+                                  else replace(t, to_nchw_workspace_bytes=int(ws)))
+    table = {name: {prim: asdict(c) for prim, c in entries.items()}
+             for name, entries in layers.items()}
     if progress:
         for name in cnn.order():
-            progress(name, layers[name])
-    for (name, prim), ws in zip(where, measured):
-        layers[name][prim]["workspace_bytes"] = int(ws)
-    for (_, (key, field)), ws in zip(tjobs, measured[len(jobs):]):
-        for t in transitions.values():
-            if t["_shape"] == key:
-                t[field] = int(ws)
-    for t in transitions.values():
-        del t["_shape"]
-    return {"block": block, "layers": layers, "transitions": transitions, "how": HOW}
+            progress(name, table[name])
+    return {"block": block, "layers": table,
+            "transitions": {e: t.to_dict() for e, t in transitions.items()}, "how": HOW}
 
 
 def context(cnn: CNN, layers: dict, dtype: str, out: Path) -> Path:
@@ -185,27 +218,27 @@ def context(cnn: CNN, layers: dict, dtype: str, out: Path) -> Path:
     return out
 
 
-def _transitions(cnn: CNN, layers: dict, dtype: str, threads: int, folder: Path):
-    """Every edge with an NCHWc form at one end: its transition entry (times filled in from
-    the frame timings) and one workspace probe per tensor shape of each reorder."""
+def _transitions(cnn: CNN, layers: dict[str, dict[str, Candidate]], dtype: str, threads: int,
+                 folder: Path):
+    """Every edge with an NCHWc form at one end: its `Transition` (times filled in from the
+    frame timings) and one workspace probe per tensor shape of each reorder, (job, (shape,
+    into the blocked layout))."""
     probed: set[tuple] = set()
     jobs = []
-    out: dict[str, dict] = {}
+    out: dict[str, Transition] = {}
     for src, dst in cnn.graph.edges:
-        if not any(p.get("layout") == "nchwc" for end in (src, dst) for p in layers[end].values()):
+        if not any(c.layout == "nchwc" for end in (src, dst) for c in layers[end].values()):
             continue
         shape = [int(v) for v in cnn.edge_shape(src, dst)]
         key = tuple(shape)
         if key not in probed:
             probed.add(key)
             x = np.zeros(shape, dtype)
-            for op, tag in (("ReorderInput", "to_nchwc"), ("ReorderOutput", "to_nchw")):
+            for op, into in (("ReorderInput", True), ("ReorderOutput", False)):
                 cpath = folder / f"t{len(probed)}_{op}.copy.onnx"
                 onnx.save(reorder_model(op, shape, dtype, True), str(cpath))
                 y2 = np.zeros([2 * shape[0]] + shape[1:], dtype)
                 jobs.append((workspace_probe.job(cpath, "stripped", {"x": x}, {"y": y2}, threads),
-                             (key, f"{tag}_workspace_bytes")))
-        out[edge_name(cnn.name, src, dst)] = {"src": src, "dst": dst, "to_nchwc_ms": 0.0,
-                                              "to_nchw_ms": 0.0, "_shape": key,
-                                              "to_nchwc_workspace_bytes": 0, "to_nchw_workspace_bytes": 0}
+                             (key, into)))
+        out[edge_name(cnn.name, src, dst)] = Transition(src, dst, key)
     return out, jobs

@@ -33,14 +33,62 @@ import subprocess
 import sys
 import tempfile
 import threading
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from deploy.ort.providers import CPU, NCHW_ONLY
 from deploy.runtime.child import child_env
 from deploy.runtime.footprint import HeapMeter
 
 THRESHOLD = 16384
 REPEATS = 3                 # fresh-thread runs per step; the least peak is kept
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    """An array the probe binds to a port: int32 `values` passed by value (a part's row
+    slots and mask), any other array by its shape and element type (ones in, zeros out)."""
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    values: tuple[int, ...] | None = None
+
+    @classmethod
+    def of(cls, v: np.ndarray) -> PortSpec:
+        if v.dtype == np.int32:
+            return cls(tuple(v.shape), "int32", tuple(int(x) for x in v.reshape(-1)))
+        return cls(tuple(v.shape), str(v.dtype))
+
+    def array(self, fill: int = 1) -> np.ndarray:
+        if self.values is not None:
+            return np.asarray(self.values, np.int32).reshape(self.shape)
+        return np.full(self.shape, fill, self.dtype)
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """One step model to probe: its path, how its session is built (`mode`, see `job`), the
+    arrays bound to its ports, the thread count, and `held`: the heap its session kept in
+    the deployment that ran it, where that was measured (deploy/profile/deployed_forms.py),
+    which deploy/profile/bands.py counts instead of the probe's session state."""
+    model: str
+    mode: str
+    inputs: dict[str, PortSpec]
+    outputs: dict[str, PortSpec]
+    threads: int = 1
+    held: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProbeJob:
+        """The job as the probe's child reads it back from JOBS.json."""
+        fields = dict(data)
+        ports = {side: {k: PortSpec(tuple(v.pop("shape")), **v) for k, v in fields.pop(side).items()}
+                 for side in ("inputs", "outputs")}
+        return cls(**fields, **ports)
 
 
 def _status(key: str) -> int:
@@ -68,10 +116,10 @@ def _weights(path: str) -> int:
                if is_weight(d) and int(np.prod(t.dims)) > 1)
 
 
-def _probe(job: dict) -> tuple[int, int]:
+def _probe(job: ProbeJob) -> tuple[int, int]:
     """(workspace, session state) of one job, bytes."""
     import onnxruntime as ort
-    weights = _weights(job["model"])
+    weights = _weights(job.model)
     opts = ort.SessionOptions()
     opts.add_session_config_entry("session.disable_prepacking", "1")   # as deployed
     opts.enable_cpu_mem_arena = False
@@ -80,30 +128,28 @@ def _probe(job: dict) -> tuple[int, int]:
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
     disabled = None
-    source, values = job["model"], {}
-    if job["mode"] == "deployed":      # as OrtBackend loads its sessions' final forms,
+    source, values = job.model, {}
+    if job.mode == "deployed":      # as OrtBackend loads its sessions' final forms,
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        source, values = handed_in(job["model"], opts)     # weights handed in: not the session's
+        source, values = handed_in(job.model, opts)     # weights handed in: not the session's
         weights = 0
-    elif job["mode"] == "stripped":
+    elif job.mode == "stripped":
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     else:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        disabled = ["NchwcTransformer"] if job["mode"] == "nchw" else None
+        disabled = NCHW_ONLY if job.mode == "nchw" else None
         source = kept_casts_source(source)
     meter = HeapMeter()
     loaded = _in_use(meter)
-    sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=disabled)
+    sess = ort.InferenceSession(source, opts, providers=CPU, disabled_optimizers=disabled)
     binding = sess.io_binding()
     keep = []
-    for name, spec in job["inputs"].items():
-        arr = (np.asarray(spec["values"], np.int32) if "values" in spec
-               else np.ones(spec["shape"], spec.get("dtype", "float32")))
+    for name, spec in job.inputs.items():
+        arr = spec.array()
         keep.append(arr)
         binding.bind_input(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
-    for name, spec in job["outputs"].items():
-        arr = np.zeros(spec["shape"], spec.get("dtype", "float32"))
+    for name, spec in job.outputs.items():
+        arr = spec.array(0)
         keep.append(arr)
         binding.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
     sess.run_with_iobinding(binding)
@@ -171,8 +217,8 @@ def _overhead() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "t.onnx"
         onnx.save(model, str(path))
-        job = {"model": str(path), "mode": "nchw", "inputs": {"x": {"shape": [1, 1, 1, 1]}},
-               "outputs": {"y": {"shape": [1, 1, 1, 1]}}}
+        one = PortSpec((1, 1, 1, 1))
+        job = ProbeJob(str(path), "nchw", {"x": one}, {"y": one})
         return min(_probe(job)[0] for _ in range(3))
 
 
@@ -181,30 +227,25 @@ def available() -> bool:
     return os.path.exists("/proc/self/clear_refs") and os.path.exists("/proc/self/status")
 
 
-def job(path: str | Path, mode: str, feeds: dict, fetches: dict, threads: int = 1) -> dict:
+def job(path: str | Path, mode: str, feeds: dict, fetches: dict, threads: int = 1) -> ProbeJob:
     """The probe job of step model `path` bound to arrays shaped like `feeds`/`fetches`
     (int32 feeds, such as a part's row slots and mask, are passed by value; an int8 step's
     uint8/int8 data by shape and type). `mode`:
     "nchw" (ONNX Runtime's NCHWc rewrite off), "nchwc" (on), "stripped" (an optimised,
     blocked model, run as it is), "deployed" (a session's final form as the backend loads it,
     deploy/profile/deployed_forms.py)."""
-    def spec(v: np.ndarray) -> dict:
-        if v.dtype == np.int32:
-            return {"shape": list(v.shape), "values": v.tolist()}
-        return {"shape": list(v.shape), "dtype": str(v.dtype)}
-    return {"model": str(path), "mode": mode, "threads": threads,
-            "inputs": {k: spec(v) for k, v in feeds.items()},
-            "outputs": {k: spec(v) for k, v in fetches.items()}}
+    return ProbeJob(str(path), mode, {k: PortSpec.of(v) for k, v in feeds.items()},
+                    {k: PortSpec.of(v) for k, v in fetches.items()}, threads)
 
 
-def measure(jobs: list[dict], sessions: bool = False) -> list:
-    """Workspace bytes of each job ({model, mode: nchw|nchwc|stripped, inputs, outputs,
-    threads}), measured in one child process; `sessions`: (workspace, session state) pairs."""
+def measure(jobs: list[ProbeJob], sessions: bool = False) -> list:
+    """Workspace bytes of each job, measured in one child process; `sessions`: (workspace,
+    session state) pairs."""
     if not jobs:
         return []
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "jobs.json", Path(tmp) / "out.json"
-        src.write_text(json.dumps(jobs))
+        src.write_text(json.dumps([j.to_json() for j in jobs]))
         env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(THRESHOLD), MALLOC_TRIM_THRESHOLD_="0")
         env = child_env(env)
         subprocess.run([sys.executable, "-m", "deploy.profile.workspace_probe", str(src), str(dst)],
@@ -214,7 +255,7 @@ def measure(jobs: list[dict], sessions: bool = False) -> list:
 
 
 def main(argv: list[str]) -> int:
-    jobs = json.loads(Path(argv[0]).read_text())
+    jobs = [ProbeJob.from_json(j) for j in json.loads(Path(argv[0]).read_text())]
     if hasattr(os, "sched_setaffinity"):     # one CPU: the kernel's per-CPU RSS deltas in one place
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     base = _overhead()

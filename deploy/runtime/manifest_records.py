@@ -84,7 +84,7 @@ class ArenaBuffer:
     @classmethod
     def from_dict(cls, data: Any, where: str) -> ArenaBuffer:
         r = Fields(data, where)
-        if not isinstance(data.get("offset"), int) or not isinstance(data.get("bytes"), int):
+        if not isinstance(r.raw("offset", None), int) or not isinstance(r.raw("bytes", None), int):
             raise InputError(f"{where}: expected integer 'offset' and 'bytes'")
         return cls(r.int("index", 0), r.int("offset"), r.int("device_offset", 0), r.int("bytes"),
                    r.strs("edges", ()))
@@ -302,9 +302,10 @@ class Manifest:
                 raise InputError(f"{where}: an {dtype} deployment needs key 'quantization' "
                                  f"(its tensors' scales); deploy it again")
             quantization = ActivationScales.from_json(r.raw("quantization"), where)
-        if r.int("arena_bytes") < 0:
+        arena_bytes = r.int("arena_bytes")
+        if arena_bytes < 0:
             raise InputError(f"{where}: key 'arena_bytes' must be a non-negative integer, "
-                             f"got {data['arena_bytes']!r}")
+                             f"got {arena_bytes!r}")
         buffers = tuple(ArenaBuffer.from_dict(b, f"{where}: buffers[{i}]")
                         for i, b in enumerate(r.list("buffers")))
         edges = {n: StoredEdge.from_dict(e, f"{where}: edges.{n}") for n, e in r.dict("edges").items()}
@@ -330,7 +331,7 @@ class Manifest:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
             raise InputError(f"{where}: key 'files' must map file paths to SHA-256 digests")
         return cls(r.str("name", ""), r.str("backend", "onnxruntime"), r.str("precision", "fp32"),
-                   dtype, r.int("data_bytes", DTYPE_BYTES[dtype]), r.int("arena_bytes"),
+                   dtype, r.int("data_bytes", DTYPE_BYTES[dtype]), arena_bytes,
                    r.int("device_arena_bytes", 0), r.int("device_align", 256), buffers, edges, cnns,
                    parts, tuple(tuple(g) for g in groups), models, r.str("routing", "round-robin"),
                    profile=profile, files=dict(files),

@@ -36,9 +36,8 @@ def tile_calls(executor, backend, root: Path, step: Step, parity: int, run, sink
         starts = np.asarray(t.starts, np.int64)
         ends = np.asarray(t.ends, np.int64)
         executor.consts.extend([starts, ends])
-        outs = {f"mid{k}": executor.edge_view(edges[m.edges[parity]], 0, m.shape)
-                for k, m in enumerate(t.mids)}
-        outs["out"] = tile_out
+        outs = {**{f"mid{k}": executor.edge_view(edges[m.edges[parity]], 0, m.shape)
+                   for k, m in enumerate(t.mids)}, "out": tile_out}
         run_tile = backend.bind(session, {"in0": whole_in, "starts": starts, "ends": ends}, outs)
         h0, h1, w0, w1 = t.region
         # rows-first (HNCW) targets take the tile transposed: a consumer by parts reads rows

@@ -16,6 +16,7 @@ from typing import Mapping
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from csdf.layer_attrs import WeightParams
 from csdf.model import Layer
 from deploy.quant.stored import FP32, Weights, quantized, stored_low
 
@@ -149,7 +150,7 @@ class Builder:
             ins = [x, w]
             if "B" in layer.params:
                 tag = "" if rows is None else f":rows{rows[0]}_{rows[1]}"
-                bias = np.asarray(layer.params["B"], np.float32).reshape(-1)
+                bias = np.asarray(WeightParams.of(layer).bias, np.float32).reshape(-1)
                 bias = bias if rows is None else bias[rows[0]:rows[1]]
                 if integer:
                     ins.append(self.const(f"param:{layer.name}:B{tag}:over_scale", bias / integer[1]))
@@ -169,10 +170,11 @@ class Builder:
         `weighted`, or None when W is not so stored (not int8, zero points, another axis),
         or when the data is int8 too: ONNX Runtime fuses DequantizeLinear -> Conv between
         quantized tensors into its integer kernels (QLinearConv), which this form would hide."""
-        value = np.asarray(layer.params["W"])
+        params = WeightParams.of(layer)
+        value = np.asarray(params.weight)
         if self.weights.kind != "int8" or not stored_low(value) or self.dtype not in ("float32", "float16"):
             return None
-        source = layer.param_sources.get("W")
+        source = params.weight_source
         name = f"param:onnx:{source}" if source else f"param:{layer.name}:W"
         scale = self.weights.scales.get(f"{layer.name}:W") if source else None
         q, s, zp, axis = quantized(value.astype(np.float32), scale)

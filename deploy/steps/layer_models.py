@@ -1,17 +1,13 @@
 """The step models a profile times: for every layer its whole model and, when it can go by
 parts, one interior part (the middle output row), built as a deployment builds them
-(deploy/steps/parts.py) with the ports and constant inputs of that phase. `explore deploy`
-writes them beside a TensorRT deployment for the board runner's `profile`."""
+(deploy/steps/parts.py) with the ports and constant inputs of that phase. `explore deploy
+--with-profile` writes them for the board runner's `profile` (deploy/build/profile_models.py)."""
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import numpy as np
-import onnx
 
-from csdf.model import CNN, INPUT
-from csdf.parts import can_split, window
+from csdf.model import CNN
+from csdf.parts import window
 from deploy.quant.stored import weights_of
 from deploy.steps.parts import InPort, OutPort, needs_mask, step_model, window_rows
 
@@ -50,34 +46,3 @@ def layer_model(cnn: CNN, name: str, dtype: str, part: bool, weights: str = "flo
     model = step_model(cnn.layer(name), ins, outs, dtype, part, weights=weights_of(weights, cnn),
                        scales=scales)
     return model, ins, outs, consts
-
-
-def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path) -> list[dict]:
-    """Every layer's whole and interior-part model under out_dir/profile/, with the ports
-    the board runner feeds when it times them (`board_runner.py profile`, whose code is in
-    deploy/tensorrt/trt_measure.py)."""
-    entries = []
-    for cnn in cnns.values():
-        for name in cnn.order():
-            layer = cnn.layer(name)
-            if layer.op == INPUT:
-                continue
-            kinds = [False] + ([True] if can_split(layer) and layer.output_shape[2] > 1 else [])
-            for part in kinds:
-                model, ins, outs, idx = layer_model(cnn, name, dtype, part)
-                kind = "part" if part else "whole"
-                rel = f"profile/{_safe(cnn.name)}/{_safe(name)}.{kind}.onnx"
-                (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-                onnx.save(model, str(out_dir / rel))
-                ports = []
-                for port, const in zip(ins, idx):
-                    ports.append({"name": port.name, "shape": port.stored_shape, "dtype": dtype})
-                    ports += [{"name": k, "values": v.tolist()} for k, v in const.items()]
-                ports += [{"name": p.name, "shape": p.stored_shape, "dtype": dtype} for p in outs]
-                entries.append({"cnn": cnn.name, "layer": name, "kind": kind, "model": rel,
-                                "phases": int(layer.output_shape[2]) if part else 1, "ports": ports})
-    return entries
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)

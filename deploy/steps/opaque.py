@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from csdf.layer_attrs import OpaqueAttrs
 from csdf.model import Layer
 
 PREFIX = "g:"
@@ -31,9 +32,10 @@ def opaque_core(b, layer: Layer, xs: list[str], srcs: list[str], by_parts: bool,
                 rows: int = 1) -> str:
     """Append the group to builder `b`; `xs[k]` is the NCHW float32 tensor of input layer
     `srcs[k]` (by parts: `rows` rows of it). Returns the name of the NCHW float32 output."""
-    hyper = layer.hyper
+    group = OpaqueAttrs.of(layer)
     port = {src: x for src, x in zip(srcs, xs)}
-    for t, src, shape, kind in zip(hyper["tensor_inputs"], layer.inputs, hyper["in_shapes"], hyper["in_types"]):
+    for t, src, shape, kind in zip(group.tensor_inputs, layer.inputs, group.in_shapes,
+                                   group.in_types):
         x = port[src]
         if by_parts:
             shape = [shape[0], shape[1], rows, shape[3]]
@@ -41,15 +43,15 @@ def opaque_core(b, layer: Layer, xs: list[str], srcs: list[str], by_parts: bool,
             x = b.node("Reshape", [x, b.const(b.tmp("shape"), np.array(shape, np.int64))])
         b.nodes.append(helper.make_node("Cast", [x], [PREFIX + t], to=int(kind or TensorProto.FLOAT)))
     rename = {name: param_name(name) for name in layer.params}
-    values = {**{PREFIX + k: v for k, v in hyper["consts"].items()},
+    values = {**{PREFIX + k: v for k, v in group.consts.items()},
               **{param_name(k): v for k, v in layer.params.items()}}
-    h_axis = hyper.get("h_axis", {}) if by_parts else {}
-    for raw in hyper["nodes"]:
+    h_axis = group.h_axis if by_parts else {}
+    for raw in group.nodes:
         node = onnx.NodeProto()
         node.ParseFromString(raw)
         ins = [rename.get(t, PREFIX + t) if t else "" for t in node.input]
         if node.op_type == "Reshape" and node.output[0] in h_axis:
-            shape = list(layer_shape(layer, node.output[0]))
+            shape = list(group.shapes[node.output[0]])
             shape[h_axis[node.output[0]]] = rows
             ins[1] = b.const(b.tmp("rows_shape"), np.array(shape, np.int64))
         for t in ins:
@@ -61,15 +63,11 @@ def opaque_core(b, layer: Layer, xs: list[str], srcs: list[str], by_parts: bool,
         del node.output[:]
         node.output.extend(outs)
         b.nodes.append(node)
-    y = b.node("Cast", [PREFIX + hyper["output"]], to=TensorProto.FLOAT)
+    y = b.node("Cast", [PREFIX + group.output], to=TensorProto.FLOAT)
     n, c, h, w = layer.output_shape
     if by_parts:
         h = rows
-    if len(hyper["out_shape"]) != 4:
+    if len(group.out_shape) != 4:
         y = b.node("Reshape", [y, b.const(b.tmp("shape"), np.array([n, c, h, w], np.int64))])
     return y
 
-
-def layer_shape(layer: Layer, tensor: str) -> list[int]:
-    """Static shape of a Reshape output inside the group (kept at import for by-parts)."""
-    return layer.hyper["shapes"][tensor]

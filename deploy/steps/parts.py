@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from csdf.layer_attrs import ActivationAttrs, OpAttrs, PadAttrs, WeightParams, WindowAttrs
 from csdf.model import CNN, OPAQUE, Layer
 from csdf.parts import window
 from deploy.quant.scales import TensorScale
@@ -78,36 +79,28 @@ class OutPort:
 LOWEST = -3.4e38      # a masked MaxPool row: below every real value
 
 
-def _pair(values, default: int) -> list[int]:
-    values = list(values) if values is not None else [default, default]
-    return [int(v) for v in values]
-
-
 def _activations(b: Builder, layer: Layer, x: str) -> str:
     """Fused activations, in order, in opset 13 (HardSwish and Swish decomposed)."""
-    hyper = layer.hyper
-    for act in hyper.get("activation", []) or []:
+    a = ActivationAttrs.of(layer)
+    for act in a.activation:
         if act == "Relu":
             x = b.node("Relu", [x])
         elif act == "Clip":
-            lo, hi = hyper.get("clip_min"), hyper.get("clip_max")
-            if lo is None and "clip" in hyper:
-                lo, hi = hyper["clip"]
+            lo, hi = a.clip
             lo_n = b.const(b.tmp("clip_lo"), np.array(-3.4e38 if lo is None else lo, np.float32))
             hi_n = b.const(b.tmp("clip_hi"), np.array(3.4e38 if hi is None else hi, np.float32))
             x = b.node("Clip", [x, lo_n, hi_n])
         elif act == "Sigmoid":
             x = b.node("Sigmoid", [x])
         elif act == "HardSigmoid":
-            x = b.node("HardSigmoid", [x], alpha=float(hyper.get("alpha", 0.2)),
-                       beta=float(hyper.get("beta", 0.5)))
+            x = b.node("HardSigmoid", [x], alpha=a.alpha, beta=a.beta)
         elif act == "HardSwish":
             gate = b.node("HardSigmoid", [x], alpha=1.0 / 6, beta=0.5)
             x = b.node("Mul", [x, gate])
         elif act == "Swish":
             x = b.node("Mul", [x, b.node("Sigmoid", [x])])
         elif act == "LeakyRelu":
-            x = b.node("LeakyRelu", [x], alpha=float(hyper.get("leaky_alpha", 0.01)))
+            x = b.node("LeakyRelu", [x], alpha=a.leaky_alpha)
         else:
             raise InputError(f"layer {layer.name}: fused activation {act!r} cannot be deployed")
     return x
@@ -127,7 +120,7 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
     `premasked`: the window rows were masked already (step_model does it on the gathered
     rows, where it is cheap); `masks` still give AveragePool its divisor. `rows`: the output
     rows of the part (a per-pixel opaque layer computes exactly these)."""
-    op, hyper = layer.op, layer.hyper
+    op, axis = layer.op, OpAttrs.of(layer).axis
     n, c_out, h_out, w_out = layer.output_shape
     if op == OPAQUE:
         from deploy.steps.opaque import opaque_core
@@ -140,10 +133,9 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
             raise InputError(f"layer {layer.name}: primitive {primitive} refuses it: {why}")
         y = prim.build(b, layer, spec, xs[0])
     elif op in WINDOW_OPS:
-        kernel = _pair(hyper.get("kernel_shape"), 1)
-        strides = _pair(hyper.get("strides"), 1)
-        pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
-        dil = _pair(hyper.get("dilations"), 1)
+        win = WindowAttrs.of(layer)
+        kernel, strides, dil = list(win.kernel), list(win.stride), list(win.dilation)
+        pads = list(win.pad)
         attrs: dict = {"kernel_shape": kernel}
         mask = masks[0] if part and masks else None
         if part:
@@ -153,16 +145,16 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
         if mask is not None and not premasked:
             x = _apply_mask(b, op, x, mask)
         if op == "Conv":
-            attrs.update(dilations=dil, group=int(hyper.get("group", 1)))
+            attrs.update(dilations=dil, group=win.group)
             y = b.weighted("Conv", layer, x, **attrs)
         else:
-            if "ceil_mode" in hyper:
-                attrs["ceil_mode"] = int(hyper["ceil_mode"])
+            if win.ceil_mode is not None:
+                attrs.update(ceil_mode=win.ceil_mode)
             if op == "MaxPool":
-                attrs["dilations"] = dil
-            exclude = op == "AveragePool" and not int(hyper.get("count_include_pad", 0))
-            if op == "AveragePool" and "count_include_pad" in hyper:
-                attrs["count_include_pad"] = int(hyper["count_include_pad"])
+                attrs.update(dilations=dil)
+            exclude = op == "AveragePool" and not win.counts_pad
+            if op == "AveragePool" and win.count_include_pad is not None:
+                attrs.update(count_include_pad=win.count_include_pad)
             y = b.node(op, [x], **attrs)
             rows = mask if exclude else count if op == "AveragePool" else None
             if part and rows is not None:   # divide by the real (or counted) rows, not the window's
@@ -175,7 +167,7 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
     elif op in ELEMENTWISE_OPS:
         y = _elementwise(b, layer, xs)
     elif op == "Concat":
-        axis = int(hyper.get("axis", 1))
+        axis = 1 if axis is None else axis
         y = b.node("Concat", xs, axis=axis + 4 if axis < 0 else axis)
     elif op == "Gemm":
         flat = b.node("Reshape", [xs[0], b.const(b.tmp("shape"), np.array([n, -1], np.int64))])
@@ -191,7 +183,7 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
             s = b.node("Softmax", [flat], axis=1)
             y = b.node("Reshape", [s, b.const(b.tmp("shape"), np.array(layer.output_shape, np.int64))])
         else:
-            y = b.node("Softmax", [xs[0]], axis=int(hyper.get("axis", 1)))
+            y = b.node("Softmax", [xs[0]], axis=1 if axis is None else axis)
     elif op == "Pad":
         y = _pad(b, layer, xs, part)
     else:
@@ -203,21 +195,22 @@ def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: 
 def _pad(b: Builder, layer: Layer, xs: list[str], part: bool) -> str:
     """Pad whole, or one output row of it: a row of the input padded on every axis but the
     height, or (no input: a phase inside the vertical padding) a row of the pad value."""
-    pads = [int(v) for v in layer.hyper.get("pads", [])]
+    attrs = PadAttrs.of(layer)
+    pads = list(attrs.pads)
     if len(pads) == 4:
         t, left, bottom, right = pads
         pads = [0, 0, t, left, 0, 0, bottom, right]
-    value = float(layer.hyper.get("value", 0.0))
+    value = attrs.value
     if part and not xs:
         n, c, _, w = layer.output_shape
-        rows = int(layer.hyper.get("fill_rows", 1))     # a part of k > 1 padding rows
+        rows = attrs.fill_rows     # a part of k > 1 padding rows
         return b.node("ConstantOfShape", [b.const(b.tmp("shape"), np.array([n, c, rows, w], np.int64))],
                       value=helper.make_tensor("value", TensorProto.FLOAT, [1], [value]))
     if part:
         pads[2] = pads[6] = 0
     value_n = b.const(b.tmp("pad_value"), np.array(value, np.float32))
     return b.node("Pad", [xs[0], b.const(b.tmp("pads"), np.array(pads, np.int64)), value_n],
-                  mode=str(layer.hyper.get("mode", "constant")))
+                  mode=attrs.mode)
 
 
 def _apply_mask(b: Builder, op: str, x: str, mask: str) -> str:
@@ -246,14 +239,16 @@ def _elementwise(b: Builder, layer: Layer, xs: list[str]) -> str:
     if op == "BatchNormalization":   # inference form: a per-channel scale and shift
         if set(params) != {"scale", "B"}:
             raise InputError(f"layer {layer.name}: BatchNormalization needs params scale and B")
-        c = params["scale"].size
-        scale = b.const(f"param:{layer.name}:scale", params["scale"].astype(np.float32).reshape(1, c, 1, 1))
-        shift = b.const(f"param:{layer.name}:B", params["B"].astype(np.float32).reshape(1, c, 1, 1))
+        bn = WeightParams.of(layer)
+        c = bn.scale.size
+        scale = b.const(f"param:{layer.name}:scale", bn.scale.astype(np.float32).reshape(1, c, 1, 1))
+        shift = b.const(f"param:{layer.name}:B", bn.bias.astype(np.float32).reshape(1, c, 1, 1))
         return b.node("Add", [b.node("Mul", [xs[0], scale]), shift])
     ins = list(xs)
+    const_input = OpAttrs.of(layer).const_input
     for key in sorted(params):   # constant operands (e.g. a Mul by a constant)
-        ins.insert(int(layer.hyper.get("const_input", len(ins))) if key == "C" else len(ins),
-                   b.param(layer, key))
+        at = len(ins) if key != "C" or const_input is None else const_input
+        ins.insert(at, b.param(layer, key))
     if op == "Sum" or len(ins) > 2:
         y = ins[0]
         for other in ins[1:]:
@@ -335,11 +330,12 @@ def _finish(b: Builder, layer: Layer, graph_inputs: list, outputs: list[OutPort]
         b.nodes.append(helper.make_node("Identity", [src], [port.name]))
         graph_outputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
     graph = helper.make_graph(b.nodes, f"{layer.name}", graph_inputs, graph_outputs, b.inits)
-    opsets = layer.hyper.get("opset") if layer.op == OPAQUE else None   # the source's own
+    source = OpAttrs.of(layer)
+    opsets = source.opset if layer.op == OPAQUE else None   # the source's own
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in
                                                     (opsets or [("", OPSET)])],
                               producer_name="memtrade.deploy")
-    model.ir_version = int(layer.hyper.get("ir_version", IR_VERSION)) if opsets else IR_VERSION
+    model.ir_version = (source.ir_version or IR_VERSION) if opsets else IR_VERSION
     return model
 
 
@@ -370,10 +366,11 @@ def counted_rows(cnn: CNN, layer_name: str, src: str, p: int, rows_out: int = 1,
     `count` in this phase) inside the padded input (ONNX's divisor), else 0; None for
     every other layer (no such input)."""
     layer = cnn.layer(layer_name)
-    if layer.op != "AveragePool" or not int(layer.hyper.get("count_include_pad", 0)):
+    win = WindowAttrs.of(layer)
+    if layer.op != "AveragePool" or not win.counts_pad:
         return None
     in_h = int(cnn.edge_shape(src, layer_name)[2])
-    top, bottom = (int(v) for v in ((layer.hyper.get("pads") or [0, 0, 0, 0])[0::2]))
+    top, bottom = win.pad[0::2]
     last = int(layer.output_shape[2]) - 1
     if max(window_rows(cnn, layer_name, src, last)[0]) < in_h + bottom:
         return None

@@ -29,6 +29,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from csdf.layer_attrs import WindowAttrs, with_hyper
 from csdf.model import CNN, Layer
 from deploy.quant.scales import TensorScale
 from deploy.quant.stored import FP32, Weights
@@ -69,6 +70,17 @@ class Firing:
 
 
 @dataclass(frozen=True)
+class InputPort:
+    """An input port of a band's model: stored tensor `copies` viewed whole (`shape`, as
+    stored) and, for a ring read by rows, `slots`: the ring slots it gathers (port
+    `<port>_idx`); None for a tensor read whole."""
+    port: str
+    copies: tuple[str, ...]
+    shape: tuple[int, ...]
+    slots: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Piece:
     """Where a read's rows come from: `gathered` rows of the ring (port `port`), then rows
     [a, b) of the results of earlier firings of the band (index into the band)."""
@@ -82,29 +94,29 @@ def fusable(cnn: CNN, layer: Layer) -> bool:
     """Layers a region step computes: Conv/pools (not an AveragePool whose divisor counts
     rows past its bottom padding), elementwise ops and a channel Concat."""
     if layer.op in WINDOW_OPS:
-        if layer.hyper.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+        win = WindowAttrs.of(layer)
+        if win.auto_pad not in ("NOTSET", b"NOTSET"):
             return False
-        if layer.op == "AveragePool" and int(layer.hyper.get("count_include_pad", 0)) \
-                and int(layer.hyper.get("ceil_mode", 0)):
+        if layer.op == "AveragePool" and win.counts_pad and win.ceil_mode:
             return False
         return True
     return layer.op in ELEMENTWISE_OPS or layer.op == "Concat"
 
 
-def pieces(band: list[Firing], edges: dict) -> tuple[list[list[Piece]], list[dict]]:
+def pieces(band: list[Firing], edges: dict) -> tuple[list[list[Piece]], list[InputPort]]:
     """Each read of each firing of `band` split into gathered and inner rows, and the input
-    bindings: one ring port per read with gathered rows (its slot indices), one per whole
+    ports: one ring port per read with gathered rows (its slot indices), one per whole
     read. `edges`: the manifest's edges."""
     made: dict[str, list[tuple[int, int, int]]] = {}      # src -> (firing, first, count)
-    out, binds = [], []
+    out: list[list[Piece]] = []
+    ports: list[InputPort] = []
     for i, f in enumerate(band):
         mine = []
         for r in f.reads:
             e = edges[r.copies[0]]
             if r.whole:
-                port = f"in{_count_ports(binds)}"
-                binds.append({"kind": "edge", "name": port, "edges": list(r.copies), "slot": 0,
-                              "shape": e.stored_shape})
+                port = f"in{len(ports)}"
+                ports.append(InputPort(port, tuple(r.copies), tuple(e.stored_shape)))
                 mine.append(Piece(port, 0, (), True))
                 continue
             inner, old = [], []
@@ -121,19 +133,13 @@ def pieces(band: list[Firing], edges: dict) -> tuple[list[list[Piece]], list[dic
                     inner.append((hit[0], hit[1], hit[1] + 1))
             port = None
             if old:
-                port = f"in{_count_ports(binds)}"
-                binds.append({"kind": "edge", "name": port, "edges": list(r.copies), "slot": 0,
-                              "shape": e.stored_shape})
-                binds.append({"kind": "const", "name": f"{port}_idx",
-                              "values": [row % e.slots for row in old]})
+                port = f"in{len(ports)}"
+                ports.append(InputPort(port, tuple(r.copies), tuple(e.stored_shape),
+                                       tuple(row % e.slots for row in old)))
             mine.append(Piece(port, len(old), tuple(inner)))
         made.setdefault(f.layer, []).append((i, f.first, f.count))
         out.append(mine)
-    return out, binds
-
-
-def _count_ports(binds: list[dict]) -> int:
-    return sum(1 for b in binds if b["kind"] == "edge")
+    return out, ports
 
 
 def key(band: list[Firing], split: list[list[Piece]]) -> tuple:
@@ -217,13 +223,13 @@ def _shaped(layer: Layer, f: Firing) -> Layer:
     """The layer as it computes firing `f`: its output rows only and, for a window op, the
     padding rows of this window as its vertical pads (the window reads only real rows)."""
     n, c, _, w = layer.output_shape
-    hyper = dict(layer.hyper)
     if layer.op in WINDOW_OPS and f.reads:
-        pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
+        pads = WindowAttrs.of(layer).pad
         # ceil_mode stays: the rows are cut to exactly the windows (the same count either
         # way), and the columns still need it (GoogLeNet's pools: 55 columns, not 56)
-        hyper["pads"] = [f.reads[0].pad_top, pads[1], f.reads[0].pad_bottom, pads[3]]
-    return replace(layer, hyper=hyper, output_shape=(n, c, f.count, w))
+        layer = with_hyper(layer, pads=[f.reads[0].pad_top, pads[1], f.reads[0].pad_bottom,
+                                        pads[3]])
+    return replace(layer, output_shape=(n, c, f.count, w))
 
 
 def _rows_first(b: Builder, y: str, shape: list[int]) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from csdf.layer_attrs import WindowAttrs
 from csdf.model import Layer
 from deploy.steps import storage
 
@@ -24,10 +25,8 @@ def applies(layer: Layer, inputs: list, outputs: list, part: bool) -> bool:
     its one input from a ring and writes only parts."""
     if not part or layer.op != "Conv" or len(inputs) != 1 or not outputs:
         return False
-    hyper = layer.hyper
-    kernel = [int(v) for v in (hyper.get("kernel_shape") or [1, 1])]
-    strides = [int(v) for v in (hyper.get("strides") or [1, 1])]
-    pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
+    win = WindowAttrs.of(layer)
+    kernel, strides, pads = win.kernel, win.stride, win.pad
     port = inputs[0]
     return (kernel[0] == 1 and strides[0] == 1 and pads[0] == 0 and pads[2] == 0
             and port.rows is not None and not port.masked and not port.counted
@@ -40,22 +39,20 @@ def build(b, layer: Layer, port, source: str, activations) -> str:
     the output of layer `source`; adds
     the gather-index graph input's node to `b`; `activations(b, layer, x)` appends the
     layer's fused activations."""
-    hyper = layer.hyper
+    win = WindowAttrs.of(layer)
     n, c_in, _, w_in = port.shape
     _, c_out, _, w_out = layer.output_shape
     k = int(port.rows)
     x = b.node("Gather", [port.name, f"{port.name}_idx"], axis=0)
     x = b.node("Reshape", [x, b.const(b.tmp("shape"), np.array([k * n, c_in, 1, w_in], np.int64))])
     x = storage.load(b, x, source)
-    kw = int((hyper.get("kernel_shape") or [1, 1])[1])
-    sw = int((hyper.get("strides") or [1, 1])[1])
-    pads = [int(v) for v in (hyper.get("pads") or [0, 0, 0, 0])]
-    dil = int((hyper.get("dilations") or [1, 1])[1])
+    kw, sw, dil = win.kernel[1], win.stride[1], win.dilation[1]
+    pads = win.pad
     ins = [x, b.param(layer, "W")]
     if "B" in layer.params:
         ins.append(b.param(layer, "B"))
     y = b.node("Conv", ins, kernel_shape=[1, kw], strides=[1, sw], pads=[0, pads[1], 0, pads[3]],
-               dilations=[1, dil], group=int(hyper.get("group", 1)))
+               dilations=[1, dil], group=win.group)
     y = activations(b, layer, y)
     y = storage.store(b, y, layer.name)
     return b.node("Reshape", [y, b.const(b.tmp("shape"), np.array([k, n, c_out, w_out], np.int64))])

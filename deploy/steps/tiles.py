@@ -1,7 +1,7 @@
 """Deploying a fused-tiled group: one ONNX model per distinct tile shape, called N x M times.
 
-A tiled group of the plan (`plan["tilings"]`, explorer/tiling/fused.py) is one step of its partition
-that makes one call per tile (DeepThings' fused tile partitioning, csdf/tiling.py). The tile
+A tiled group of the plan (its `tilings`, explorer/tiling/fused.py) is one step of its partition
+(deploy/build/tile_step.py) that makes one call per tile (DeepThings' fused tile partitioning, csdf/tiling.py). The tile
 model of a shape reads the group's whole input tensor (its arena view) and slices the tile's
 input region out of it (`starts` / `ends` are inputs bound per tile, so tiles of one shape
 share the model); it runs the group's layers with the tile's own pads (the layer's padding at
@@ -15,17 +15,17 @@ ONNX Runtime's / the step's own scratch, like the gathered window of a step by p
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from csdf.layer_attrs import with_hyper
 from csdf.model import CNN
-from csdf.tiling import Group, Tile, distinct_shapes, tile_group
+from csdf.tiling import Group, Tile
 from deploy.quant.scales import TensorScale
-from deploy.quant.stored import FP32, Weights, weights_of
+from deploy.quant.stored import FP32, Weights
 from deploy.steps import storage
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
 from deploy.steps.parts import layer_core
@@ -54,13 +54,12 @@ def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nc
     outputs = []
     for k, lt in enumerate(tile.layers):
         layer = cnn.layer(lt.layer)
-        hyper = dict(layer.hyper)
-        if "pads" in hyper or layer.op in ("Conv", "MaxPool", "AveragePool"):
-            hyper["pads"] = list(lt.pads)
+        if "pads" in layer.hyper or layer.op in ("Conv", "MaxPool", "AveragePool"):
+            layer = with_hyper(layer, pads=list(lt.pads))
         n, c = (int(v) for v in layer.output_shape[:2])
         # the layer at the tile's shape; its params keep their ONNX sources (a QDQ model's
         # weights are stored with their own scales)
-        shaped = replace(layer, hyper=hyper, output_shape=(n, c, lt.out_h.size, lt.out_w.size))
+        shaped = replace(layer, output_shape=(n, c, lt.out_h.size, lt.out_w.size))
         in_c = int(cnn.edge_shape(layer.inputs[0], layer.name)[1])
         x = layer_core(b, shaped, [x], [(n, in_c, lt.in_h.size, lt.in_w.size)], None, None)
         name = "out" if k == len(tile.layers) - 1 else f"mid{k}"
@@ -73,47 +72,3 @@ def tile_model(cnn: CNN, group: Group, tile: Tile, dtype: str, layout: str = "nc
                               producer_name="memtrade.deploy")
     model.ir_version = IR_VERSION
     return model
-
-
-def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[str]],
-               dtype: str, out: Path, models: dict, safe: Callable[[str], str],
-               edges: dict | None = None, weights: str = "float32",
-               scales: Mapping[str, TensorScale] | None = None) -> dict[str, Any]:
-    """The manifest step of one tiled group: its tile calls (model, region, bindings).
-    `edges`: the manifest's edges by name (records with a `layout`); `weights`: the
-    parameters' storage type (deploy/quant/stored.py WEIGHT_TYPES); `scales`: int8's."""
-    layers = list(group.layers)
-    first, last = cnn.layer(layers[0]), layers[-1]
-    in_edges = edge_copies(first.inputs[0], layers[0])
-    layout = getattr((edges or {}).get(in_edges[0]), "layout", "nchw")
-    mids = [edge_copies(a, b) for a, b in group.internal_edges()]
-    succ = [d for d in cnn.order() if cnn.graph.has_edge(last, d)]
-    outs = [edge_copies(last, d) for d in succ]
-    sink = cnn.graph.out_degree(last) == 0
-    tiles = tile_group(cnn, layers, group.n, group.m)
-    calls = []
-    for shape_no, (key, same) in enumerate(distinct_shapes(tiles).items()):
-        rel = f"models/{safe(cnn.name)}/{safe(group.name)}.tile{shape_no}.onnx"
-        if rel not in models:
-            model = tile_model(cnn, group, same[0], dtype, layout, weights_of(weights, cnn), scales)
-            (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            onnx.save(model, str(out / rel))
-            models[rel] = {"cnn": cnn.name, "layer": group.name, "layers": layers,
-                           "variant": f"tile{shape_no}",
-                           "inputs": ["in0", "starts", "ends"],
-                           "outputs": [f"mid{k}" for k in range(len(mids))] + ["out"]}
-        for t in same:
-            n, c = (int(v) for v in cnn.layer(last).output_shape[:2])
-            calls.append({
-                "tile": [t.i, t.j], "model": rel,
-                "starts": [t.in_h.start, t.in_w.start], "ends": [t.in_h.stop, t.in_w.stop],
-                "mids": [{"edges": e, "shape": [int(v) for v in cnn.layer(a).output_shape[:2]]
-                          + [lt.out_h.size, lt.out_w.size]}
-                         for e, a, lt in zip(mids, layers[:-1], t.layers[:-1])],
-                "region": [t.out_h.start, t.out_h.stop, t.out_w.start, t.out_w.stop],
-                "out_shape": [n, c, t.out_h.size, t.out_w.size]})
-    calls.sort(key=lambda c: tuple(c["tile"]))
-    bind = [{"kind": "tile", "edges": e} for e in [in_edges, *mids, *outs]]
-    return {"layer": layers[0], "group": layers, "grid": [group.n, group.m], "phase": 0,
-            "model": None, "bind": bind, "in": in_edges, "outs": outs, "sink": last if sink else None,
-            "tiles": calls}

@@ -12,6 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
+from csdf.layer_attrs import WeightParams, WindowAttrs
 from csdf.model import Layer
 from deploy.quant.stored import held
 
@@ -35,15 +36,16 @@ class ConvSpec:
 
     @classmethod
     def of(cls, layer: Layer, in_shape) -> "ConvSpec":
-        hy = layer.hyper
-        kh, kw = (int(v) for v in hy.get("kernel_shape", layer.params["W"].shape[2:]))
-        sh, sw = (int(v) for v in (hy.get("strides") or [1, 1]))
-        dh, dw = (int(v) for v in (hy.get("dilations") or [1, 1]))
-        pads = tuple(int(v) for v in (hy.get("pads") or [0, 0, 0, 0]))
+        win = WindowAttrs.of(layer)
+        kh, kw = (int(v) for v in (win.kernel_shape if win.kernel_shape is not None
+                                   else WeightParams.of(layer).weight.shape[2:]))
+        sh, sw = win.stride
+        dh, dw = win.dilation
+        pads = win.pad
         n, c, h, w = (int(v) for v in in_shape)
         _, c_out, h_out, w_out = (int(v) for v in layer.output_shape)
         return cls(n, c, h, w, c_out, kh, kw, (sh, sw), (dh, dw), pads,
-                   int(hy.get("group", 1)), h_out, w_out)
+                   win.group, h_out, w_out)
 
     @property
     def padded(self) -> tuple[int, int]:
@@ -86,7 +88,8 @@ def weights(b, layer: Layer, tag: str, value: np.ndarray) -> str:
 def add_bias(b, layer: Layer, y: str, c_out: int) -> str:
     if "B" not in layer.params:
         return y
-    bias = weights(b, layer, "B4", layer.params["B"].astype(np.float32).reshape(1, c_out, 1, 1))
+    bias = weights(b, layer, "B4", WeightParams.of(layer).bias.astype(np.float32)
+                   .reshape(1, c_out, 1, 1))
     return b.node("Add", [y, bias])
 
 

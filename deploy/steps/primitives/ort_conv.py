@@ -3,6 +3,7 @@ im2col working buffer otherwise), with ONNX Runtime's NCHWc rewrite switched off
 step, so the layer reads and writes NCHW. Refuses nothing."""
 from __future__ import annotations
 
+from csdf.layer_attrs import WeightParams
 from deploy.steps.primitives.base import ConvSpec, conv_weight, weights
 
 
@@ -19,5 +20,5 @@ class OrtConv:
                      pads=list(spec.pads), dilations=list(spec.dilation), group=spec.group)
         ins = [x, weights(b, layer, "W", conv_weight(b, layer))]
         if "B" in layer.params:
-            ins.append(weights(b, layer, "B", layer.params["B"]))
+            ins.append(weights(b, layer, "B", WeightParams.of(layer).bias))
         return b.node("Conv", ins, **attrs)

@@ -179,9 +179,9 @@ def test_a_profile_shares_a_band_time_among_its_layers_by_their_work(cnn, tmp_pa
         work[layer] = work.get(layer, 0) + w
     assert shares == pytest.approx({k: v / sum(work.values()) for k, v in work.items()})
     timed = step_times_in_child(tmp_path / "dep", NAME, 2, 1, "nchw")
-    assert timed["calls"] == sum(len(p.steps) for p in manifest.partitions)
-    assert set(timed["layers"]) == set(cnn.order())
-    assert all(ms > 0 for ms in timed["layers"].values())
+    assert timed.calls == sum(len(p.steps) for p in manifest.partitions)
+    assert set(timed.layers) == set(cnn.order())
+    assert all(ms > 0 for ms in timed.layers.values())
     # each call's ONNX Runtime binding keeps 1-6 KiB for the run, by its ports (a session's
     # state: tens of KiB)
-    assert 1024 <= timed["call_bytes"] <= 8192
+    assert 1024 <= timed.call_bytes <= 8192

@@ -17,6 +17,23 @@ from deploy.ort import channels_last as cl
 RNG = np.random.default_rng(0)
 
 
+def test_a_transposed_identity_is_stripped_to_the_identity_on_nhwc_ports():
+    """A step reading its NCHW port through Transpose(perm=[0, 2, 3, 1]) and writing it
+    back through Transpose(perm=[0, 3, 1, 2]) accepts and emits channels-last; stripped,
+    it is the Identity between NHWC ports."""
+    x = helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 8, 4, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 8, 4, 5])
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("Identity", ["t"], ["u"]),
+             helper.make_node("Transpose", ["u"], ["y"], perm=[0, 3, 1, 2])]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y]))
+    form = cl.step_form(m, {"x": "nchw", "y": "nchw"})
+    assert (sorted(form.accepts), sorted(form.emits)) == (["x"], ["y"])
+    s = cl.strip(m, {"x": "nchw", "y": "nchw"})
+    assert [n.op_type for n in s.graph.node] == ["Identity"]
+    assert cl.port_dims(s, "x") == [1, 4, 5, 8]
+
+
 @pytest.mark.parametrize("layout", ["nchw", "hncw"])
 def test_reading_and_writing_permutations(layout):
     logical = RNG.integers(0, 255, (2, 3, 4, 5)).astype(np.uint8)

@@ -10,6 +10,7 @@ import pytest
 from csdf.model import INPUT
 from csdf.parts import can_split, phases_for_rows
 from deploy.profile import workspace_probe
+from deploy.profile.ladder_records import StepTimes
 from explorer.app.appfile import load_app
 from explorer.cli.main import main
 from explorer.throughput.device_profile import load_profile
@@ -261,8 +262,8 @@ def test_ladder_rounds_keep_each_layers_least(small_app_file, monkeypatch):
     def fake(folder, name, frames, threads, layout, keep=None, whole=False):
         calls.append(folder.name)
         r = calls.count("run0") - 1
-        return {"layers": {n: noise[r] * (1 + i) for i, n in enumerate(cnn.order())},
-                "frame_ms": 10 * noise[r], "calls": 1}
+        return StepTimes({n: noise[r] * (1 + i) for i, n in enumerate(cnn.order())},
+                                        10 * noise[r], 1)
 
     runs = 1 + sum(1 + len(ladder_profile.alone_groups(
         cnn, phases_for_rows(cnn, dict.fromkeys(cnn.order(), k)))) for k in ladder_profile.ladder_rows(cnn))
@@ -272,5 +273,5 @@ def test_ladder_rounds_keep_each_layers_least(small_app_file, monkeypatch):
     # round after round: every deployment once before any twice
     assert runs >= 5 and calls == [f"run{i}" for i in range(runs)] * 3
     for i, n in enumerate(cnn.order()):
-        assert table[n]["whole_ms"] == 1.0 * (1 + i)
+        assert table[n].whole_ms == 1.0 * (1 + i)
     assert [r["frame_ms"] for r in records] == [10.0] * runs

@@ -89,14 +89,14 @@ def test_candidates_are_timed_computing_the_step(tmp_path):
     for prim in primitives.applicable(layer, shape):
         path = tmp_path / f"{prim}.onnx"
         onnx.save(step_model(layer, ins, outs, "float32", primitive=prim), str(path))
-        plain = {"blocked": [], "plain": ["in0", "out0"]}      # the context's edges are plain
-        jobs.append({"layer": "conv", "model": str(path), "layout": primitives.get(prim).layout,
-                     "variants": [plain], "check": True})
+        plain = primitive_timing.Variant((), ("in0", "out0"))    # the context's edges are plain
+        jobs.append(primitive_timing.TimingJob("conv", str(path), primitives.get(prim).layout,
+                                               (plain,), check=True))
     results = primitive_timing.measure(context, jobs, threads=1, repeats=2)
     assert len(results) == 5
     for job, r in zip(jobs, results):
-        assert r["ms"][0] > 0 and r["diff"] == [0.0]
-        assert r["max_abs_diff"][0] < 1e-4, job["model"]
+        assert r.ms[0] > 0 and r.diff == (0.0,)
+        assert r.max_abs_diff[0] < 1e-4, job.model
 
 
 def test_profile_file_keeps_the_table(table, tmp_path):

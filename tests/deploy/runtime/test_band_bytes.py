@@ -56,11 +56,11 @@ def _loaded(manifest, folder: Path, keep: Path):
     return backend, keeper, executor
 
 
-def _run_kept(job: dict, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _run_kept(job: workspace_probe.ProbeJob, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The kept form run as the probe runs it: weights handed in, no optimisation."""
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    source, values = workspace_probe.handed_in(job["model"], opts)
+    source, values = workspace_probe.handed_in(job.model, opts)
     sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, feeds)))
@@ -83,17 +83,17 @@ def test_kept_forms_compute_what_the_deployment_computes(cnn, tmp_path):
     rng = np.random.default_rng(0)
     blocked_ports = 0
     for shares, job in jobs:
-        step = kept[job["model"]]
-        assert job["mode"] == "deployed" and sum(shares.values()) == pytest.approx(1.0)
-        assert set(job["inputs"]) | set(job["outputs"]) == {b.name for b in step.bind}
-        specs = list(job["inputs"].values()) + list(job["outputs"].values())
-        blocked_ports += sum(len(spec["shape"]) == 5 for spec in specs)
+        step = kept[job.model]
+        assert job.mode == "deployed" and sum(shares.values()) == pytest.approx(1.0)
+        assert set(job.inputs) | set(job.outputs) == {b.name for b in step.bind}
+        specs = list(job.inputs.values()) + list(job.outputs.values())
+        blocked_ports += sum(len(spec.shape) == 5 for spec in specs)
         # the deployment's call on random arena contents, then the kept form on copies of
         # what the call read: the same outputs
         i = first[step.model]
         ex.arena[...] = rng.integers(0, 255, ex.arena.shape, dtype=np.uint8) & 0x3f   # finite floats
         ins, outs = ex.views[(pname, i, 0)]
-        feeds = {n: np.ascontiguousarray(a).reshape(job["inputs"][n]["shape"]) for n, a in ins.items()}
+        feeds = {n: np.ascontiguousarray(a).reshape(job.inputs[n].shape) for n, a in ins.items()}
         calls[i]()
         got = _run_kept(job, feeds)
         for n, arr in outs.items():
@@ -116,13 +116,13 @@ def test_model_state_is_shared_by_firings_and_counted_once_per_model(cnn, tmp_pa
     backend, keeper, _ = _loaded(manifest, tmp_path / "dep", tmp_path / "forms")
     jobs = deployed_jobs(backend, keeper, manifest, tmp_path / "dep", whole=False)
     by_path = {str(keeper.paths[backend.session_key(tmp_path / "dep" / m)]): m for m in models}
-    assert sorted(by_path[j["model"]] for _, j in jobs) == sorted(models)
+    assert sorted(by_path[j.model] for _, j in jobs) == sorted(models)
     figures = {m: (100 * (k + 1), 1000 * (k + 1)) for k, m in enumerate(models)}  # (ws, state)
     probed = []
 
     def fake(jobs, sessions=False):
         probed.extend(jobs)
-        return [figures[by_path[job["model"]]] for job in jobs]
+        return [figures[by_path[job.model]] for job in jobs]
 
     monkeypatch.setattr(workspace_probe, "measure", fake)
     monkeypatch.setattr(workspace_probe, "available", lambda: True)
@@ -177,14 +177,14 @@ def test_the_state_counted_is_what_the_deployment_held(cnn, tmp_path, monkeypatc
     assert abs(grown - counted) <= 32 << 10, (grown, counted)
     assert sum(backend.session_heap.values()) > grown // 2
     jobs = deployed_jobs(backend, keeper, manifest, tmp_path / "dep", whole=False)
-    assert jobs and all(job["held"] == backend.session_heap[backend.session_key(
+    assert jobs and all(job.held == backend.session_heap[backend.session_key(
         tmp_path / "dep" / next(s.model for s in _probed_steps(manifest)
                                 if str(keeper.paths[backend.session_key(tmp_path / "dep" / s.model)])
-                                == job["model"]))] for _, job in jobs)
+                                == job.model))] for _, job in jobs)
     monkeypatch.setattr(workspace_probe, "measure", lambda js, sessions=False: [(7, 0) for _ in js])
     monkeypatch.setattr(workspace_probe, "available", lambda: True)
     want: dict[str, float] = {}
     for shares, job in jobs:
         for layer, share in shares.items():
-            want[layer] = want.get(layer, 0.0) + share * job["held"]
+            want[layer] = want.get(layer, 0.0) + share * job.held
     assert bands.band_bytes(jobs) == {layer: (round(v), 7) for layer, v in want.items()}

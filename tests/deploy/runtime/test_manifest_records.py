@@ -59,7 +59,7 @@ def test_records_are_typed_and_frozen(deployed):
 
 
 def test_a_tiled_groups_step_round_trips():
-    """A fused-tiled group's step (deploy/steps/tiles.group_step writes it) keeps its keys."""
+    """A fused-tiled group's step (deploy/build/tile_step.group_step writes it) keeps its keys."""
     tile = {"tile": [0, 1], "model": "models/n/g.tile0.onnx", "starts": [0, 4], "ends": [6, 10],
             "mids": [{"edges": ["n.a->b", "n.a->b"], "shape": [1, 8, 4, 4]}],
             "region": [0, 4, 4, 8], "out_shape": [1, 8, 4, 4]}

@@ -9,6 +9,7 @@ import pytest
 
 from csdf.parts import phases_for_rows
 from deploy.profile import ladder as ladder_profile
+from deploy.profile.ladder_records import StepTimes
 from explorer.app.appfile import load_app
 from explorer.throughput.device_profile import DeviceProfile, LayerTimes, load_profile, profile_from_dict, save_profile
 from csdf.regions import beside_parts, region_params, region_sizes
@@ -171,7 +172,7 @@ def test_alone_groups_time_every_split_layer_with_whole_neighbours(small_app_fil
 
     def fake(folder, name, frames, threads, layout, keep=None, whole=False):      # ms = the run's index + 1
         i = int(folder.name[3:])
-        return {"layers": {n: float(i + 1) for n in cnn.order()}, "frame_ms": 1.0, "calls": 1}
+        return StepTimes({n: float(i + 1) for n in cnn.order()}, 1.0, 1)
 
     monkeypatch.setattr(ladder_profile, "step_times_in_child", fake)
     ladder.time_round()
@@ -181,19 +182,19 @@ def test_alone_groups_time_every_split_layer_with_whole_neighbours(small_app_fil
         for k in ladder_profile.ladder_rows(cnn):
             every = ladder.folders[index[(k, None)]][1]
             p = every[n]
-            if p == 1 or table[n]["by_phases"].get(p) != index[(k, None)] + 1:
+            if p == 1 or table[n].by_phases.get(p) != index[(k, None)] + 1:
                 continue          # Φ filed from a smaller k (same Φ), or whole at k
-            assert table[n]["region"][p] == _components(edges, every, params)[n]
+            assert table[n].region[p] == _components(edges, every, params)[n]
             alone = [i for (kk, g), i in index.items()
                      if kk == k and g is not None and ladder.folders[i][1][n] > 1]
-            assert table[n]["alone"][p] == alone[0] + 1
+            assert table[n].alone[p] == alone[0] + 1
             checked.add(k)
     assert checked == set(ladder_profile.ladder_rows(cnn)) == {1, 2}
     # whole beside parts: the median over every run (all at k, or alone) where it was so
     for n in cnn.order():
         runs = [i + 1 for i, (_, phases) in enumerate(ladder.folders) if i > 0 and phases[n] == 1
                 and any(phases[m] > 1 for m in nx.all_neighbors(cnn.graph, n))]
-        assert table[n]["beside_ms"] == (float(np.median(runs)) if runs else None), n
+        assert table[n].beside_ms == (float(np.median(runs)) if runs else None), n
 
 
 def test_a_region_steps_profile_prices_a_fused_layer_at_its_ladder_time(app_file, tmp_path):

@@ -1,6 +1,6 @@
 """Fused tiling as a mode of memtrade (explorer/tiling/fused.py, explorer/tiling/genes.py,
-deploy/steps/tiles.py) on a small network with two tiled groups: per-tile buffers in the plan
-against a hand count, the group's time against tile coverage counted independently, and the
+deploy/steps/tiles.py, deploy/build/tile_step.py) on a small network with two tiled groups:
+per-tile buffers in the plan against a hand count, the group's time against tile coverage counted independently, and the
 deployment: outputs equal to the unmodified model, arena = plan, N x M calls per group."""
 from __future__ import annotations
 
