@@ -130,7 +130,7 @@ def test_claimed_file_is_not_overwritten_without_force(tmp_path):
 
 # ---- failures and Ctrl-C leave nothing ------------------------------------------------------------
 def test_ctrl_c_while_writing_leaves_no_out_and_says_one_line(tmp_path, monkeypatch, capsys):
-    import explorer.report.pareto as report
+    import memtrade.front_files as report     # the files of an exploration (memtrade.explore)
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
