@@ -12,7 +12,7 @@ from csdf.model import CNN, INPUT
 from csdf.parts import can_split
 from deploy.build.layer_step import safe_name
 from deploy.runtime.manifest_records import ProfileModel, ProfilePort
-from deploy.steps.layer_models import layer_model
+from deploy.steps import layer_models
 
 
 def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path) -> list[ProfileModel]:
@@ -26,7 +26,7 @@ def write_profile_models(cnns: dict[str, CNN], dtype: str, out_dir: Path) -> lis
                 continue
             kinds = [False] + ([True] if can_split(layer) and layer.output_shape[2] > 1 else [])
             for part in kinds:
-                model, ins, outs, idx = layer_model(cnn, name, dtype, part)
+                model, ins, outs, idx = layer_models.layer_model(cnn, name, dtype, part)
                 kind = "part" if part else "whole"
                 rel = f"profile/{safe_name(cnn.name)}/{safe_name(name)}.{kind}.onnx"
                 (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from deploy.quant.scales import TensorScale
 from deploy.quant.stored import weights_of
 from deploy.runtime.manifest_records import StepModel, StoredEdge
 from deploy.runtime.step_records import Binding, Step, TileCall, TiledGroup, TileMid
-from deploy.steps.tiles import tile_model
+from deploy.steps import tiles as tile_models
 
 
 def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[str]],
@@ -39,7 +39,7 @@ def group_step(cnn: CNN, group: Group, edge_copies: Callable[[str, str], list[st
     for shape_no, (key, same) in enumerate(distinct_shapes(tiles).items()):
         rel = f"models/{safe(cnn.name)}/{safe(group.name)}.tile{shape_no}.onnx"
         if rel not in models:
-            model = tile_model(cnn, group, same[0], dtype, layout, weights_of(weights, cnn), scales)
+            model = tile_models.tile_model(cnn, group, same[0], dtype, layout, weights_of(weights, cnn), scales)
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             onnx.save(model, str(out / rel))
             models[rel] = StepModel(cnn.name, group.name, f"tile{shape_no}",
