@@ -31,10 +31,10 @@ def data_path(*parts: str) -> Path:
     return path
 
 
-def write_tiny_onnx(path: Path, seed: int = 0) -> Path:
-    """input [1,3,8,8] -> conv 3x3 (4) + BN + Relu -> conv 3x3 stride 2 (8) + Relu
-    -> GlobalAveragePool -> Flatten -> Gemm (10). Node names: conv1 bn1 relu1 conv2 relu2
-    gap flat fc."""
+def write_tiny_onnx(path: Path, seed: int = 0, size: int = 8) -> Path:
+    """input [1,3,size,size] (8 x 8 unless asked) -> conv 3x3 (4) + BN + Relu -> conv 3x3
+    stride 2 (8) + Relu -> GlobalAveragePool -> Flatten -> Gemm (10). Node names: conv1 bn1
+    relu1 conv2 relu2 gap flat fc."""
     rng = np.random.default_rng(seed)
 
     def init(name, shape):
@@ -55,7 +55,7 @@ def write_tiny_onnx(path: Path, seed: int = 0) -> Path:
         helper.make_node("Gemm", ["f", "wf", "bf"], ["out"], name="fc", transB=1),
     ]
     graph = helper.make_graph(
-        nodes, "tiny", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 8, 8])],
+        nodes, "tiny", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 10])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8

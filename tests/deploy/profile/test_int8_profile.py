@@ -13,10 +13,14 @@ from explorer.app.appfile import load_app
 from explorer.cli.main import main
 from explorer.throughput.profile_cache import ProfileCache
 
+# the tiny CNN on a 4 x 4 input: ladder rows 1 and 2, 7 ladder deployments where 8 x 8 has 10
+# (rows 1, 2 and 4); every step form the profile and the deployment make is still made
+SIZE = 4
+
 
 def test_int8_profile_plan_deploy_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MEMTRADE_CACHE", str(tmp_path / "cache"))
-    write_tiny_onnx(tmp_path / "tiny.onnx")
+    write_tiny_onnx(tmp_path / "tiny.onnx", size=SIZE)
     app_path = tmp_path / "app.yaml"
     app_path.write_text("name: tiny8\nplatform: cpu\nprecision: int8\n"
                         "cnns:\n  - name: tiny\n    model: tiny.onnx\n")
@@ -51,7 +55,7 @@ def test_the_ladder_measures_whole_layers_in_steps_of_their_own(tmp_path):
     from deploy.build.derive import derive
     from deploy.profile.ladder import Ladder, cnn_plan
     from deploy.runtime import manifest as mf
-    cnn = load_onnx(write_tiny_onnx(tmp_path / "tiny.onnx"), "tiny")
+    cnn = load_onnx(write_tiny_onnx(tmp_path / "tiny.onnx", size=SIZE), "tiny")
     scales = deployment_scales({"tiny": cnn}, None)
     ladder = Ladder(cnn, tmp_path / "ladder", "int8", regions=True, scales=scales)
     whole, phases = ladder.folders[0]
