@@ -67,3 +67,88 @@ def write_tiny_onnx(path: Path, seed: int = 0, size: int = 8) -> Path:
 def tiny_onnx(tmp_path: Path) -> Path:
     """Path of a tiny ONNX CNN (see write_tiny_onnx): 8 fused layers incl. the input."""
     return write_tiny_onnx(tmp_path / "tiny.onnx")
+
+
+# ---- the step-model check of `explore deploy`, one child for the session ---------------------
+class _StepCheckChild:
+    """One long-lived `tests/step_check_child.py` process that makes the step-model check's
+    `check_model` calls (deploy/checks/step_models.py) for every deployment a test makes in
+    this process, in place of a fresh `python -m deploy.checks.step_models` per deployment:
+    the same checks, in a process of its own (so this process's ONNX Runtime stays untouched,
+    the reason the check runs in a child), without the interpreter and import start-up each
+    time. Any failure of the child falls back to the real `first_refused` for that call."""
+
+    def __init__(self):
+        self.proc = None
+        self.broken = False
+
+    def _start(self):
+        import subprocess
+        import tempfile
+        from deploy.runtime.child import child_env
+        self.err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve().parent / "step_check_child.py")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
+            env=child_env())
+
+    def first_refused(self, paths, real):
+        import json
+        from step_check_child import TAG
+        if not paths:
+            return real(paths)
+        if self.broken:
+            return real(paths)
+        try:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+            self.proc.stdin.write(json.dumps(list(paths)) + "\n")
+            self.proc.stdin.flush()
+            while True:
+                line = self.proc.stdout.readline()
+                if not line:
+                    raise EOFError("the step-check child ended")
+                if line.startswith(TAG):
+                    report = json.loads(line[len(TAG):])
+                    return None if report is None else (int(report[0]), str(report[1]))
+        except (OSError, EOFError, ValueError):
+            self.close()
+            self.broken = True           # the real child from now on, as `explore deploy`
+            return real(paths)
+
+    def close(self):
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=30)
+            except Exception:
+                self.proc.kill()
+            self.proc = None
+
+
+_STEP_CHECK = _StepCheckChild()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _step_check_child_session():
+    yield
+    _STEP_CHECK.close()
+
+
+@pytest.fixture(autouse=True)
+def _step_check_child(request, monkeypatch):
+    """`explore deploy`'s step-model check through the session's one child (_StepCheckChild),
+    except in tests/deploy/checks/, the check's own tests, which keep the per-deployment child
+    process `explore deploy` starts."""
+    if DATA.parent / "deploy" / "checks" in Path(str(request.node.path)).parents:
+        yield
+        return
+    try:
+        from deploy.checks import step_models
+        real = step_models.first_refused
+    except (ImportError, AttributeError):
+        yield
+        return
+    monkeypatch.setattr(step_models, "first_refused",
+                        lambda paths: _STEP_CHECK.first_refused(paths, real))
+    yield

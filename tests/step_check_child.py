@@ -1,0 +1,35 @@
+"""The step-model check of `explore deploy` (deploy/checks/step_models.py) as one child
+process that serves the whole test session (tests/conftest.py `_step_check_child`).
+
+`explore deploy` runs `python -m deploy.checks.step_models` once per deployment: a fresh
+interpreter that imports onnx and ONNX Runtime, then loads each step model as `explore run`
+would (`check_model`). In the tests that start-up is most of a small deployment's time (the
+tests under tests/deploy/steps spent two thirds of their time in it). This child makes the
+same `check_model` calls, in a process of its own as the real child, for one request after
+another: a request is one line of JSON (the paths, in order), the answer one line
+`STEPCHECK <json>`: [index, reason] of the first path refused, or null, as
+`first_refused` returns it."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+TAG = "STEPCHECK "
+
+
+def main() -> None:
+    from deploy.checks.step_models import check_model
+    for line in sys.stdin:
+        found = None
+        for i, path in enumerate(json.loads(line)):
+            why = check_model(Path(path))
+            if why is not None:
+                found = [i, why]
+                break
+        sys.stdout.write(TAG + json.dumps(found) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
