@@ -13,8 +13,8 @@ from explorer.app.appfile import load_app
 from explorer.cli.main import main
 from explorer.throughput.profile_cache import ProfileCache
 
-# the tiny CNN on a 2 x 2 input: one ladder rung (k = 1), 4 ladder deployments where 8 x 8 has
-# 10 (test_platform_cpu.py's end-to-end run does the same); the int8 steps are still timed whole
+# the tiny CNN on a 2 x 2 input: one ladder rung (k = 1), 3 ladder deployments where 8 x 8 has
+# 9 (test_platform_cpu.py's end-to-end run does the same); the int8 steps are still timed whole
 # and by parts, and the plan at M^c = 0 is the one 8 x 8 gives: every layer whole, in chains
 SIZE = 2
 
