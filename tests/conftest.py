@@ -80,29 +80,36 @@ class _StepCheckChild:
 
     def __init__(self):
         self.proc = None
+        self.env = None
         self.broken = False
 
-    def _start(self):
+    def _start(self, env):
         import subprocess
         import tempfile
-        from deploy.runtime.child import child_env
         self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve().parent / "step_check_child.py")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
-            env=child_env())
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, env=env)
+        self.env = env
 
     def first_refused(self, paths, real):
         import json
+        from deploy.runtime.child import child_env
         from step_check_child import TAG
-        if not paths:
-            return real(paths)
-        if self.broken:
+        if not paths or self.broken:
             return real(paths)
         try:
-            if self.proc is None or self.proc.poll() is not None:
-                self._start()
-            self.proc.stdin.write(json.dumps(list(paths)) + "\n")
+            cwd = os.getcwd()
+        except OSError:               # a folder since removed: the real child, as always
+            return real(paths)
+        try:
+            env = child_env()        # the real child's: a test that changed it gets a new one
+            if self.proc is not None and (self.proc.poll() is not None or env != self.env):
+                self.close()
+            if self.proc is None:
+                self._start(env)
+            request = {"cwd": cwd, "paths": list(paths)}   # read from where the real child would
+            self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
             while True:
                 line = self.proc.stdout.readline()
@@ -110,19 +117,28 @@ class _StepCheckChild:
                     raise EOFError("the step-check child ended")
                 if line.startswith(TAG):
                     report = json.loads(line[len(TAG):])
+                    if isinstance(report, dict):       # it could not answer this one
+                        return real(paths)
                     return None if report is None else (int(report[0]), str(report[1]))
         except (OSError, EOFError, ValueError):
             self.close()
             self.broken = True           # the real child from now on, as `explore deploy`
             return real(paths)
+        except BaseException:            # interrupted mid-request: no answer left unread
+            self.close(kill=True)
+            raise
 
-    def close(self):
+    def close(self, kill: bool = False):
         if self.proc is not None:
             try:
-                self.proc.stdin.close()
+                if kill:
+                    self.proc.kill()
+                else:
+                    self.proc.stdin.close()
                 self.proc.wait(timeout=30)
             except Exception:
                 self.proc.kill()
+                self.proc.wait()
             self.proc = None
 
 
