@@ -103,7 +103,9 @@ class _StepCheckChild:
         except OSError:               # a folder since removed: the real child, as always
             return real(paths)
         try:
-            env = child_env()        # the real child's: a test that changed it gets a new one
+            # the real child's environment: a test that changed it gets a new child (pytest's
+            # own PYTEST_CURRENT_TEST, which names each test, aside)
+            env = {k: v for k, v in child_env().items() if k != "PYTEST_CURRENT_TEST"}
             if self.proc is not None and (self.proc.poll() is not None or env != self.env):
                 self.close()
             if self.proc is None:
