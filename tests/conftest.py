@@ -31,10 +31,10 @@ def data_path(*parts: str) -> Path:
     return path
 
 
-def write_tiny_onnx(path: Path, seed: int = 0) -> Path:
-    """input [1,3,8,8] -> conv 3x3 (4) + BN + Relu -> conv 3x3 stride 2 (8) + Relu
-    -> GlobalAveragePool -> Flatten -> Gemm (10). Node names: conv1 bn1 relu1 conv2 relu2
-    gap flat fc."""
+def write_tiny_onnx(path: Path, seed: int = 0, size: int = 8) -> Path:
+    """input [1,3,size,size] (8 x 8 unless asked) -> conv 3x3 (4) + BN + Relu -> conv 3x3
+    stride 2 (8) + Relu -> GlobalAveragePool -> Flatten -> Gemm (10). Node names: conv1 bn1
+    relu1 conv2 relu2 gap flat fc."""
     rng = np.random.default_rng(seed)
 
     def init(name, shape):
@@ -55,7 +55,7 @@ def write_tiny_onnx(path: Path, seed: int = 0) -> Path:
         helper.make_node("Gemm", ["f", "wf", "bf"], ["out"], name="fc", transB=1),
     ]
     graph = helper.make_graph(
-        nodes, "tiny", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 8, 8])],
+        nodes, "tiny", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 10])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
@@ -67,3 +67,106 @@ def write_tiny_onnx(path: Path, seed: int = 0) -> Path:
 def tiny_onnx(tmp_path: Path) -> Path:
     """Path of a tiny ONNX CNN (see write_tiny_onnx): 8 fused layers incl. the input."""
     return write_tiny_onnx(tmp_path / "tiny.onnx")
+
+
+# ---- the step-model check of `explore deploy`, one child for the session ---------------------
+class _StepCheckChild:
+    """One long-lived `tests/step_check_child.py` process that makes the step-model check's
+    `check_model` calls (deploy/checks/step_models.py) for every deployment a test makes in
+    this process, in place of a fresh `python -m deploy.checks.step_models` per deployment:
+    the same checks, in a process of its own (so this process's ONNX Runtime stays untouched,
+    the reason the check runs in a child), without the interpreter and import start-up each
+    time. Any failure of the child falls back to the real `first_refused` for that call."""
+
+    def __init__(self):
+        self.proc = None
+        self.env = None
+        self.broken = False
+
+    def _start(self, env):
+        import subprocess
+        import tempfile
+        self.err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve().parent / "step_check_child.py")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, env=env)
+        self.env = env
+
+    def first_refused(self, paths, real):
+        import json
+        from deploy.runtime.child import child_env
+        from step_check_child import TAG
+        if not paths or self.broken:
+            return real(paths)
+        try:
+            cwd = os.getcwd()
+        except OSError:               # a folder since removed: the real child, as always
+            return real(paths)
+        try:
+            # the real child's environment: a test that changed it gets a new child (pytest's
+            # own PYTEST_CURRENT_TEST, which names each test, aside)
+            env = {k: v for k, v in child_env().items() if k != "PYTEST_CURRENT_TEST"}
+            if self.proc is not None and (self.proc.poll() is not None or env != self.env):
+                self.close()
+            if self.proc is None:
+                self._start(env)
+            request = {"cwd": cwd, "paths": list(paths)}   # read from where the real child would
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            while True:
+                line = self.proc.stdout.readline()
+                if not line:
+                    raise EOFError("the step-check child ended")
+                if line.startswith(TAG):
+                    report = json.loads(line[len(TAG):])
+                    if isinstance(report, dict):       # it could not answer this one
+                        return real(paths)
+                    return None if report is None else (int(report[0]), str(report[1]))
+        except (OSError, EOFError, ValueError):
+            self.close()
+            self.broken = True           # the real child from now on, as `explore deploy`
+            return real(paths)
+        except BaseException:            # interrupted mid-request: no answer left unread
+            self.close(kill=True)
+            raise
+
+    def close(self, kill: bool = False):
+        if self.proc is not None:
+            try:
+                if kill:
+                    self.proc.kill()
+                else:
+                    self.proc.stdin.close()
+                self.proc.wait(timeout=30)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+
+_STEP_CHECK = _StepCheckChild()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _step_check_child_session():
+    yield
+    _STEP_CHECK.close()
+
+
+@pytest.fixture(autouse=True)
+def _step_check_child(request, monkeypatch):
+    """`explore deploy`'s step-model check through the session's one child (_StepCheckChild),
+    except in tests/deploy/checks/, the check's own tests, which keep the per-deployment child
+    process `explore deploy` starts."""
+    if DATA.parent / "deploy" / "checks" in Path(str(request.node.path)).parents:
+        yield
+        return
+    try:
+        from deploy.checks import step_models
+        real = step_models.first_refused
+    except (ImportError, AttributeError):
+        yield
+        return
+    monkeypatch.setattr(step_models, "first_refused",
+                        lambda paths: _STEP_CHECK.first_refused(paths, real))
+    yield

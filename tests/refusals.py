@@ -26,9 +26,38 @@ def refused(capsys, argv: list[str], *words: str) -> str:
     return one_line(captured.err, captured.out, words)
 
 
+_BUILT: list[Path] = []          # the one build, copied into every root asked for
+
+
 def tiny_least_memory(root: Path) -> Path:
     """The tiny CNN (conftest.write_tiny_onnx) at its least memory (the budget met, so
-    deploy warns of nothing), deployed on ONNX Runtime into root/dep."""
+    deploy warns of nothing), deployed on ONNX Runtime into root/dep.
+
+    Built once per test session (two `explore` runs and `explore deploy`) and copied into
+    each `root`, with the paths the files record (plan.json and pareto.json name the app
+    file) rewritten to `root`, so each module has files of its own, as if built there."""
+    if not _BUILT:
+        import atexit
+        import shutil
+        import tempfile
+        source = Path(tempfile.mkdtemp(prefix="tiny_least_memory-"))
+        atexit.register(shutil.rmtree, source, True)
+        _build(source)
+        _BUILT.append(source)
+    return _copy(_BUILT[0], Path(root))
+
+
+def _copy(source: Path, root: Path) -> Path:
+    import shutil
+    shutil.copytree(source, root, dirs_exist_ok=True)
+    for name in ("least", "run"):
+        for written in ("plan.json", "pareto.json"):
+            path = root / name / written
+            path.write_text(path.read_text().replace(str(source), str(root)))
+    return root / "dep"
+
+
+def _build(root: Path) -> None:
     from conftest import write_tiny_onnx
     write_tiny_onnx(root / "tiny.onnx")
     (root / "tiny.yaml").write_text("name: t\ncnns:\n  - {name: tiny, model: tiny.onnx}\n")
@@ -38,4 +67,3 @@ def tiny_least_memory(root: Path) -> Path:
     assert main([str(root / "tiny.yaml"), "--mem", f"{least}B", "--prefer", "memory", "--quiet",
                  "--out", str(root / "run")]) == 0
     assert main(["deploy", str(root / "run" / "plan.json"), "--out", str(root / "dep")]) == 0
-    return root / "dep"

@@ -38,6 +38,23 @@ def cnn(tmp_path_factory):
     return tiny_cnn(tmp_path_factory.mktemp("tiny"))
 
 
+@pytest.fixture(scope="module")
+def deployed(cnn, tmp_path_factory):
+    """`deployed(plan)`: (manifest, folder) of the module's CNN deployed under `plan`, made
+    once per distinct plan and shared by the tests that deploy the same plan (the whole,
+    every-layer-by-parts and alternate plans are each deployed by several); runs only read
+    the folder (a test that writes into it works on a copy)."""
+    made: dict[str, tuple] = {}
+
+    def deploy(plan: dict):
+        key = json.dumps(plan, sort_keys=True)
+        if key not in made:
+            out = tmp_path_factory.mktemp("dep")
+            made[key] = (derive(plan, {cnn.name: cnn}, out), out)
+        return made[key]
+    return deploy
+
+
 def check_equal(result, plan):
     for name, diff in result["max_abs_diff"].items():
         assert diff is not None and diff < TOL, (name, diff)
@@ -48,11 +65,11 @@ def check_equal(result, plan):
 
 
 @pytest.mark.parametrize("mode", ["whole", "all_parts", "alternate"])
-def test_outputs_equal_reference(cnn, tmp_path, mode):
+def test_outputs_equal_reference(cnn, deployed, mode):
     phases = {"whole": whole, "all_parts": all_parts, "alternate": alternate}[mode](cnn)
     plan = make_plan([cnn], {cnn.name: phases})
-    derive(plan, {cnn.name: cnn}, tmp_path)
-    result = measure(tmp_path, frames=3)
+    _, dep = deployed(plan)
+    result = measure(dep, frames=3)
     check_equal(result, plan)
     # what the sessions hold: NCHWc kernels keep conv weights reordered (channels padded
     # to whole blocks), so at least the plan's parameters; plan_param_bytes stands beside it
@@ -60,13 +77,13 @@ def test_outputs_equal_reference(cnn, tmp_path, mode):
     assert result["footprint_bytes"] == result["peak_rss_bytes"] - result["baseline_rss_bytes"]
 
 
-def test_by_parts_needs_less_arena_and_more_calls(cnn, tmp_path):
+def test_by_parts_needs_less_arena_and_more_calls(cnn, deployed):
     plans = {m: make_plan([cnn], {cnn.name: f(cnn)}) for m, f in (("w", whole), ("p", all_parts))}
     assert plans["p"]["buffer_bytes"] < plans["w"]["buffer_bytes"]
     # one call per output row of every split layer: count them from the shapes
     expected = sum(cnn.layer(n).output_shape[2] if can_split(cnn.layer(n)) else 1 for n in cnn.order())
-    derive(plans["p"], {cnn.name: cnn}, tmp_path)
-    result = measure(tmp_path, frames=3, check=False, threads=1)
+    _, dep = deployed(plans["p"])
+    result = measure(dep, frames=3, check=False, threads=1)
     assert result["calls_per_frame"][cnn.name] == expected
     # the per-frame medians: a thread's CPU time does not exceed the wall time it spans
     # (up to the kernel's accounting, some microseconds), one frame's wall time never
@@ -136,7 +153,7 @@ def test_multi_cnn_round_robin(tmp_path):
                for x, rx in regions.items() for y, ry in regions.items())
 
 
-def test_fp16_arena(cnn, tmp_path):
+def test_fp16_arena(cnn, deployed, tmp_path):
     plan = make_plan([cnn], {cnn.name: all_parts(cnn)}, data_bytes=2)
     fp32 = make_plan([cnn], {cnn.name: all_parts(cnn)})
     assert plan["buffer_bytes"] * 2 == fp32["buffer_bytes"]
@@ -150,8 +167,7 @@ def test_fp16_arena(cnn, tmp_path):
     # fp16 (biases and BatchNorm vectors in fp32), in the same NCHWc blocks as the fp32
     # deployment's (padded to whole blocks): about half its bytes
     assert any("fp32" in note for note in result["notes"])
-    derive(fp32, {cnn.name: cnn}, tmp_path / "fp32")
-    full = measure(tmp_path / "fp32", frames=2)["param_bytes"]
+    full = measure(deployed(fp32)[1], frames=2)["param_bytes"]
     assert 0.5 * full <= result["param_bytes"] <= 0.6 * full, (result["param_bytes"], full)
 
 
@@ -210,15 +226,15 @@ def test_one_part_model_serves_every_phase(op):
         np.testing.assert_allclose(got[0, 0, 0], want[p], atol=1e-5, err_msg=f"phase {p}")
 
 
-def test_no_border_variant_models_and_one_weight_copy(cnn, tmp_path):
+def test_no_border_variant_models_and_one_weight_copy(cnn, deployed):
     """All layers by parts: one model file per layer, and the weights the sessions are
     given (plain NCHW kernels: no reordering) are the CNN's parameters exactly once."""
     plan = make_plan([cnn], {cnn.name: all_parts(cnn)})
-    manifest = derive(plan, {cnn.name: cnn}, tmp_path)
+    manifest, dep = deployed(plan)
     layers = [m.layer for m in manifest.models.values()]
     assert len(layers) == len(set(layers))
     assert all(m.variant in ("whole", "part") for m in manifest.models.values())
-    result = measure(tmp_path, frames=2, layout="nchw")
+    result = measure(dep, frames=2, layout="nchw")
     assert result["param_bytes"] == 4 * cnn.param_count
     assert result["max_abs_diff"][cnn.name] < TOL
 
@@ -240,10 +256,11 @@ def test_bad_plans(cnn, tmp_path):
         derive(odd, {cnn.name: cnn}, tmp_path / "c")
 
 
-def test_cli_run_json(cnn, tmp_path, capsys):
+def test_cli_run_json(cnn, deployed, tmp_path, capsys):
+    import shutil
     from explorer.cli.main import main
     plan = make_plan([cnn], {cnn.name: alternate(cnn)})
-    derive(plan, {cnn.name: cnn}, tmp_path)
+    shutil.copytree(deployed(plan)[1], tmp_path, dirs_exist_ok=True)   # the run writes run.json
     assert main(["run", str(tmp_path), "--frames", "2", "--json", "--in-process"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"fps", "arena_bytes", "param_bytes", "max_abs_diff", "calls_per_frame",
@@ -253,19 +270,19 @@ def test_cli_run_json(cnn, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("layout", ["nchw", "auto"])
-def test_layouts_give_equal_outputs(cnn, tmp_path, layout):
+def test_layouts_give_equal_outputs(cnn, deployed, layout):
     """Plain NCHW kernels, or per step the faster of NCHWc and NCHW: same arena, same calls,
     outputs still equal the reference; "auto" records one choice per step model file."""
     from deploy.runtime import manifest as mf
     from deploy.ort.backend import OrtBackend
     from deploy.runtime.executor import Executor
     plan = make_plan([cnn], {cnn.name: alternate(cnn)})
-    manifest = derive(plan, {cnn.name: cnn}, tmp_path)
-    check_equal(measure(tmp_path, frames=2, layout=layout), plan)
+    manifest, dep = deployed(plan)
+    check_equal(measure(dep, frames=2, layout=layout), plan)
     if layout == "auto":
         be = OrtBackend("float32", layout="auto")
-        Executor(mf.load(tmp_path), tmp_path, be)
-        used = {str(tmp_path / s.model) for p in manifest.partitions for s in p.steps
+        Executor(mf.load(dep), dep, be)
+        used = {str(dep / s.model) for p in manifest.partitions for s in p.steps
                 if s.model}
         assert set(be.chosen) == used
         assert set(be.chosen.values()) <= {"nchwc", "nchw"}
@@ -329,7 +346,7 @@ def _replay_overwrites(manifest) -> tuple[list, int]:
 
 
 @pytest.mark.parametrize("mode", ["whole", "all_parts", "alternate"])
-def test_offsets_arena_is_the_plan(cnn, tmp_path, mode):
+def test_offsets_arena_is_the_plan(cnn, deployed, mode):
     """The deployment's arena uses the plan's offsets: every edge at its buffer's
     offset, the arena exactly the plan's buffer bytes, no larger than shared objects', and,
     replayed step by step from the manifest's bindings, no write ever lands on a row (or a
@@ -339,7 +356,7 @@ def test_offsets_arena_is_the_plan(cnn, tmp_path, mode):
     plan = make_plan([cnn], {cnn.name: phases})
     shared = make_plan([cnn], {cnn.name: phases}, placement="shared-objects")
     assert plan["placement"] == "offsets" and plan["buffer_bytes"] <= shared["buffer_bytes"]
-    manifest = derive(plan, {cnn.name: cnn}, tmp_path)
+    manifest, dep = deployed(plan)
     assert manifest.arena_bytes == plan["buffer_bytes"]
     for name, e in manifest.edges.items():
         assert e.offset == plan["buffers"][e.buffer]["offset"]
@@ -347,4 +364,4 @@ def test_offsets_arena_is_the_plan(cnn, tmp_path, mode):
     assert clobbers == []
     if mode != "whole":
         assert finer > 0
-    check_equal(measure(tmp_path, frames=2), plan)
+    check_equal(measure(dep, frames=2), plan)

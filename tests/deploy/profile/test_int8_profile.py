@@ -13,10 +13,15 @@ from explorer.app.appfile import load_app
 from explorer.cli.main import main
 from explorer.throughput.profile_cache import ProfileCache
 
+# the tiny CNN on a 2 x 2 input: one ladder rung (k = 1), 3 ladder deployments where 8 x 8 has
+# 9 (test_platform_cpu.py's end-to-end run does the same); the int8 steps are still timed whole
+# and by parts, and the plan at M^c = 0 is the one 8 x 8 gives: every layer whole, in chains
+SIZE = 2
+
 
 def test_int8_profile_plan_deploy_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MEMTRADE_CACHE", str(tmp_path / "cache"))
-    write_tiny_onnx(tmp_path / "tiny.onnx")
+    write_tiny_onnx(tmp_path / "tiny.onnx", size=SIZE)
     app_path = tmp_path / "app.yaml"
     app_path.write_text("name: tiny8\nplatform: cpu\nprecision: int8\n"
                         "cnns:\n  - name: tiny\n    model: tiny.onnx\n")
@@ -51,7 +56,7 @@ def test_the_ladder_measures_whole_layers_in_steps_of_their_own(tmp_path):
     from deploy.build.derive import derive
     from deploy.profile.ladder import Ladder, cnn_plan
     from deploy.runtime import manifest as mf
-    cnn = load_onnx(write_tiny_onnx(tmp_path / "tiny.onnx"), "tiny")
+    cnn = load_onnx(write_tiny_onnx(tmp_path / "tiny.onnx", size=SIZE), "tiny")
     scales = deployment_scales({"tiny": cnn}, None)
     ladder = Ladder(cnn, tmp_path / "ladder", "int8", regions=True, scales=scales)
     whole, phases = ladder.folders[0]

@@ -44,9 +44,10 @@ def test_offsets_never_overlap_live_buffers_and_respect_the_bound(case):
     bound, _ = lower_bound(uses, app.pipelines)
     arenas = {}
     # the MILP starts from multi-order best fit and returns its best incumbent when HiGHS
-    # stops, so every assertion holds for any time limit; 0.3 s keeps 60 cases short (about
-    # half of them reach the limit, where each incumbent HiGHS found is decoded and checked)
-    quick = partial(milp.solve, seconds=0.3)
+    # stops, so every assertion holds for any time limit; 0.1 s keeps 60 cases short (many
+    # of them reach the limit, where each incumbent HiGHS found is decoded and checked; the
+    # small ones are still solved to optimality)
+    quick = partial(milp.solve, seconds=0.1)
     for name in NAMES:
         with mock.patch.object(milp, "solve", quick):
             buffers = place(uses, app.pipelines, name)
