@@ -122,9 +122,10 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
     `mem` (bytes, or "8MB"; 0 = the least memory as a goal), `fps` (one value for every CNN,
     a mapping by CNN name, or "name=71,..."), `prefer` ("memory" or "fps") and `precision`
     override the app's; the search settings override the app's `search:`. `effort` (None:
-    the app's, "auto" unless it says otherwise) "auto" fits population, generations and relinking to the measured evaluation rate within the
-    time budget (`time_limit` seconds, default 100), "full" keeps them. `progress` hears each
-    step of the search; `say` hears the bounds line before the search starts."""
+    the app's, "auto" unless it says otherwise): "auto" fits population, generations and
+    relinking to the measured evaluation rate within the time budget (`time_limit` seconds,
+    default 100), "full" keeps them. `progress` hears each step of the search; `say` hears
+    the bounds line before the search starts (and, with `platform: cpu`, the measuring)."""
     app = with_constraints(app if isinstance(app, Application) else load_app(app), mem, fps,
                            prefer, precision, placement)
     settings = search_settings(app.search, granularity=granularity, cluster=cluster,

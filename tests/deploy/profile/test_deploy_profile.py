@@ -131,11 +131,11 @@ def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
     deployments; the evaluator's frame time at k = 2 everywhere is the measured sum."""
     out = tmp_path / "prof.yaml"
     assert main(["profile", str(app_file), "--out", str(out), "--repeats", "1",
-                 "--frames", "2", "--threads", "1", "--rounds", "2", "--steps", "layers"]) == 0
+                 "--frames", "2", "--threads", "1", "--steps", "layers"]) == 0
     profile = load_profile(out)
     assert profile.meta["layout"] == "blocked" and profile.meta["threads"] == 1
     assert profile.meta["steps"] == "layers"   # one call per firing (regions: test_region_steps.py)
-    assert profile.meta["rounds"] == 2
+    assert profile.meta["rounds"] == 1         # rounds: test_profile_flags_reach_the_measurement
     assert profile.meta["ladder_rows"]["tiny"] == [1, 2, 4, 8]
     app = load_app(app_file)
     cnn = app.cnns["tiny"]
@@ -169,6 +169,24 @@ def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
     # charged the loop between calls: the median over runs of frame / layers' sum
     ratios = sorted(r["frame_ms"] / r["layers_ms"] for r in everything)
     assert got == pytest.approx(1000.0 / (total * ratios[len(ratios) // 2]), rel=1e-9)
+
+
+def test_profile_flags_reach_the_measurement(app_file, tmp_path, monkeypatch):
+    """`explore profile`'s flags are the measurement's settings (ladder rounds in
+    test_ladder_rounds_keep_each_layers_least)."""
+    import deploy.profile.app_profile as app_profile
+    from explorer.throughput.device_profile import DeviceProfile
+    seen = []
+
+    def fake(app, settings, progress=None, meta=None):
+        seen.append(settings)
+        return DeviceProfile(name="fake", meta=dict(meta or {}), models={"tiny": {}})
+    monkeypatch.setattr(app_profile, "measure_app", fake)
+    assert main(["profile", str(app_file), "--out", str(tmp_path / "p.yaml"), "--repeats", "3",
+                 "--frames", "4", "--threads", "2", "--rounds", "5", "--steps", "layers",
+                 "--layout", "nchw", "--primitives"]) == 0
+    assert seen == [app_profile.Settings(threads=2, repeats=3, layout="nchw", steps="layers",
+                                         frames=4, rounds=5, primitives=True)]
 
 
 def test_by_phases_interpolates():
