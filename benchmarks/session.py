@@ -5,7 +5,7 @@ process's footprint, one thread.
 
 The deployment: Table 12's app 1 (MobileNetV2, fp32) at its reuse-only plan (every layer
 whole, `memtrade.explore(app, mem="1GB")`), deployed once. Each case runs in its own process,
-alternating `--rounds` times:
+alternating `--rounds` times (the first of each round alternates too):
 - `explore run DIR --threads T --frames F --json`: its frame_ms_median and footprint_bytes;
 - a child that opens `memtrade.Session(DIR, threads=T)`, runs F seeded frames through
   `Session.run` (3 warm-up frames first, as `explore run`) and times each call; its
@@ -99,9 +99,11 @@ def main() -> None:
         plan = found.plan.memory_bytes
         load = [os.getloadavg()]
         runs, sessions = [], []
-        for _ in range(args.rounds):
-            runs.append(run_child(dep.path, args.frames, args.threads))
-            sessions.append(session_case(dep.path, args.frames, args.threads))
+        for r in range(args.rounds):       # ABBA: the case that goes first alternates
+            cases = [lambda: runs.append(run_child(dep.path, args.frames, args.threads)),
+                     lambda: sessions.append(session_case(dep.path, args.frames, args.threads))]
+            for case in (cases if r % 2 == 0 else cases[::-1]):
+                case()
         load.append(os.getloadavg())
     run_ms = median([r["frame_ms_median"] for r in runs])
     ses_ms = median([s["frame_ms_median"] for s in sessions])
