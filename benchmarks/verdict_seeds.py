@@ -23,7 +23,7 @@ from deploy.checks import reference  # noqa: E402
 from deploy.ort import process as ort_process  # noqa: E402
 from deploy.run import verdict  # noqa: E402
 from deploy.backends import registry  # noqa: E402
-from deploy.run.measure import CHECKED, frames_for, make_backend  # noqa: E402
+from deploy.run.measure import CHECKED, frames_for  # noqa: E402
 from deploy.runtime import manifest as mf  # noqa: E402
 from deploy.runtime.executor import Executor  # noqa: E402
 
@@ -37,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     manifest = mf.load(args.dir)
     ort_process.init_runtime(args.threads, True)     # one thread pool, as explore run has
-    ex = Executor(manifest, args.dir, make_backend("onnxruntime", manifest.dtype, args.threads, True))
+    ex = Executor(manifest, args.dir, registry.backend(manifest.backend).runtime(manifest.dtype, args.threads, True))
     weights = registry.backend(manifest.backend).stored_weights(manifest.precision)    # as explore run's verdict
     refs, exact, stored = {}, {}, {}
     for name, info in manifest.cnns.items():

@@ -20,12 +20,6 @@ from deploy.runtime.footprint import Footprint, peak_rss_bytes  # noqa: F401  (p
 from sdf3.errors import InputError
 
 
-def make_backend(name: str, dtype: str, threads: int = 0, shared_pool: bool = False,
-                 layout: str = "nchwc"):
-    """The runtime backend the executor runs backend `name`'s steps with (deploy/backends/)."""
-    return registry.backend(name).runtime(dtype, threads, shared_pool, layout)
-
-
 POOL = 16       # distinct frames per CNN; a longer run cycles through them
 CHECKED = 16    # leading frames per CNN whose outputs are kept and compared
 
@@ -80,8 +74,8 @@ def measure(deploy_dir: str | Path, frames: int = 20, seed: int = 0, backend: st
     """`inputs`: the frames to run per CNN (each a sequence of NCHW float32 frames; every
     CNN of the deployment named), instead of `frames` seeded random ones; their outputs,
     every frame's, are then returned under "outputs" (per CNN, per frame, per output, NCHW),
-    and the check compares every frame. `progress(line)` hears what the run is doing (loading, each CNN's frames, the check),
-    so a long run is never silent. shared_pool: one ORT thread pool for the whole process (deploy/ort/process.py); only for
+    and the check compares every frame. `progress(line)` hears what the run is doing
+    (loading, each CNN's frames, the check), so a long run is never silent. shared_pool: one ORT thread pool for the whole process (deploy/ort/process.py); only for
     processes that do nothing else, like `explore run`. layout: ORT kernels per step
     ("auto" times NCHWc against plain per step model and keeps the faster). A step model
     that fails to load or run is one line ending with whose fault it is (deploy/checks/files.py)."""
@@ -120,11 +114,12 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
     fp = Footprint()
     fp.start(init)
     progress(f"loading {len(manifest.models)} step models")
-    be = make_backend(backend_name, manifest.dtype, threads, shared_pool, layout)
+    be = chosen.runtime(manifest.dtype, threads, shared_pool, layout)
     ex = Executor(manifest, deploy_dir, be)
-    fp.counted = {"weights_bytes": be.param_bytes(),
-                  "arena_bytes": int(ex.arena.nbytes if manifest.arena_bytes else 0),
-                  "scratch_bytes": scratch_bytes(ex)}
+    arena_bytes = int(ex.arena.nbytes if manifest.arena_bytes else 0)
+    scratch = scratch_bytes(ex)
+    fp.counted = {"weights_bytes": be.param_bytes(), "arena_bytes": arena_bytes,
+                  "scratch_bytes": scratch}
     fp.loaded()
     fps, calls, outputs = {}, {}, {}
     frame_ms: dict[str, float] = {}
@@ -173,7 +168,6 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
                     worst = max(worst, float(np.max(np.abs(g - w.reshape(g.shape)))))
                     size = max(size, float(np.max(np.abs(w))))
             diff[name], magnitude[name] = worst, size
-    arena_bytes, scratch = (fp.counted[k] for k in ("arena_bytes", "scratch_bytes"))
     helper = getattr(be, "helper_peak_rss_bytes", 0)     # a child process that optimised the models
     result = {"fps": fps, "arena_bytes": arena_bytes,
               "param_bytes": be.param_bytes(), "max_abs_diff": diff, "max_abs_output": magnitude,
