@@ -76,8 +76,9 @@ class Application:
     schedules: dict[str, list[str]] = field(default_factory=dict)  # explicit, per partition
     search: SearchSettings = field(default_factory=SearchSettings)
     path: Path | None = None
-    # buffer placement (explorer.memory.placement): "offsets" (default) also reorders layers and
-    # picks phase schedules for total memory; "shared-objects" is the paper's methodology
+    # buffer placement: a planner's name in explorer.memory.placement's registry, asked what
+    # it does (at offsets, per tensor, reordering); the default places at offsets, reorders
+    # layers and picks phase schedules for total memory
     placement: str = "offsets"
     threads: int = 1                    # ONNX Runtime intra-op threads of platform cpu
     # an app given as a mapping (memtrade.load_app): that mapping, model paths made absolute

@@ -15,6 +15,7 @@ from typing import Any
 
 from csdf.model import EdgeId
 from csdf.tiling import Group
+from explorer.memory.placement.shared_objects import SharedObjects
 
 SCHEMA = 2
 
@@ -101,9 +102,10 @@ class Plan:
     edges: dict[EdgeId, PlanEdge]
     buffers: tuple[PlanBuffer, ...]
     genes: list[int] = field(default_factory=list)   # the chromosome
-    # explorer.memory.placement planner; with offsets every buffer has an offset (bytes) in
-    # the arena and buffer_bytes is the arena's extent
-    placement: str = "shared-objects"
+    # explorer.memory.placement planner (a plan file without the key: the paper's shared
+    # objects); with a planner at offsets every buffer has an offset (bytes) in the arena and
+    # buffer_bytes is the arena's extent
+    placement: str = SharedObjects.name
     # output rows per phase {cnn: {layer: k}}, k = ceil(H / phases); empty in plans that
     # lack the key: there it follows from phases (1 or H)
     rows: dict[str, dict[str, int]] = field(default_factory=dict)
