@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from explorer.app.appfile import fps_override, from_document, load_app as load_app_file
 from explorer.app.model import PRECISIONS, PREFER, Application
+from explorer.app.layer_precision import AUTO, LADDER
 from explorer.app.units import parse_memory
 from sdf3.errors import InputError
 
@@ -82,6 +83,7 @@ def with_constraints(app: Application, mem: str | int | None = None,
         changes["prefer"] = prefer
     if precision is not None:
         changes["precision"] = _precision(precision, app)
+        changes["precisions"] = LADDER if precision == AUTO else ()
     if placement is not None:
         changes["placement"] = _placement(placement)
     return replace(app, **changes) if changes else app
@@ -107,13 +109,14 @@ def _fps(fps: float | str | Mapping[str, float], app: Application) -> dict[str, 
 
 
 def _precision(name: str, app: Application):
-    if name not in PRECISIONS:
-        raise InputError(f"precision: expected one of {', '.join(PRECISIONS)}, got {name!r}")
+    """The app's `precision` for `name`; for `auto` (a precision per layer) fp32, the reference."""
+    if name not in PRECISIONS and name != AUTO:
+        raise InputError(f"precision: expected one of {', '.join(PRECISIONS)} or {AUTO}, got {name!r}")
     quantized = [n for n, c in app.cnns.items() if c.quantized is not None]
     if quantized and name != "int8":
         raise InputError(f"precision: CNN {quantized[0]!r} is a quantized (QDQ) model, an int8 "
                          f"network; expected int8, got {name!r}")
-    return PRECISIONS[name]
+    return PRECISIONS.get(name, PRECISIONS["fp32"])
 
 
 def _placement(name: str) -> str:

@@ -25,6 +25,7 @@ from explorer.app.model import Application
 from explorer.plan.model import Plan
 from explorer.search.algorithm2 import Outcome
 from explorer.search.pick import meets
+from sdf3.errors import InputError
 from explorer.search.progress import GenerationStats, StageTime
 from memtrade.app import load_app, with_constraints
 from memtrade.problem import bounds, evaluator_for, plan_on_platform, problem_for
@@ -128,6 +129,10 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
     the bounds line before the search starts (and, with `platform: cpu`, the measuring)."""
     app = with_constraints(app if isinstance(app, Application) else load_app(app), mem, fps,
                            prefer, precision, placement)
+    if app.precisions:
+        raise InputError(f"{app.path or app.name}: precision: auto (a precision per layer) is read "
+                         f"and its memory modelled, but the search does not choose layers' "
+                         f"precisions yet; expected fp32, fp16, mixed or int8 to explore")
     settings = search_settings(app.search, granularity=granularity, cluster=cluster,
                                effort=effort, time_limit_s=time_limit, flag=_flag, seed=seed,
                                population=population, generations=generations,

@@ -85,6 +85,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
     (deploy/quant/): its arena holds them in `scales.dtype`."""
     if not isinstance(plan, Plan):
         plan = from_dict(plan, where)
+    check_backend(plan, backend, where)
     dtype = DTYPES.get(plan.data_bytes) if isinstance(plan.data_bytes, int) else None
     if dtype is None:
         raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32), 2 (fp16) or 1 (int8) "
@@ -93,7 +94,6 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
         if scales is None:
             raise ValueError("an int8 plan is deployed with the scales of its tensors")
         dtype = scales.dtype
-    check_backend(plan, backend, where)
     plan_check.check(plan, cnns, where)
     chosen = registry.backend(backend)
     weights = chosen.stored_weights(plan.precision)      # docs/precision.md
@@ -134,7 +134,12 @@ def check_backend(plan: Plan, backend: str, where: str = "plan") -> None:
     """One line for a plan `backend` cannot run, by what the backend says it supports
     (deploy/backends/: the TensorRT board runner builds fp32/fp16 engines and runs layer and
     region steps, so int8 plans and fused tiles are ONNX Runtime's), naming the first
-    backend that can; an unknown `backend` is one line naming the known ones."""
+    backend that can; an unknown `backend` is one line naming the known ones. A plan with a
+    precision per layer (key 'layer_precisions') no backend deploys yet: one line too."""
+    if plan.layer_precisions:
+        raise InputError(f"{where}: key 'layer_precisions': a plan with a precision per layer "
+                         f"(precision: auto) is not deployed by any backend yet; explore the app "
+                         f"with one precision (fp32, fp16, mixed or int8) to deploy it")
     refused = _refused(plan, registry.backend(backend).capabilities)
     if refused:
         can = [n for n in registry.names() if not _refused(plan, registry.backend(n).capabilities)]

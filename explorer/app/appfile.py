@@ -5,6 +5,7 @@ Every bad input raises InputError with one line: the file, the key path (e.g.
 """
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -15,12 +16,13 @@ from csdf.synthetic import build_synthetic
 from explorer.app.model import (EFFORTS, GRANULARITIES, PRECISIONS, PREFER, Application, Partition,
                                 SearchSettings)
 from explorer.app.layer_names import resolve
+from explorer.app.layer_precision import AUTO, LADDER
 from explorer.app.units import parse_memory
 from explorer.app.yamlload import load_yaml
 from sdf3.errors import InputError
 
-TOP_KEYS = ("name", "description", "platform", "threads", "precision", "memory", "prefer",
-            "cnns", "pipelines", "schedules", "search")
+TOP_KEYS = ("name", "description", "platform", "threads", "precision", "min_sqnr_db", "memory",
+            "prefer", "cnns", "pipelines", "schedules", "search")
 CNN_KEYS = ("name", "model", "fps", "partitions", "input_shape")
 PARTITION_KEYS = ("name", "layers", "processor")
 PROCESSORS = ("gpu", "cpu")
@@ -78,8 +80,9 @@ def from_document(doc: Any, path: Path, mem: str | None = None, fps: str | None 
     schedules = _schedules(doc.get("schedules"), partitions, cnns, where)
     quantized = [n for n, c in cnns.items() if c.quantized is not None]   # QDQ models: int8
     prec = precision if precision is not None else doc.get("precision", "int8" if quantized else "fp32")
-    if not isinstance(prec, str) or prec not in PRECISIONS:
-        raise InputError(f"{where}: precision: expected one of {', '.join(PRECISIONS)}, got {prec!r}")
+    if not isinstance(prec, str) or prec not in PRECISIONS and prec != AUTO:
+        raise InputError(f"{where}: precision: expected one of {', '.join(PRECISIONS)} or {AUTO}, "
+                         f"got {prec!r}")
     if quantized and prec != "int8":
         raise InputError(f"{where}: precision: CNN {quantized[0]!r} is a quantized (QDQ) model, an int8 "
                          f"network; expected int8 or no precision, got {prec!r}")
@@ -91,10 +94,23 @@ def from_document(doc: Any, path: Path, mem: str | None = None, fps: str | None 
         memory, "--mem" if mem is not None else f"{where}: memory")
     return Application(
         name=name, cnns=cnns, partitions=partitions, pipelines=pipelines,
-        precision=PRECISIONS[prec], platform=_platform(doc.get("platform", "jetson-tx2"), path),
+        precision=PRECISIONS.get(prec, PRECISIONS["fp32"]), precisions=LADDER if prec == AUTO else (),
+        min_sqnr_db=min_sqnr(doc.get("min_sqnr_db"), prec, f"{where}: min_sqnr_db"), platform=_platform(doc.get("platform", "jetson-tx2"), path),
         memory=memory_bytes, fps=fps_by_cnn, prefer=chosen_by, schedules=schedules,
         search=_search(doc.get("search"), where), path=path.resolve(),
         threads=_threads(doc.get("threads", 1), where))
+
+
+def min_sqnr(value: Any, precision: str, where: str) -> float | None:
+    """`min_sqnr_db`: a finite number of dB, a constraint of `precision: auto` only."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"{where}: expected a number of dB (the output's SQNR against fp32), got {value!r}")
+    if precision != AUTO:
+        raise InputError(f"{where}: a constraint of precision: {AUTO}, expected no min_sqnr_db "
+                         f"with precision {precision}")
+    return float(value)
 
 
 # ---- reading ------------------------------------------------------------------------------

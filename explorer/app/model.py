@@ -67,6 +67,11 @@ class Application:
     partitions: list[Partition]
     pipelines: list[list[str]]          # J: every partition in exactly one set (singletons added)
     precision: Precision = PRECISIONS["fp32"]
+    # `precision: auto`: the precisions the search may give each layer
+    # (explorer/app/layer_precision.py LADDER); `precision` is then fp32, the reference and
+    # the precision of a layer given none. Empty: every layer at `precision`
+    precisions: tuple[str, ...] = ()
+    min_sqnr_db: float | None = None    # the output's SQNR against fp32 a plan must keep (auto)
     platform: str = "jetson-tx2"        # a profile name or file, or "cpu": this machine
     memory: int | None = None           # M^c in bytes; None = no constraint
     fps: dict[str, float] = field(default_factory=dict)   # T^c per CNN (0 = none)

@@ -62,9 +62,15 @@ def arena_offsets(buffers: list[Buffer]) -> list[int]:
     return out
 
 
-def memory_bytes(app, buffers: Iterable[Buffer], cache: RunCache | None = None
-                 ) -> tuple[int, int, int]:
-    """(param_bytes, buffer_bytes, total) of `app` with `buffers` (Eq. 1-4)."""
+def memory_bytes(app, buffers: Iterable[Buffer], cache: RunCache | None = None,
+                 layers=None) -> tuple[int, int, int]:
+    """(param_bytes, buffer_bytes, total) of `app` with `buffers` (Eq. 1-4). With `layers`
+    (explorer.app.layer_precision.LayerPrecisions) the buffers are sized in bytes already
+    (explorer/memory/layer_bytes.py) and each layer's parameters count at its own bytes."""
+    if layers is not None:
+        params = layers.param_bytes(app.cnns)
+        bufs = buffer_elements(buffers)
+        return params, bufs, params + bufs
     params = sum(param_elements(cnn, cache) for cnn in app.cnns.values()) * app.precision.par_bytes
     bufs = buffer_elements(buffers) * app.precision.data_bytes
     return params, bufs, params + bufs

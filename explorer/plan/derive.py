@@ -28,6 +28,7 @@ from csdf.model import CNN, EdgeId, edge_name
 from csdf.partition_analysis import PartitionAnalysis, analyse_partition, row_buffers
 from csdf.parts import can_split, phases_for, rows_per_phase
 from csdf.to_csdf import edge_windows
+from explorer.app.layer_precision import AUTO, LayerPrecisions
 from explorer.app.model import Application
 from explorer.memory.cache import RunCache
 from explorer.plan.genes import GeneSpace, gene_space
@@ -65,6 +66,9 @@ class Derived:
     workspace_bytes: int = 0                   # measured backend scratch (in memory_bytes)
     session_bytes: int = 0                     # measured session state (in memory_bytes)
     output_bytes: int = 0                      # the CNNs' output arrays (in memory_bytes)
+    # precision per layer (explorer/app/layer_precision.py); None: every layer at the app's.
+    # When given, `uses` and `buffers` are sized in bytes (explorer/memory/layer_bytes.py)
+    layers: LayerPrecisions | None = None
 
 
 def gene_layers(app: Application) -> list[tuple[str, str]]:
@@ -162,13 +166,14 @@ def cached_view(app: Application, part, phases: Phases, cache: RunCache | None) 
 
 
 def derive(app: Application, phases: Phases, cache: RunCache | None = None,
-           workspace: dict | None = None) -> Derived:
+           workspace: dict | None = None, layers: LayerPrecisions | None = None) -> Derived:
     """DeriveApplicationWithReducedBufs: buffers and memory of the app under `phases`.
     `cache` (explorer.memory.cache.RunCache, kept by the caller across calls) reuses
     partitions already analysed; without one a fresh one serves this call.
     `workspace`: measured per-layer tables ({cnn: {layer: LayerTimes}}) whose workspace
     and session state enter the memory, and the CNNs' output arrays
-    (explorer.throughput.runtime_costs)."""
+    (explorer.throughput.runtime_costs). `layers`: each layer's precision; the edge uses
+    are then placed in bytes, each at its tensor's width (explorer/memory/layer_bytes.py)."""
     from explorer.memory.lifetimes import edge_uses
     from explorer.memory.buffers import memory_bytes
     from explorer.throughput.runtime_costs import runtime_costs
@@ -187,11 +192,14 @@ def derive(app: Application, phases: Phases, cache: RunCache | None = None,
     if planner(app.placement).per_tensor:
         from explorer.memory.tensors import tensor_uses
         uses = tensor_uses(uses)
+    if layers is not None:
+        from explorer.memory.layer_bytes import in_bytes
+        uses = in_bytes(app, uses, layers)
     buffers = place(uses, app.pipelines, app.placement, cache)
-    param, buf, total = memory_bytes(app, buffers, cache)
+    param, buf, total = memory_bytes(app, buffers, cache, layers)
     rt = runtime_costs(app, phases, workspace)
     return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + rt.total),
-                   sizes, rt.workspace, rt.session, rt.outputs)
+                   sizes, rt.workspace, rt.session, rt.outputs, layers)
 
 
 @dataclass
@@ -239,7 +247,11 @@ def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
     problems = check_plan(d.uses, d.buffers, app.pipelines)
     if problems:
         raise RuntimeError("derived plan fails the buffer validity check: " + problems[0])
-    data = app.precision.data_bytes
+    data = app.precision.data_bytes if d.layers is None else 1   # per layer: sizes in bytes
+    width = {}
+    if d.layers is not None:
+        from explorer.memory.layer_bytes import width as tensor_width
+        width = {u.name: tensor_width(app, d.layers, u) for u in d.uses}
     edges: dict[EdgeId, PlanEdge] = {}
     buffers: list[PlanBuffer] = []
     size_of = {u.name: int(u.size) for u in d.uses}
@@ -251,14 +263,16 @@ def plan_for(app: Application, d: Derived, fps: dict[str, float], met: bool,
                 eid = EdgeId.parse(edge)
                 shape = tuple(int(v) for v in app.cnns[eid.cnn].edge_shape(eid.src, eid.dst))
                 row = shape[0] * shape[1] * shape[3]
-                elements = size_of.get(name, row * shape[2])
+                elements = size_of.get(name, row * shape[2] * width.get(name, 1)) // width.get(name, 1)
                 edges[eid] = PlanEdge(i, -(-elements // row), elements, shape)
         buffers.append(PlanBuffer(tuple(names), int(buf.size), int(buf.size) * data,
                                   None if buf.offset is None else int(buf.offset) * data))
     firings = {p.name: list(d.parts[p.name].firings) for p in app.partitions}
     return Plan(
-        app=str(app.path or ""), name=app.name, precision=app.precision.name,
-        data_bytes=data, par_bytes=app.precision.par_bytes,
+        app=str(app.path or ""), name=app.name,
+        precision=app.precision.name if d.layers is None else AUTO,
+        data_bytes=data, par_bytes=app.precision.par_bytes if d.layers is None else 1,
+        layer_precisions={} if d.layers is None else d.layers.by_cnn(),
         memory_bytes=d.memory_bytes, param_bytes=d.param_bytes, buffer_bytes=d.buffer_bytes,
         workspace_bytes=d.workspace_bytes, session_bytes=d.session_bytes,
         output_bytes=d.output_bytes,

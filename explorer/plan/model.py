@@ -119,6 +119,11 @@ class Plan:
     # what the fps were predicted for: "cpu:<machine>" (memtrade/platform.py) or the
     # profile's name, e.g. jetson-tx2 (extra key; "" = not recorded)
     platform: str = ""
+    # precision per layer {cnn: {layer: fp32|fp16|int8}} of a `precision: auto` plan
+    # (explorer/app/layer_precision.py): its precision is "auto", its buffers' elements and
+    # bytes both count bytes (data_bytes 1) and par_bytes is 1 (param_bytes sums each
+    # layer's parameters at its own width); empty: every layer at `precision`
+    layer_precisions: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def placed(self) -> bool:
         """Every buffer has an arena offset (an offset planner's plan)."""
@@ -144,7 +149,9 @@ class Plan:
             "primitives": {c: dict(p) for c, p in self.primitives.items()},
             "tilings": {c: [group_dict(g) for g in gs] for c, gs in self.tilings.items()},
             "workspace_bytes": self.workspace_bytes, "session_bytes": self.session_bytes,
-            "output_bytes": self.output_bytes} | ({"platform": self.platform} if self.platform else {})
+            "output_bytes": self.output_bytes} | ({"platform": self.platform} if self.platform else {}) | (
+            {"layer_precisions": {c: dict(p) for c, p in self.layer_precisions.items()}}
+            if self.layer_precisions else {})
 
 
 def to_json(plan: Plan, path: str | Path) -> None:

@@ -49,7 +49,21 @@ def from_dict(data: Any, where: str = "plan.json") -> Plan:
         "partitions": _partitions(data["partitions"], fail),
         "edges": _edges(data["edges"], where, fail),
         "buffers": _buffers(data["buffers"], where, fail),
-        "tilings": _tilings(data.get("tilings") or {}, fail)})
+        "tilings": _tilings(data.get("tilings") or {}, fail),
+        "layer_precisions": _layer_precisions(data.get("layer_precisions") or {}, fail)})
+
+
+def _layer_precisions(raw: Any, fail) -> dict[str, dict[str, str]]:
+    """{cnn: {layer: precision}}, each precision one a layer may run at (LADDER)."""
+    from explorer.app.layer_precision import LADDER
+    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+        fail("key 'layer_precisions': expected {cnn: {layer: precision}}")
+    for cnn, layers in raw.items():
+        for layer, name in layers.items():
+            if name not in LADDER:
+                fail(f"key 'layer_precisions.{cnn}.{layer}': expected one of {', '.join(LADDER)}, "
+                     f"got {name!r}")
+    return {str(c): {str(k): str(v) for k, v in ls.items()} for c, ls in raw.items()}
 
 
 def _constraints(raw: Any, fail) -> Constraints:

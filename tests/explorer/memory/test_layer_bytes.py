@@ -1,0 +1,124 @@
+"""Memory at each layer's precision (explorer/memory/layer_bytes.py, explorer/app/
+layer_precision.py): every tensor counts at its producer's bytes, a CNN input at the widest
+of its readers', every parameter at its layer's; figures here are computed from the graph's
+own shapes and parameters, independently of the memory model."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import memtrade
+from deploy.build.derive import check_backend
+from explorer.app.layer_precision import LADDER, LayerPrecisions, uniform
+from explorer.app.model import PRECISIONS
+from explorer.plan.derive import derive, plan_for, whole_phases
+from explorer.plan.plan_file import from_dict
+from sdf3.errors import InputError
+
+BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
+
+
+def _branches(path):
+    """input [1,3,8,8] read by two convs (a: 4 channels, b: 4 channels), their Add, then conv c
+    (6 channels): the input and a, b have two readers or one; c reads a tensor of the Add."""
+    rng = np.random.default_rng(0)
+    w = lambda n, s: numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["a"], name="a", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "wb"], ["b"], name="b", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["a", "b"], ["s"], name="s"),
+             helper.make_node("Conv", ["s", "wc"], ["y"], name="c", strides=[2, 2])]
+    graph = helper.make_graph(
+        nodes, "branches", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4, 4])],
+        [w("wa", (4, 3, 3, 3)), w("ba", (4,)), w("wb", (4, 3, 3, 3)), w("wc", (6, 4, 1, 1))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    path = _branches(tmp_path_factory.mktemp("layer_bytes") / "branches.onnx")
+    return memtrade.load_app({"name": "branches", "platform": "jetson-tx2", "precision": "auto",
+                              "min_sqnr_db": 20, "cnns": [{"name": "n", "model": str(path)}]})
+
+
+def _assignments():
+    """Each layer's precision, a table of mixes (each layer through every precision)."""
+    layers = ("a", "b", "s", "c")
+    mixes = [dict(zip(layers, LADDER[k:] + LADDER[:k] + LADDER[:1])) for k in range(3)]
+    return mixes + [dict(zip(layers, p)) for p in (("int8", "fp32", "int8", "fp16"),
+                                                  ("fp16", "fp16", "int8", "int8"))]
+
+
+@pytest.mark.parametrize("placement", ["shared-objects", "offsets"])
+@pytest.mark.parametrize("mix", _assignments())
+def test_each_tensor_and_weight_at_its_layers_bytes(app, placement, mix):
+    app = replace(app, placement=placement)
+    cnn = app.cnns["n"]
+    d = derive(app, whole_phases(app), layers=LayerPrecisions.of({"n": mix}))
+    width = {k: BYTES[v] for k, v in mix.items()}
+    (inp,) = [l.name for l in cnn.layers() if l.op == "Input"]
+    width[inp] = max(width["a"], width["b"])          # the input: its widest reader
+    for use in d.uses:
+        src = use.name.split(".", 1)[1].split("->")[0]
+        n, c, h, w_ = cnn.layer(src).output_shape
+        assert use.size == n * c * h * w_ * width[src], use.name
+    params = sum(p.size * width[l.name] for l in cnn.layers() for p in l.params.values())
+    assert d.param_bytes == params
+    if placement == "shared-objects":         # the arena: each buffer at its widest tensor
+        size = {u.name: u.size for u in d.uses}
+        assert d.buffer_bytes == sum(max(size[e] for e in b.edges) for b in d.buffers)
+    assert d.memory_bytes == (d.param_bytes + d.buffer_bytes + d.workspace_bytes
+                              + d.session_bytes + d.output_bytes)
+
+
+@pytest.mark.parametrize("name", LADDER)
+def test_one_precision_everywhere_is_that_precisions_plan(app, name):
+    one = derive(replace(app, precision=PRECISIONS[name]), whole_phases(app))
+    per_layer = derive(app, whole_phases(app), layers=uniform(app.cnns, name))
+    assert (per_layer.param_bytes, per_layer.buffer_bytes, per_layer.memory_bytes) == \
+        (one.param_bytes, one.buffer_bytes, one.memory_bytes)
+
+
+def test_plan_keeps_layer_precisions_and_no_backend_deploys_it_yet(app):
+    mix = {"a": "int8", "b": "fp16", "s": "fp32", "c": "int8"}
+    d = derive(app, whole_phases(app), layers=LayerPrecisions.of({"n": mix}))
+    plan = plan_for(app, d, {"n": 1.0}, True)
+    data = plan.to_dict()
+    assert data["precision"] == "auto" and data["layer_precisions"] == {"n": mix}
+    back = from_dict(data)
+    assert back.layer_precisions == {"n": mix} and back.buffers == plan.buffers
+    with pytest.raises(InputError, match="layer_precisions"):
+        from_dict(data | {"layer_precisions": {"n": dict(mix, c="int4")}})
+    with pytest.raises(InputError, match="layer_precisions"):
+        check_backend(back, "onnxruntime", "plan.json")
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"precision": "fp16", "min_sqnr_db": 20}, "a constraint of precision: auto"),
+    ({"precision": "auto", "min_sqnr_db": "high"}, "expected a number of dB"),
+    ({"precision": "auto-ish"}, "or auto"),
+])
+def test_app_keys_refused_in_one_line(tmp_path, doc, message):
+    from conftest import write_tiny_onnx
+    model = write_tiny_onnx(tmp_path / "t.onnx")
+    with pytest.raises(InputError, match=message):
+        memtrade.load_app({"name": "t", "cnns": [{"name": "c", "model": str(model)}]} | doc)
+
+
+def test_auto_app_keys(app):
+    assert app.precisions == LADDER and app.min_sqnr_db == 20.0 and app.precision.name == "fp32"
+
+
+def test_fixed_precision_override_ends_auto_and_explore_refuses_auto_in_one_line(app):
+    fixed = memtrade.with_constraints(app, precision="int8")
+    assert fixed.precisions == () and fixed.precision.name == "int8"
+    assert memtrade.with_constraints(fixed, precision="auto").precisions == LADDER
+    with pytest.raises(InputError, match="precision: auto"):
+        memtrade.explore(app)
