@@ -16,6 +16,8 @@ reads the whole range of what it is given), so every stored tensor keeps its own
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -120,8 +122,8 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
                       origin: ScalesOrigin | None = None) -> ActivationScales:
     """The uint8 scale and zero point of every tensor a deployment of `cnn` stores (keys
     "cnn/layer", cnn `name`, else `cnn.name`), from the range ONNX Runtime's calibrator of
-    `method` (deploy/quant/methods.py; None: minmax) finds over `frames` on the model at
-    `model_path` (`cnn` is its import), with its default settings, as quantize_static runs it.
+    `method` (deploy/quant/methods.py, with that method's options; None: minmax) finds over
+    `frames` on the model at `model_path` (`cnn` is its import).
     A frame is an array for the model's one input, or a dict input name -> array. `origin`:
     where the frames came from, kept with the scales (its method set to `method`)."""
     from dataclasses import replace
@@ -152,9 +154,11 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
         source = Path(tmp) / "model.onnx"
         onnx.save(model, str(source))
         calibrator = create_calibrator(source, augmented_model_path=str(Path(tmp) / "augmented.onnx"),
-                                       calibrate_method=chosen.ort_method())
-        calibrator.collect_data(Reader())
-        ranges = calibrator.compute_data()
+                                       calibrate_method=chosen.ort_method(),
+                                       extra_options=chosen.extra_options())
+        with contextlib.redirect_stdout(io.StringIO()):   # the histogram ones print progress
+            calibrator.collect_data(Reader())
+            ranges = calibrator.compute_data()
         del calibrator    # its session holds the augmented model's file open
     qmin, qmax = get_qmin_qmax_for_qType(TensorProto.UINT8)
     cnn_name = name or cnn.name
