@@ -1,6 +1,7 @@
 """Activation scales of an int8 deployment: the range of every tensor it stores over frames of
-input, found by ONNX Runtime's own MinMax calibrator, and each tensor's uint8 scale and zero
-point as ONNX Runtime's quantize_static computes them (asymmetric, the range widened to hold 0:
+input, found by one of ONNX Runtime's own calibrators (MinMax, Entropy, Percentile:
+deploy/quant/methods.py), and each tensor's uint8 scale and zero point as ONNX Runtime's
+quantize_static computes them from that range (asymmetric, the range widened to hold 0:
 onnxruntime.quantization.quant_utils.compute_scale_zp).
 
 The frames come from `explore deploy --calibration FILE` (`frames`: a .npy or .npz of real
@@ -15,6 +16,8 @@ reads the whole range of what it is given), so every stored tensor keeps its own
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -24,6 +27,8 @@ import onnx
 from onnx import TensorProto
 
 from csdf.model import CNN
+from deploy.quant.methods import method as calibration_method
+from deploy.quant.origin import ScalesOrigin
 from deploy.quant.scales import ActivationScales, TensorScale, key
 from sdf3.errors import InputError
 
@@ -112,17 +117,23 @@ def stored(cnn: CNN, model: onnx.ModelProto) -> dict[str, str]:
     return out
 
 
-def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str | None = None) -> ActivationScales:
+def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str | None = None,
+                      method: str | None = None,
+                      origin: ScalesOrigin | None = None) -> ActivationScales:
     """The uint8 scale and zero point of every tensor a deployment of `cnn` stores (keys
-    "cnn/layer", cnn `name`, else `cnn.name`), from the range ONNX Runtime's MinMax
-    calibrator finds over `frames` on the model at `model_path` (`cnn` is its import).
-    A frame is an array for the model's one input, or a dict input name -> array."""
-    from onnxruntime.quantization.calibrate import (CalibrationDataReader, CalibrationMethod,
-                                                    create_calibrator)
+    "cnn/layer", cnn `name`, else `cnn.name`), from the range ONNX Runtime's calibrator of
+    `method` (deploy/quant/methods.py, with that method's options; None: minmax) finds over
+    `frames` on the model at `model_path` (`cnn` is its import).
+    A frame is an array for the model's one input, or a dict input name -> array. `origin`:
+    where the frames came from, kept with the scales (its method set to `method`)."""
+    from dataclasses import replace
+
+    from onnxruntime.quantization.calibrate import CalibrationDataReader, create_calibrator
     from onnxruntime.quantization.quant_utils import compute_scale_zp, get_qmin_qmax_for_qType
 
     from csdf.onnx_inputs import with_shapes
 
+    chosen = calibration_method(method)
     model = onnx.load(str(model_path))
     with_shapes(model, dict(cnn.input_shapes))
     tensors = stored(cnn, model)
@@ -143,9 +154,11 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
         source = Path(tmp) / "model.onnx"
         onnx.save(model, str(source))
         calibrator = create_calibrator(source, augmented_model_path=str(Path(tmp) / "augmented.onnx"),
-                                       calibrate_method=CalibrationMethod.MinMax)
-        calibrator.collect_data(Reader())
-        ranges = calibrator.compute_data()
+                                       calibrate_method=chosen.ort_method(),
+                                       extra_options=chosen.extra_options())
+        with contextlib.redirect_stdout(io.StringIO()):   # the histogram ones print progress
+            calibrator.collect_data(Reader())
+            ranges = calibrator.compute_data()
         del calibrator    # its session holds the augmented model's file open
     qmin, qmax = get_qmin_qmax_for_qType(TensorProto.UINT8)
     cnn_name = name or cnn.name
@@ -157,7 +170,8 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
         lo, hi = ranges.data[tensor].range_value
         zero, scale = compute_scale_zp(lo, hi, qmin, qmax, symmetric=False)   # one value each
         by_tensor[key(cnn_name, layer)] = TensorScale(float(np.squeeze(scale)), int(np.squeeze(zero)))
-    return ActivationScales("uint8", by_tensor)
+    origin = replace(origin or ScalesOrigin("file", count=len(feeds)), method=chosen.name)
+    return ActivationScales("uint8", by_tensor, {cnn_name: origin})
 
 
 def merged(parts: Iterable[ActivationScales]) -> ActivationScales:
@@ -170,7 +184,8 @@ def merged(parts: Iterable[ActivationScales]) -> ActivationScales:
                          f"for every CNN of a deployment (a QDQ model of int8 activations with "
                          f"calibrated uint8 ones: quantize it with uint8 activations)")
     return ActivationScales(dtypes[0] if dtypes else "uint8",
-                            {k: v for p in parts for k, v in p.by_tensor.items()})
+                            {k: v for p in parts for k, v in p.by_tensor.items()},
+                            {k: v for p in parts for k, v in p.origins.items()})
 
 
 def qdq_scales(cnn: CNN, name: str | None = None) -> ActivationScales | None:
@@ -196,4 +211,5 @@ def qdq_scales(cnn: CNN, name: str | None = None) -> ActivationScales | None:
             raise InputError(f"{where}: layer '{layer}': per-channel activation scale ({len(s.scale)} "
                              f"values on axis {s.axis}), expected one scale and zero point per tensor")
         by_tensor[key(name or cnn.name, layer)] = TensorScale(float(s.scale[0]), int(s.zero_point[0]))
-    return ActivationScales(dtypes[0] if dtypes else "uint8", by_tensor)
+    return ActivationScales(dtypes[0] if dtypes else "uint8", by_tensor,
+                            {name or cnn.name: ScalesOrigin("model")})
