@@ -32,6 +32,7 @@ dequantized fp32 values instead.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Collection
 
 import numpy as np
 import onnx
@@ -81,9 +82,10 @@ def quantized_reference(model_path: str | Path, cnn: CNN, scales: ActivationScal
     return out
 
 
-def held_weights(model: onnx.ModelProto, cnn: CNN) -> onnx.ModelProto:
-    """A copy of `model` computing every Conv/Gemm layer with the weights an int8 deployment
-    holds (module docstring); initializers no longer read are dropped."""
+def held_weights(model: onnx.ModelProto, cnn: CNN, only: Collection[str] | None = None) -> onnx.ModelProto:
+    """A copy of `model` computing every Conv/Gemm layer (of `only`, when given: layer names)
+    with the weights an int8 deployment holds (module docstring); initializers no longer read
+    are dropped."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     graph = out.graph
@@ -94,6 +96,8 @@ def held_weights(model: onnx.ModelProto, cnn: CNN) -> onnx.ModelProto:
     added: list[onnx.NodeProto] = []
     for layer in cnn.layers():
         if layer.op not in ("Conv", "Gemm") or "W" not in layer.params:
+            continue
+        if only is not None and layer.name not in only:
             continue
         params = WeightParams.of(layer)
         q, scale = per_channel(params.weight)

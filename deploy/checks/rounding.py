@@ -28,7 +28,7 @@ passes QuantizeLinear -> DequantizeLinear with each tensor's scale instead of th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Collection
 
 import numpy as np
 import onnx
@@ -98,9 +98,11 @@ def rounded(model: onnx.ModelProto, tensors: list[str], to: int = TensorProto.FL
     return out
 
 
-def with_held_weights(model: onnx.ModelProto, cnn: CNN, kind: str) -> tuple[onnx.ModelProto, list[str]]:
-    """A copy of `model` (csdf imported it as `cnn`) whose weights hold the values a deployment
-    storing parameters as `kind` ("float16", "int8") computes with; and the layers whose
+def with_held_weights(model: onnx.ModelProto, cnn: CNN, kind: str,
+                      only: Collection[str] | None = None) -> tuple[onnx.ModelProto, list[str]]:
+    """A copy of `model` (csdf imported it as `cnn`) whose weights (of the layers `only`
+    names, when given) hold the values a deployment storing parameters as `kind` ("float16",
+    "int8") computes with; and the layers whose
     weights it could not place (an ONNX tensor that is not an initializer, or one the import
     changed other than by a transpose and a factor per output channel): left as they are."""
     out = onnx.ModelProto()
@@ -113,8 +115,8 @@ def with_held_weights(model: onnx.ModelProto, cnn: CNN, kind: str) -> tuple[onnx
     done: set[str] = set()
     missed = []
     for layer in cnn.layers():
-        if layer.op == OPAQUE:           # its constants are stored as they are (steps/opaque.py)
-            continue
+        if layer.op == OPAQUE or only is not None and layer.name not in only:
+            continue                     # an opaque layer's constants are stored as they are
         for key, value in layer.params.items():
             if not stored_low(np.asarray(value)):
                 continue
