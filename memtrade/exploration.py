@@ -15,6 +15,7 @@ True
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -117,6 +118,8 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
             population: int | None = None, generations: int | None = None,
             workers: int | None = None, relink_rounds: int | None = None,
             local_rounds: int | None = None, say: Callable[[str], None] | None = None,
+            calibration: str | Path | None = None, calibration_method: str | None = None,
+            min_sqnr: float | None = None,
             _flag: Callable[[str], str] = str) -> Exploration:
     """The methodology on `app` (an Application, an app file or a mapping as memtrade.load_app
     takes): buffer reuse, then Algorithm 2 when reuse alone does not answer the constraints.
@@ -126,25 +129,45 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
     the app's, "auto" unless it says otherwise): "auto" fits population, generations and
     relinking to the measured evaluation rate within the time budget (`time_limit` seconds,
     default 100), "full" keeps them. `progress` hears each step of the search; `say` hears
-    the bounds line before the search starts (and, with `platform: cpu`, the measuring)."""
+    the bounds line before the search starts (and, with `platform: cpu`, the measuring).
+    With `precision: auto` each layer's precision is searched too, its error estimated from
+    each CNN's sensitivity table measured on the frames of `calibration` (.npy/.npz as
+    `explore deploy --calibration` reads them; None: generated frames, with a warning) with
+    int8 scales by `calibration_method`; `min_sqnr` (dB) overrides the app's `min_sqnr_db`."""
     app = with_constraints(app if isinstance(app, Application) else load_app(app), mem, fps,
                            prefer, precision, placement)
-    if app.precisions:
-        raise InputError(f"{app.path or app.name}: precision: auto (a precision per layer) is read "
-                         f"and its memory modelled, but the search does not choose layers' "
-                         f"precisions yet; expected fp32, fp16, mixed or int8 to explore")
+    if min_sqnr is not None:
+        if not app.precisions:
+            raise InputError(f"{_flag('min_sqnr')}: a constraint of precision: auto, expected "
+                             f"no {_flag('min_sqnr')} with precision {app.precision.name}")
+        if isinstance(min_sqnr, bool) or not isinstance(min_sqnr, (int, float)) or not math.isfinite(min_sqnr):
+            raise InputError(f"{_flag('min_sqnr')}: expected a number of dB, got {min_sqnr!r}")
+        app = replace(app, min_sqnr_db=float(min_sqnr))
     settings = search_settings(app.search, granularity=granularity, cluster=cluster,
                                effort=effort, time_limit_s=time_limit, flag=_flag, seed=seed,
                                population=population, generations=generations,
                                workers=workers, relink_rounds=relink_rounds,
                                local_rounds=local_rounds)
     tiling = check_tiling(tiling, _flag)
+    tables = None
+    if app.precisions:
+        if tiling:
+            raise InputError(f"{_flag('tiling')} {tiling}: precision: auto has layer genes only; "
+                             f"expected no {_flag('tiling')} with it")
+        from memtrade.sensitivity import sensitivity_tables
+        tables = sensitivity_tables(app, calibration, calibration_method, say or (lambda line: None))
+        if say is not None:
+            say("precision auto: fps are predicted with every layer at fp32 (the evaluators "
+                "have no per-layer precision yet)")
+    elif calibration is not None or calibration_method is not None:
+        raise InputError(f"{_flag('calibration')}: measures the sensitivity table of "
+                         f"precision: auto; expected none with precision {app.precision.name}")
     from explorer.search.deadline import Deadline
     from explorer.search.effort import fit_effort, time_budget
 
     ev = evaluator_for(app, evaluator, quiet=say is None)
     deadline = Deadline(time_budget(settings))          # the search's, from here
-    problem, search = problem_for(app, ev, settings, tiling)
+    problem, search = problem_for(app, ev, settings, tiling, tables)
     bound = bounds(problem)
     if say is not None:
         say(bound)
@@ -156,6 +179,9 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
     chosen = outcome.chosen
     derived = problem.derive(chosen.genes)
     plan = plan_on_platform(problem, ev, chosen.genes, chosen.fps, outcome.met)
+    if tables is not None:          # the chosen precisions' rounding, measured
+        from memtrade.sensitivity import reference_sqnr
+        plan = replace(plan, sqnr_reference_db=reference_sqnr(app, plan, calibration, calibration_method))
     points = tuple(FrontPoint(i, tuple(p.genes), int(p.memory_bytes), MappingProxyType(dict(p.fps)),
                               meets(p, app.memory, app.fps))
                    for i, p in enumerate(outcome.front))

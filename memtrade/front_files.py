@@ -40,7 +40,7 @@ def write_files(ex, out: Path, final: Path | None = None) -> tuple[list[Path], f
         "app": plan.app, "name": app.name, "early_exit": r.early_exit, "seed": settings.seed,
         "population": settings.population, "generations": settings.generations,
         "granularity": settings.granularity, "relink_rounds": settings.relink_rounds,
-        "precision": app.precision.name, "placement": app.placement,
+        "precision": "auto" if app.precisions else app.precision.name, "placement": app.placement,
         "evaluator": ex.evaluator_spec, "tiling": ex.tiling,
         "local_rounds": settings.local_rounds,
         "evaluations": r.evaluations, "unique": r.unique, "seconds": round(r.seconds, 3),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from explorer.app.units import format_bytes
+from sdf3.errors import InputError
 
 
 def evaluator_for(app, spec: str | None, quiet: bool = True):
@@ -31,12 +32,24 @@ def plan_on_platform(problem, evaluator, genes, fps: dict[str, float], met: bool
                    platform=platform_name(evaluator.profile, problem.app.platform))
 
 
-def problem_for(app, evaluator, settings, tiling: str | None):
+def problem_for(app, evaluator, settings, tiling: str | None, tables=None):
     """The search problem (explorer/search/problem.py) of a run: layer genes, or with
     `tiling` layer and fused-tile genes (explorer/tiling/genes.py), and the search that
     solves it: Algorithm 2, or for tiling "both" the search seeded with the parts and
-    tiles searches' fronts (explorer/tiling/search.py)."""
+    tiles searches' fronts (explorer/tiling/search.py). An app of `precision: auto` has a
+    precision gene per layer too (explorer/plan/precision_genes.py), estimated by `tables`
+    (memtrade/sensitivity.py)."""
     from explorer.search.algorithm2 import algorithm2
+    if app.precisions:
+        if tiling:
+            raise InputError(f"--tiling {tiling}: precision: auto has layer genes only; "
+                             f"expected no --tiling with it")
+        if tables is None:
+            raise InputError("precision: auto: the search needs each CNN's sensitivity table "
+                             "(explore APP --calibration FRAMES measures it)")
+        from explorer.plan.genes import gene_space
+        from explorer.plan.precision_genes import PrecisionEvaluation
+        return PrecisionEvaluation(app, evaluator, gene_space(app, settings.granularity), tables), algorithm2
     if not tiling:
         from explorer.plan.derive import Evaluation
         from explorer.plan.genes import gene_space
@@ -52,7 +65,8 @@ def bounds(problem) -> str:
     them) and the reuse-only plan's memory and fps (every layer whole, buffers reused)."""
     zeros = (0,) * len(problem.space.upper)
     memory, fps = problem(zeros)
-    weights = problem.derive(zeros).param_bytes
+    least = getattr(problem, "least_param_bytes", None)   # precisions per layer: all at the least
+    weights = least() if least is not None else problem.derive(zeros).param_bytes
     return (f"bounds  the weights alone {format_bytes(weights)} (no plan holds less); reuse only "
             f"(every layer whole) {format_bytes(memory)} at "
             + ", ".join(f"{c} {v:.2f} fps" for c, v in fps.items()))

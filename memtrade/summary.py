@@ -37,7 +37,8 @@ def baselines_for(app, evaluator, derived=None) -> list:
         from explorer.report.baselines import lower_bound
         elements, _ = lower_bound(derived.uses, app.pipelines)
         rows["lower_bound"] = replace(rows["lower_bound"], total_bytes=derived.param_bytes
-                                      + elements * app.precision.data_bytes)
+                                      + elements * (1 if derived.layers is not None      # bytes
+                                                    else app.precision.data_bytes))
     return [Baseline(LABELS.get(name, name), int(row.total_bytes), fps.get(name, {}))
             for name, row in rows.items()]
 
@@ -48,7 +49,8 @@ def summary(app, plan, outcome, evaluator_name: str, why: dict[str, str] | None 
     from explorer.report.gene_strip import layer_notation
     r = outcome.result
     lines = [f"app {app.name}: {len(app.cnns)} CNN(s), {len(app.partitions)} partition(s), "
-             f"precision {app.precision.name}, evaluator {evaluator_name}, "
+             f"precision {'auto (per layer)' if app.precisions else app.precision.name}, "
+             f"evaluator {evaluator_name}, "
              f"placement {app.placement}"]
     if r.early_exit:
         lines.append("search: early exit, buffer reuse alone (every layer one phase) fits M^c"
@@ -78,6 +80,14 @@ def summary(app, plan, outcome, evaluator_name: str, why: dict[str, str] | None 
         if need and v < need and (why or {}).get(cnn):
             tail += f" (the frame time is {why[cnn]})"
         lines.append(f"fps     {cnn}: {v:.2f}{tail}")
+    for cnn, chosen in plan.layer_precisions.items():
+        counts = {p: sum(1 for v in chosen.values() if v == p) for p in ("int8", "fp16", "fp32")}
+        estimate, measured = plan.sqnr_estimate_db.get(cnn), plan.sqnr_reference_db.get(cnn)
+        lines.append(f"precision {cnn}: " + ", ".join(f"{n} {p}" for p, n in counts.items() if n)
+                     + " layers" + ("" if estimate is None else f"; SQNR estimate {estimate:.1f} dB")
+                     + ("" if app.min_sqnr_db is None else f" (min_sqnr_db {app.min_sqnr_db:g})")
+                     + ("" if measured is None else f", measured {measured:.1f} dB on the network "
+                        f"rounded as this plan rounds it (calibration frames)"))
     for cnn, ph in plan.phases.items():
         rows = plan.rows.get(cnn, {})
         split = [layer_notation(layer, rows.get(layer, 1)) for layer, n in ph.items() if n > 1]
@@ -110,17 +120,25 @@ def gene_cells(problem, front) -> tuple[list[str] | None, list[list[str]] | None
     notation (explorer/report/gene_strip.py); (None, None) for genes that are not layer
     granularities alone (fused tiles)."""
     from explorer.plan.genes import GeneSpace
-    from explorer.report.gene_strip import gene_strip, layer_notation
+    from explorer.plan.precision_genes import PrecisionSpace
+    from explorer.report.gene_strip import gene_strip, layer_notation, precision_strip
 
     space = problem.space
-    if not isinstance(space, GeneSpace):
+    per_layer = isinstance(space, PrecisionSpace)    # granularity genes, then precisions
+    granularity = space.base if per_layer else space
+    if not isinstance(granularity, GeneSpace):
         return None, None
-    labels = [f"{c}.{layer}" for c, layer in space.layers]
+    labels = [f"{c}.{layer}" for c, layer in granularity.layers]
     strips, notes = [], []
     for p in front:
+        genes = space.split(p.genes)[0] if per_layer else p.genes
         cells = [(label, ladder[g] if g else 0, ladder[0])
-                 for label, ladder, g in zip(labels, space.ladders, p.genes)]
-        strips.append(gene_strip(cells))
+                 for label, ladder, g in zip(labels, granularity.ladders, genes)]
+        strip = gene_strip(cells)
+        if per_layer:             # the precisions the plan has (after the SQNR repair)
+            chosen = problem.layers(p.genes)
+            strip += precision_strip([(f"{c}.{l}", chosen.name(c, l)) for c, l in space.layers])
+        strips.append(strip)
         notes.append([layer_notation(label, rows) for label, rows, _ in cells if rows])
     return strips, notes
 

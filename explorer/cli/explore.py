@@ -21,8 +21,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mem", help="memory constraint M^c, e.g. 8MB (0 = least memory)")
     parser.add_argument("--fps", help="throughput constraint T^c: one value for every CNN, or "
                                       "name=value,... (0 = none)")
-    parser.add_argument("--precision", choices=["fp32", "fp16", "mixed", "int8"],
-                        help="override the app's precision")
+    parser.add_argument("--precision", choices=["fp32", "fp16", "mixed", "int8", "auto"],
+                        help="override the app's precision (auto: each layer's searched)")
+    parser.add_argument("--min-sqnr", type=float, dest="min_sqnr", metavar="DB",
+                        help="precision auto: the output's least SQNR against fp32, dB "
+                             "(overrides the app's min_sqnr_db)")
+    parser.add_argument("--calibration", metavar="FRAMES",
+                        help="precision auto: .npy/.npz frames of input the per-layer sensitivity "
+                             "table is measured on (as explore deploy --calibration reads them)")
+    parser.add_argument("--calibration-method", dest="calibration_method",
+                        choices=["minmax", "entropy", "percentile"],
+                        help="precision auto: int8 scales of the sensitivity table (default minmax)")
     parser.add_argument("--evaluator", default=None,
                         help="throughput evaluator: profile (default), measured, a built-in "
                              "profile name or a profile file")
@@ -102,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
             granularity=args.granularity, tiling=args.tiling, placement=args.placement,
             seed=args.seed, population=args.population, generations=args.generations,
             workers=args.workers, relink_rounds=args.relink_rounds,
-            local_rounds=args.local_rounds, say=say, _flag=cli_flag)
+            local_rounds=args.local_rounds, say=say, calibration=args.calibration,
+            calibration_method=args.calibration_method, min_sqnr=args.min_sqnr, _flag=cli_flag)
         written, outputs_s = write_files(found, out, staged.final)
     for line in found.summary() + [stages_line(found, outputs_s)]:
         print(line)

@@ -9,6 +9,7 @@ the CNNs before anything is deployed.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,12 @@ class Plan:
     # bytes both count bytes (data_bytes 1) and par_bytes is 1 (param_bytes sums each
     # layer's parameters at its own width); empty: every layer at `precision`
     layer_precisions: dict[str, dict[str, str]] = field(default_factory=dict)
+    # each CNN's output SQNR against fp32 (dB) that the sensitivity tables estimate for those
+    # precisions (explorer/plan/sensitivity.py); empty without layer_precisions
+    sqnr_estimate_db: dict[str, float] = field(default_factory=dict)
+    # and measured: the network rounded as a deployment of those precisions rounds it
+    # (deploy/checks/layer_reference.py) on the calibration frames, by ONNX Runtime
+    sqnr_reference_db: dict[str, float] = field(default_factory=dict)
 
     def placed(self) -> bool:
         """Every buffer has an arena offset (an offset planner's plan)."""
@@ -150,7 +157,11 @@ class Plan:
             "tilings": {c: [group_dict(g) for g in gs] for c, gs in self.tilings.items()},
             "workspace_bytes": self.workspace_bytes, "session_bytes": self.session_bytes,
             "output_bytes": self.output_bytes} | ({"platform": self.platform} if self.platform else {}) | (
-            {"layer_precisions": {c: dict(p) for c, p in self.layer_precisions.items()}}
+            {"layer_precisions": {c: dict(p) for c, p in self.layer_precisions.items()},
+             "sqnr_estimate_db": {c: (v if math.isfinite(v) else None)
+                                  for c, v in self.sqnr_estimate_db.items()},
+             "sqnr_reference_db": {c: (v if math.isfinite(v) else None)
+                                   for c, v in self.sqnr_reference_db.items()}}
             if self.layer_precisions else {})
 
 

@@ -50,7 +50,17 @@ def from_dict(data: Any, where: str = "plan.json") -> Plan:
         "edges": _edges(data["edges"], where, fail),
         "buffers": _buffers(data["buffers"], where, fail),
         "tilings": _tilings(data.get("tilings") or {}, fail),
-        "layer_precisions": _layer_precisions(data.get("layer_precisions") or {}, fail)})
+        "layer_precisions": _layer_precisions(data.get("layer_precisions") or {}, fail),
+        "sqnr_estimate_db": _decibels("sqnr_estimate_db", data.get("sqnr_estimate_db") or {}, fail),
+        "sqnr_reference_db": _decibels("sqnr_reference_db", data.get("sqnr_reference_db") or {}, fail)})
+
+
+def _decibels(key: str, raw: Any, fail) -> dict[str, float]:
+    """{cnn: dB}; null is an infinite SQNR (every layer at fp32)."""
+    if not isinstance(raw, dict) or not all(v is None or isinstance(v, (int, float)) and not
+                                            isinstance(v, bool) for v in raw.values()):
+        fail(f"key '{key}': expected {{cnn: dB or null}}")
+    return {str(c): float("inf") if v is None else float(v) for c, v in raw.items()}
 
 
 def _layer_precisions(raw: Any, fail) -> dict[str, dict[str, str]]:

@@ -3,7 +3,7 @@ precisions per layer (`precision: auto`, docs/precision.md "Per layer").
 
 A table row is the SQNR of the CNN's output against its fp32 output, in dB, with one stored
 tensor alone at a lower precision (its layer's output rounded as a deployment stores it, and
-that layer's weights as a deployment holds them): measured by deploy/quant/sensitivity.py on
+that layer's weights as a deployment holds them): measured by deploy/checks/sensitivity.py on
 calibration frames, never computed here. A CNN with several outputs keeps the lowest SQNR of
 its outputs.
 
@@ -29,7 +29,7 @@ REFERENCE = "fp32"          # a layer at fp32 adds no noise: the table has no ro
 @dataclass(frozen=True)
 class Sensitivity:
     """One CNN's table: `rows` (layer, precision, SQNR dB), sorted; `key` what it was measured
-    on (deploy/quant/sensitivity.py: model, frames, calibration method, ONNX Runtime)."""
+    on (deploy/checks/sensitivity.py: model, frames, calibration method, ONNX Runtime)."""
     rows: tuple[tuple[str, str, float], ...]
     key: str = ""
     frames: int = 0

@@ -41,3 +41,21 @@ def gene_strip(cells: list[tuple[str, int, int]]) -> str:
         for i, (label, rows, height) in enumerate(cells))
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="genes" width="{len(cells) * CELL}" '
             f'height="{TALL}">{rects}</svg>')
+
+
+# a precision gene's cell (precision: auto, explorer/plan/precision_genes.py): the fewer bytes,
+# the warmer
+PRECISION_FILL = {"fp32": "#e8eef5", "fp16": "#f2b45a", "int8": "#c4452f"}
+
+
+def precision_strip(cells: list[tuple[str, str]]) -> str:
+    """An inline SVG of each layer's precision: `cells` = (layer label, fp32|fp16|int8), in
+    gene order; each cell carries data-layer and data-precision and a tooltip "layer: int8"."""
+    esc = html.escape
+    rects = "".join(
+        f'<rect x="{i * CELL}" y="0" width="{CELL - 1}" height="{TALL}" '
+        f'fill="{PRECISION_FILL[p]}" data-layer="{esc(label)}" data-precision="{esc(p)}">'
+        f'<title>{esc(label)}: {esc(p)}</title></rect>'
+        for i, (label, p) in enumerate(cells))
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="precisions" '
+            f'width="{len(cells) * CELL}" height="{TALL}">{rects}</svg>')

@@ -116,9 +116,13 @@ def test_auto_app_keys(app):
     assert app.precisions == LADDER and app.min_sqnr_db == 20.0 and app.precision.name == "fp32"
 
 
-def test_fixed_precision_override_ends_auto_and_explore_refuses_auto_in_one_line(app):
+def test_fixed_precision_override_ends_auto_and_auto_refusals(app, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMTRADE_CACHE", str(tmp_path))
     fixed = memtrade.with_constraints(app, precision="int8")
     assert fixed.precisions == () and fixed.precision.name == "int8"
     assert memtrade.with_constraints(fixed, precision="auto").precisions == LADDER
-    with pytest.raises(InputError, match="precision: auto"):
-        memtrade.explore(app)
+    with pytest.raises(InputError, match="--tiling tiles: precision: auto"):
+        memtrade.explore(app, tiling="tiles", _flag=lambda k: "--" + k)
+    with pytest.raises(InputError, match="calibration"):       # frames are for auto only
+        memtrade.explore(fixed, calibration="frames.npy")
+    assert not list(tmp_path.iterdir())                        # refused before measuring

@@ -1,4 +1,4 @@
-"""The per-layer sensitivity table (deploy/quant/sensitivity.py) and the estimate it gives
+"""The per-layer sensitivity table (deploy/checks/sensitivity.py) and the estimate it gives
 (explorer/plan/sensitivity.py): the estimate of a whole plan at one precision, or mixed, is
 compared with the SQNR measured on the network rounded as that plan's deployment rounds it
 (the int8 reference of deploy/checks/quantized.py, the fp16 one of rounding.py); the table
@@ -15,9 +15,8 @@ from conftest import write_tiny_onnx
 from csdf.onnx_import import load_onnx
 from deploy.checks.quantized import held_weights, quantized_reference
 from deploy.checks.rounding import rounded, with_held_weights
-from deploy.quant import sensitivity as sens
+from deploy.checks import sensitivity as sens
 from deploy.quant.calibration import activation_scales, stored
-from deploy.run.vs_fp32 import Accumulator
 from explorer.app.layer_precision import LayerPrecisions, uniform
 from explorer.plan.sensitivity import Sensitivity, estimate_db
 
@@ -34,8 +33,10 @@ def setup(tmp_path_factory):
 
 
 def _measured(model, frames, want) -> float:
+    """The SQNR as `explore run` reports it (deploy/run/vs_fp32.py)."""
+    from deploy.run.vs_fp32 import Accumulator
     acc = Accumulator(["out"])
-    for got, fp32 in zip(sens._run(model, frames, 1), want):
+    for got, fp32 in zip(sens.outputs(model, frames, 1), want):
         acc.add(got, fp32)
     return acc.result()[0].sqnr_db
 
@@ -52,7 +53,7 @@ def test_rows_cover_every_stored_tensor_at_each_lower_precision(setup):
 def test_a_row_is_the_sqnr_of_that_layer_alone_rounded(setup):
     path, cnn, frames, _, lookup = setup
     model = onnx.load(str(path))
-    want = sens._run(model, frames, 1)
+    want = sens.outputs(model, frames, 1)
     tensor = next(t for t, l in stored(cnn, model).items() if l == "conv2")
     scales = activation_scales(path, cnn, frames)
     int8 = sens._quantized(held_weights(model, cnn, only=["conv2"]), tensor,
@@ -70,7 +71,7 @@ def test_additive_estimate_is_near_the_measured_sqnr_of_whole_plans(setup):
     and all-int8 lies within 1 dB of it."""
     path, cnn, frames, _, lookup = setup
     model = onnx.load(str(path))
-    want = sens._run(model, frames, 1)
+    want = sens.outputs(model, frames, 1)
     scales = activation_scales(path, cnn, frames)
     tensors = stored(cnn, model)
     int8 = quantized_reference(path, cnn, scales)

@@ -13,8 +13,9 @@ layer's weights as such a deployment holds them:
   weights as int8 per output channel (deploy/checks/quantized.py `held_weights(..., only=)`):
   what the int8 reference, and so the deployment, computes for that layer.
 Each model runs on every calibration frame in one ONNX Runtime session; the row is the SQNR
-of its output against the fp32 model's over all frames (deploy/run/vs_fp32.py `Accumulator`),
-the lowest over the CNN's outputs.
+of its output against the fp32 model's over all frames, 10 log10(sum x^2 / sum (y - x)^2) in
+float64 sums as `explore run`'s vs_fp32 computes it (deploy/run/vs_fp32.py), the lowest over
+the CNN's outputs.
 
 ONNX Runtime's `quantize_static(nodes_to_quantize=...)` is not used for the int8 rows: it
 quantizes a node's inputs, with its own weight and activation choices, where the deployment
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -73,7 +75,6 @@ def measure(model_path: str | Path, cnn: CNN, frames: Sequence[np.ndarray], meth
     from deploy.checks.quantized import held_weights
     from deploy.checks.rounding import rounded, with_held_weights
     from deploy.quant.calibration import activation_scales, stored
-    from deploy.run.vs_fp32 import Accumulator
     from csdf.onnx_inputs import with_shapes
 
     if cnn.quantized is not None:
@@ -86,8 +87,7 @@ def measure(model_path: str | Path, cnn: CNN, frames: Sequence[np.ndarray], meth
     with_shapes(model, dict(cnn.input_shapes))
     tensors = stored(cnn, model)                      # ONNX tensor -> layer
     scales = activation_scales(model_path, cnn, frames, method=method)
-    want = [_run(model, frames, threads)]
-    names = [f"out{k}" for k in range(len(want[0][0]))]
+    want = outputs(model, frames, threads)
     rows = []
     for tensor, layer in tensors.items():
         for precision in LOWER:
@@ -99,11 +99,21 @@ def measure(model_path: str | Path, cnn: CNN, frames: Sequence[np.ndarray], meth
             else:
                 variant = held_weights(model, cnn, only=[layer])
                 variant = _quantized(variant, tensor, scales.of(cnn.name, layer), scales.dtype)
-            acc = Accumulator(names)
-            for got, fp32 in zip(_run(variant, frames, threads), want[0]):
-                acc.add(got, fp32)
-            rows.append((layer, precision, min(o.sqnr_db for o in acc.result())))
+            rows.append((layer, precision, sqnr_db(outputs(variant, frames, threads), want)))
     return Sensitivity(tuple(sorted(rows)), table_key(model_path, frames, method), len(frames))
+
+
+def sqnr_db(got: Sequence[Sequence[np.ndarray]], want: Sequence[Sequence[np.ndarray]]) -> float:
+    """The lowest over outputs of 10 log10(sum x^2 / sum (y - x)^2) over all frames, x the
+    fp32 outputs `want` and y `got` (per frame, per output); infinite when they are equal."""
+    lowest = math.inf
+    for k in range(len(want[0]) if want else 0):
+        signal = sum(float(np.sum(np.square(w[k].astype(np.float64)))) for w in want)
+        noise = sum(float(np.sum(np.square(g[k].astype(np.float64) - w[k].astype(np.float64))))
+                    for g, w in zip(got, want))
+        if noise > 0:
+            lowest = min(lowest, -math.inf if signal == 0 else 10 * math.log10(signal / noise))
+    return lowest
 
 
 def _quantized(model: onnx.ModelProto, tensor: str, scale, dtype: str) -> onnx.ModelProto:
@@ -126,7 +136,7 @@ def _quantized(model: onnx.ModelProto, tensor: str, scale, dtype: str) -> onnx.M
     return out
 
 
-def _run(model: onnx.ModelProto, frames: Sequence[np.ndarray], threads: int) -> list[list[np.ndarray]]:
+def outputs(model: onnx.ModelProto, frames: Sequence[np.ndarray], threads: int = 1) -> list[list[np.ndarray]]:
     """Every output of `model` for each frame, one ONNX Runtime session."""
     import onnxruntime as ort
     opts = ort.SessionOptions()
@@ -149,10 +159,7 @@ class SensitivityCache:
     """Sensitivity tables on disk under `directory`, one file per key
     (`sensitivity-<key>.json`), written whole (a temporary sibling renamed over the entry)."""
 
-    def __init__(self, directory: str | Path | None = None):
-        if directory is None:
-            from explorer.throughput.profile_cache import cache_dir
-            directory = cache_dir()
+    def __init__(self, directory: str | Path):
         self.directory = Path(directory)
 
     def path(self, key: str) -> Path:

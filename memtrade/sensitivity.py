@@ -1,0 +1,79 @@
+"""The sensitivity tables a `precision: auto` search estimates its error from: per CNN, the
+table measured on calibration frames (deploy/checks/sensitivity.py), the user's
+(`explore APP --calibration FILE`, read as `explore deploy --calibration` reads it) or
+generated ones with a warning, taken from the cache when measured before."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from explorer.plan.sensitivity import Sensitivity
+from sdf3.errors import InputError
+
+
+def sensitivity_tables(app, calibration: str | Path | None = None, method: str | None = None,
+                       say: Callable[[str], None] = lambda line: None,
+                       cache_dir: str | Path | None = None) -> dict[str, Sensitivity]:
+    """{cnn: table} of every CNN of `app`; `say` hears the warning about generated frames,
+    and one line per CNN saying whether its table was measured or read from the cache."""
+    from deploy.quant import calibration as calib
+    from deploy.quant.methods import method as calibration_method
+    from deploy.checks.sensitivity import SensitivityCache
+    from explorer.throughput.profile_cache import cache_dir as default_dir
+
+    chosen = calibration_method(method, "--calibration-method")
+    cache = SensitivityCache(cache_dir if cache_dir is not None else default_dir())
+    out, warned = {}, False
+    for name, cnn in app.cnns.items():
+        if cnn.source is None or cnn.quantized is not None:
+            raise InputError(f"CNN {name}: precision: auto needs an fp32 ONNX model to measure "
+                             f"each layer's sensitivity on, got "
+                             + ("a quantized (QDQ) model" if cnn.source else "a zoo network"))
+        frames, warning = calib.frames(None if calibration is None else Path(calibration), _shape(cnn))
+        if warning and not warned:
+            say(warning)
+            warned = True
+        found = cache.table(cnn.source, cnn, frames, chosen.name)
+        say(f"sensitivity: {name}: {len(found.table.rows)} rows on {len(frames)} frames, "
+            + ("read from " if found.cached else "measured and kept in ") + str(found.path))
+        out[name] = found.table
+    return out
+
+
+def reference_sqnr(app, plan, calibration: str | Path | None = None,
+                   method: str | None = None) -> dict[str, float]:
+    """Each CNN's output SQNR against fp32 (dB) of `plan`'s reference: the network rounded as
+    a deployment of the plan's `layer_precisions` rounds it (deploy/checks/layer_reference.py),
+    run by ONNX Runtime on the calibration frames its sensitivity table was measured on."""
+    from deploy.checks.layer_reference import layer_reference
+    from deploy.checks.sensitivity import outputs, sqnr_db
+    from deploy.quant import calibration as calib
+    from explorer.app.layer_precision import LayerPrecisions
+
+    layers = LayerPrecisions.of(plan.layer_precisions)
+    out = {}
+    for name, cnn in app.cnns.items():
+        frames, _ = calib.frames(None if calibration is None else Path(calibration), _shape(cnn))
+        int8 = any(layers.tensor(cnn, name, l).name == "int8" for l in cnn.order())
+        scales = calib.activation_scales(cnn.source, cnn, frames, name, method) if int8 else None
+        reference = layer_reference(cnn.source, cnn, name, layers, scales)
+        out[name] = sqnr_db(outputs(reference, frames), outputs_of_source(cnn, frames))
+    return out
+
+
+def outputs_of_source(cnn, frames):
+    """The fp32 model's outputs for each frame."""
+    import onnx
+
+    from csdf.onnx_inputs import with_shapes
+    from deploy.checks.sensitivity import outputs
+    model = onnx.load(str(cnn.source))
+    with_shapes(model, dict(cnn.input_shapes))
+    return outputs(model, frames)
+
+
+def _shape(cnn) -> tuple[int, ...]:
+    """The CNN's one input shape, as the frames are read for it."""
+    from csdf.model import INPUT
+    return next(iter(cnn.input_shapes.values()), None) or next(
+        tuple(int(v) for v in l.output_shape) for l in cnn.layers() if l.op == INPUT)
