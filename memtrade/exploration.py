@@ -176,12 +176,15 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
     fitting = time.perf_counter() - started
     outcome = search(app, problem, settings, progress, deadline=deadline)
     started = time.perf_counter()
+    if tables is not None:          # the chosen precisions' rounding measured against min_sqnr_db
+        from memtrade.sensitivity import checked
+        outcome, plan = checked(app, problem, outcome,
+                                lambda p, met: plan_on_platform(problem, ev, p.genes, p.fps, met),
+                                calibration, calibration_method, say or (lambda line: None))
     chosen = outcome.chosen
     derived = problem.derive(chosen.genes)
-    plan = plan_on_platform(problem, ev, chosen.genes, chosen.fps, outcome.met)
-    if tables is not None:          # the chosen precisions' rounding, measured
-        from memtrade.sensitivity import reference_sqnr
-        plan = replace(plan, sqnr_reference_db=reference_sqnr(app, plan, calibration, calibration_method))
+    if tables is None:
+        plan = plan_on_platform(problem, ev, chosen.genes, chosen.fps, outcome.met)
     points = tuple(FrontPoint(i, tuple(p.genes), int(p.memory_bytes), MappingProxyType(dict(p.fps)),
                               meets(p, app.memory, app.fps))
                    for i, p in enumerate(outcome.front))

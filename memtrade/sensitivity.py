@@ -77,3 +77,46 @@ def _shape(cnn) -> tuple[int, ...]:
     from csdf.model import INPUT
     return next(iter(cnn.input_shapes.values()), None) or next(
         tuple(int(v) for v in l.output_shape) for l in cnn.layers() if l.op == INPUT)
+
+
+ROUNDS = 3          # measured checks of the chosen plan, each raising the repair's floor
+
+
+def checked(app, problem, outcome, plan_of, calibration=None, method=None,
+            say: Callable[[str], None] = lambda line: None):
+    """(outcome, plan) with the chosen plan's SQNR measured on its reference
+    (`reference_sqnr`) at or above `app.min_sqnr_db`: while it measures below, the repair's
+    floor is raised (`problem.tighten`) by as much as the estimate stood above the
+    measurement, and at least by the shortfall more than before, the front's points are
+    evaluated again under it and the point is picked again by the same rule, up to ROUNDS
+    times; the plan records the last measurement. `plan_of(point, met)` makes a point's plan."""
+    from dataclasses import replace
+
+    from explorer.search.pick import Point, pick
+
+    plan = plan_of(outcome.chosen, outcome.met)
+    margin = 0.0
+    for round_ in range(ROUNDS + 1):
+        measured = reference_sqnr(app, plan, calibration, method)
+        plan = replace(plan, sqnr_reference_db=measured)
+        short = max((app.min_sqnr_db - v for v in measured.values()), default=0.0) \
+            if app.min_sqnr_db is not None else 0.0
+        if short <= 0 or round_ == ROUNDS:
+            if short > 0:
+                say(f"precision auto: the plan's SQNR measures {short:.1f} dB below min_sqnr_db "
+                    f"after {ROUNDS} tightenings of the estimate")
+            return outcome, plan
+        # the estimate stood this far above the measurement: ask at least that much more
+        gap = max(plan.sqnr_estimate_db[c] - v for c, v in measured.items()
+                  if v < app.min_sqnr_db)
+        margin = max(margin + short, gap)
+        say(f"precision auto: the chosen plan measures {short:.1f} dB below min_sqnr_db; the "
+            f"repair now asks {margin:.1f} dB more and the front is evaluated again")
+        problem.tighten(margin)
+        front = []
+        for p in outcome.front:
+            memory, fps = problem(p.genes)
+            front.append(Point(p.genes, int(memory), dict(fps)))
+        chosen, met = pick(front, app.memory, app.fps, app.prefer)
+        outcome = replace(outcome, front=front, chosen=chosen, met=met)
+        plan = plan_of(chosen, met)

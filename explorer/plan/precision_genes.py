@@ -15,7 +15,9 @@ Review 3(3), 2009): a chromosome whose estimated SQNR (explorer/plan/sensitivity
 raised one rung toward fp32 (a CNN input's noise by raising its widest readers), until each
 CNN's estimate meets the constraint. Every chromosome then decodes to a plan that meets it,
 so the front is memory x fps under it. The repair is deterministic and kept by precision
-genes. fps are predicted with every layer at the app's precision (fp32): the throughput
+genes. The estimate can be above what the plan's rounding measures; `explore` then raises the
+floor the repair uses by the shortfall and evaluates the front again (memtrade/sensitivity.py
+`checked`). fps are predicted with every layer at the app's precision (fp32): the throughput
 evaluators have no per-layer precision yet.
 """
 from __future__ import annotations
@@ -95,12 +97,12 @@ def _inputs(cnn) -> set[str]:
 
 
 def repaired(app, space: PrecisionSpace, tables: Mapping[str, Sensitivity],
-             genes: tuple[int, ...]) -> tuple[int, ...]:
-    """Precision genes raised until every CNN's estimated SQNR meets `app.min_sqnr_db`
-    (module docstring); unchanged without the constraint."""
-    floor = app.min_sqnr_db
-    if floor is None:
+             genes: tuple[int, ...], margin: float = 0.0) -> tuple[int, ...]:
+    """Precision genes raised until every CNN's estimated SQNR meets `app.min_sqnr_db` plus
+    `margin` dB (module docstring); unchanged without the constraint."""
+    if app.min_sqnr_db is None:
         return genes
+    floor = app.min_sqnr_db + margin
     genes = list(genes)
     index = {key: i for i, key in enumerate(space.layers)}
     while True:
@@ -136,14 +138,22 @@ class PrecisionEvaluation:
         self.inner = Evaluation(app, evaluator, space=base)
         self.app, self.evaluator, self.tables = app, evaluator, dict(tables)
         self.space = precision_space(base, app, self.tables)
+        self.margin = 0.0           # dB the repair asks beyond min_sqnr_db (`tighten`)
         self._repairs: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+    def tighten(self, margin: float) -> None:
+        """Repair to `margin` dB above min_sqnr_db from now on (memtrade/sensitivity.py
+        `checked`: when a plan's measured SQNR falls short of its estimate)."""
+        self.margin = float(margin)
+        self._repairs.clear()
 
     def layers(self, genes) -> LayerPrecisions:
         """The precisions of `genes`, repaired to meet the SQNR constraint."""
         _, chosen = self.space.split(genes)
         fixed = self._repairs.get(chosen)
         if fixed is None:
-            fixed = self._repairs[chosen] = repaired(self.app, self.space, self.tables, chosen)
+            fixed = self._repairs[chosen] = repaired(self.app, self.space, self.tables, chosen,
+                                                     self.margin)
         return self.space.precisions(fixed)
 
     def phases(self, genes) -> Phases:

@@ -105,3 +105,29 @@ def test_min_sqnr_needs_precision_auto(tiny):
     _, app = tiny
     with pytest.raises(InputError, match="precision: auto"):
         memtrade.explore(memtrade.with_constraints(app, precision="fp16"), min_sqnr=20)
+
+
+def test_a_plan_measuring_below_its_estimate_tightens_the_repair(tiny, monkeypatch):
+    """memtrade/sensitivity.py `checked`, with a measurement 3 dB below every estimate: the
+    repair's floor rises until the chosen plan's estimate minus 3 dB meets min_sqnr_db, and
+    the front is evaluated under the tightened repair."""
+    import memtrade.sensitivity as ms
+    from explorer.search.pick import Point
+    root, app = tiny
+    # the least memory at 72 dB: every layer fp16 (73.3 dB estimated), which measures 70.3
+    app = replace(app, min_sqnr_db=72.0, memory=0)
+    tables = {"c": _table()}
+    from memtrade.problem import problem_for
+    from memtrade.exploration import search_settings
+    problem, search = problem_for(app, memtrade.problem.evaluator_for(app, None),
+                                  search_settings(app.search, population=8, generations=3), None, tables)
+    monkeypatch.setattr(ms, "reference_sqnr", lambda a, plan, *rest: {
+        "c": estimate_db(tables["c"], app.cnns["c"], "c", LayerPrecisions.of(plan.layer_precisions)) - 3})
+    outcome = search(app, problem, search_settings(app.search, population=8, generations=3))
+    said = []
+    outcome, plan = ms.checked(app, problem, outcome, lambda p, met: problem.plan(p.genes, p.fps, met),
+                               say=said.append)
+    assert plan.sqnr_reference_db["c"] >= 72.0 and plan.sqnr_estimate_db["c"] >= 75.0
+    assert said and problem.margin >= 3.0
+    for p in outcome.front:
+        assert Point(p.genes, *problem(p.genes)) == p
