@@ -156,9 +156,6 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
                              f"expected no {_flag('tiling')} with it")
         from memtrade.sensitivity import sensitivity_tables
         tables = sensitivity_tables(app, calibration, calibration_method, say or (lambda line: None))
-        if say is not None:
-            say("precision auto: fps are predicted with every layer at fp32 (the evaluators "
-                "have no per-layer precision yet)")
     elif calibration is not None or calibration_method is not None:
         raise InputError(f"{_flag('calibration')}: measures the sensitivity table of "
                          f"precision: auto; expected none with precision {app.precision.name}")

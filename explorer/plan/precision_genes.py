@@ -15,10 +15,11 @@ Review 3(3), 2009): a chromosome whose estimated SQNR (explorer/plan/sensitivity
 raised one rung toward fp32 (a CNN input's noise by raising its widest readers), until each
 CNN's estimate meets the constraint. Every chromosome then decodes to a plan that meets it,
 so the front is memory x fps under it. The repair is deterministic and kept by precision
-genes. The estimate can be above what the plan's rounding measures; `explore` then raises the
-floor the repair uses by the shortfall and evaluates the front again (memtrade/sensitivity.py
-`checked`). fps are predicted with every layer at the app's precision (fp32): the throughput
-evaluators have no per-layer precision yet.
+genes. fps are predicted with each layer at its precision (explorer/throughput/evaluator.py:
+the roofline at that precision's peak and bytes, a measured table times the profile's
+speedup for it). The estimate can be above what the plan's rounding measures; `explore`
+then raises the floor the repair uses and evaluates the front again (memtrade/sensitivity.py
+`checked`).
 """
 from __future__ import annotations
 
@@ -161,7 +162,7 @@ class PrecisionEvaluation:
 
     def __call__(self, genes: tuple[int, ...]) -> tuple[int, dict[str, float]]:
         phases = self.phases(genes)
-        return self.derive(genes).memory_bytes, self.evaluator.fps(phases)
+        return self.derive(genes).memory_bytes, self.evaluator.fps(phases, self.layers(genes))
 
     def derive(self, genes) -> Derived:
         return derive(self.app, self.phases(genes), self.inner.cache, self.inner.workspace,

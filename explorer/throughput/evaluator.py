@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from csdf.model import CNN
-from explorer.app.model import Application
+from explorer.app.model import Application, Precision
 from explorer.throughput.costs import VIEW_OPS, LayerCost, cnn_costs
 from explorer.throughput.device_profile import DeviceProfile, LayerTimes, Roofline, resolve_profile
 from csdf.regions import beside_parts, region_params, region_sizes
@@ -79,7 +79,7 @@ class Evaluator:
         # a profile that timed region steps (`explore profile --steps regions`): a layer that
         # shares its region with others runs fused in bands, as in the ladder (share 1)
         self._fused = self.profile.meta.get("steps") == "regions"
-        self._memo: dict[tuple[str, str, int, str, int | None, bool], float] = {}
+        self._memo: dict[tuple, float] = {}
         for part in self.app.partitions:        # check now, not in the middle of a search
             for layer in part.layers:
                 self.layer_time(part.cnn, layer, 1, part.processor)
@@ -94,26 +94,31 @@ class Evaluator:
         return MappingProxyType(self._tables)
 
     def layer_time(self, cnn: str, layer: str, phases: int, processor: str,
-                   region: int | None = None, beside: bool = False) -> float:
+                   region: int | None = None, beside: bool = False,
+                   precision: Precision | None = None) -> float:
         """`layer_ms`, remembered by its arguments: a search asks the same layers again and
         again (explorer/tiling/fused.py prices tiled groups by it too)."""
-        key = (cnn, layer, phases, processor, region, beside)
+        key = (cnn, layer, phases, processor, region, beside, precision)
         ms = self._memo.get(key)
         if ms is None:
-            ms = self._memo[key] = self.layer_ms(cnn, layer, phases, processor, region, beside)
+            ms = self._memo[key] = self.layer_ms(cnn, layer, phases, processor, region, beside,
+                                                 precision)
         return ms
 
     def layer_ms(self, cnn: str, layer: str, phases: int = 1, processor: str = "gpu",
-                 region: int | None = None, beside: bool = False) -> float:
+                 region: int | None = None, beside: bool = False,
+                 precision: Precision | None = None) -> float:
         """Time of one layer in `phases` phases (1 = whole) on `processor`, milliseconds;
         `region`: parameters of its by-parts region (csdf/regions.py; None: the
         context the profile measured by_phases in); `beside`: whole with a neighbour in
-        parts (csdf.regions.beside_parts)."""
+        parts (csdf.regions.beside_parts); `precision`: the layer's own (precision: auto),
+        else the app's: a measured time scaled by the profile's speedup at it, the roofline
+        moving every byte of the layer at its widths."""
         prof, app = self.profile, self.app
+        p = precision or app.precision
         table = self._tables.get(cnn)
         if table is not None and layer in table:
-            speed = prof.speedup.get(app.precision.name, 1.0) if (
-                app.precision.name != prof.precision) else 1.0
+            speed = prof.speedup.get(p.name, 1.0) if p.name != prof.precision else 1.0
             times, slope = table[layer], prof.default_phase_us * 1e-3
             monotone = prof.meta.get("steps") != "regions"    # LayerTimes.ms says why
             if region is not None or beside:
@@ -133,12 +138,12 @@ class Evaluator:
                 raise InputError(f"{where}: no measured time for layer '{layer}' of '{cnn}'")
             raise InputError(f"{where}: no constants for processor '{processor}' "
                              f"(has {', '.join(prof.processors)})")
-        p = app.precision
         return roofline_ms(self._costs[cnn][layer], roof, p.name, p.data_bytes, p.par_bytes,
                            phases)
 
-    def partition_ms(self, partition: str, phases: Phases | None = None) -> float:
-        """Frame time of one partition: the sum of its layers' times."""
+    def partition_ms(self, partition: str, phases: Phases | None = None, layers=None) -> float:
+        """Frame time of one partition: the sum of its layers' times (each at its precision in
+        `layers`, explorer.app.layer_precision.LayerPrecisions, when given)."""
         part = self.app.partition(partition)
         ph = {n: max(1, int(v)) for n, v in (phases or {}).get(part.cnn, {}).items()}
         params = self._params.get(part.cnn)
@@ -152,7 +157,8 @@ class Evaluator:
             beside = beside_parts(part.layers, edges, ph)
         return self._loop[part.cnn] * sum(
             self.layer_time(part.cnn, layer, ph.get(layer, 1), part.processor,
-                            regions.get(layer), layer in beside)
+                            regions.get(layer), layer in beside,
+                            None if layers is None else layers.layer(part.cnn, layer))
             for layer in part.layers)
 
     def busiest(self, group: list[str], times: dict[str, float]) -> tuple[str, list[str], float]:
@@ -176,9 +182,9 @@ class Evaluator:
         seen = {name for g in groups for name in g}
         return list(groups) + [[p.name] for p in self.app.partitions if p.name not in seen]
 
-    def frame_ms(self, phases: Phases | None = None) -> dict[str, float]:
-        """Each CNN's time per frame, milliseconds."""
-        times = {p.name: self.partition_ms(p.name, phases) for p in self.app.partitions}
+    def frame_ms(self, phases: Phases | None = None, layers=None) -> dict[str, float]:
+        """Each CNN's time per frame, milliseconds (`layers`: each layer's precision)."""
+        times = {p.name: self.partition_ms(p.name, phases, layers) for p in self.app.partitions}
         frame = {cnn: 0.0 for cnn in self.app.cnns}
         for group in self.pipeline_sets():
             period = self.set_period_ms(group, times)
@@ -186,10 +192,12 @@ class Evaluator:
                 frame[cnn] += period
         return frame
 
-    def fps(self, phases: Phases | None = None) -> dict[str, float]:
-        """Frames per second of each CNN for `phases` ({cnn: {layer: Φ}}, missing = 1)."""
+    def fps(self, phases: Phases | None = None, layers=None) -> dict[str, float]:
+        """Frames per second of each CNN for `phases` ({cnn: {layer: Φ}}, missing = 1), each
+        layer at its precision in `layers` (explorer.app.layer_precision.LayerPrecisions;
+        None: the app's)."""
         return {cnn: (1000.0 / ms if ms > 0 else float("inf"))
-                for cnn, ms in self.frame_ms(phases).items()}
+                for cnn, ms in self.frame_ms(phases, layers).items()}
 
 
 def loop_factor(profile: DeviceProfile, cnn: CNN) -> float:

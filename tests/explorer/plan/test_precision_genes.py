@@ -131,3 +131,21 @@ def test_a_plan_measuring_below_its_estimate_tightens_the_repair(tiny, monkeypat
     assert said and problem.margin >= 3.0
     for p in outcome.front:
         assert Point(p.genes, *problem(p.genes)) == p
+
+
+@pytest.mark.parametrize("name", LADDER)
+def test_fps_at_one_precision_everywhere_is_that_precisions(tiny, name):
+    """explorer/throughput/evaluator.py with a precision per layer: every layer at one
+    precision times as the app at that precision; a mix lies between all-int8 and all-fp32."""
+    from explorer.app.layer_precision import uniform
+    from explorer.app.model import PRECISIONS
+    from explorer.plan.derive import uniform_phases
+    from memtrade.problem import evaluator_for
+    _, app = tiny
+    phases = uniform_phases(app, True)
+    fixed = replace(app, precision=PRECISIONS[name], precisions=())
+    assert evaluator_for(app, None).fps(phases, uniform(app.cnns, name)) == \
+        evaluator_for(fixed, None).fps(phases)
+    ev = evaluator_for(app, None)
+    mix = ev.fps(phases, LayerPrecisions.of({"c": {"conv1": "int8", "conv2": "fp16"}}))["c"]
+    assert ev.fps(phases, uniform(app.cnns, "fp32"))["c"] <= mix <= ev.fps(phases, uniform(app.cnns, "int8"))["c"]
