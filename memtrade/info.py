@@ -69,6 +69,8 @@ def info(app: Application, layers: bool = False) -> dict[str, Any]:
         "path": str(app.path) if app.path else None,
         "platform": app.platform,
         "precision": {"name": prec.name, "data_bytes": prec.data_bytes, "par_bytes": prec.par_bytes},
+        # precision: auto: what each layer may take (the bytes above are then fp32's)
+        "layer_precisions": list(app.precisions), "min_sqnr_db": app.min_sqnr_db,
         "memory_bytes": app.memory,
         "cnns": cnns,
         "partitions": [{"name": p.name, "cnn": p.cnn, "first": p.layers[0], "last": p.layers[-1],

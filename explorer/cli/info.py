@@ -35,7 +35,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=None if sys.stdout.isatty() else 130)
     prec = info["precision"]
     mem = "none" if app.memory is None else format_bytes(app.memory)
-    console.print(f"[bold]{app.name}[/bold]  platform {app.platform}, precision {prec['name']} "
+    auto = (f" (auto: each layer {'/'.join(info['layer_precisions'])}, bytes below at fp32)"
+            if info["layer_precisions"] else "")
+    console.print(f"[bold]{app.name}[/bold]  platform {app.platform}, precision {prec['name']}{auto} "
                   f"(data {prec['data_bytes']} B, parameters {prec['par_bytes']} B), memory constraint {mem}")
     table = Table("CNN", "layers", "edges", "params", "param bytes", "edge elements", "edge bytes",
                   "naive buffers", "fps")
