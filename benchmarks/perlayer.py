@@ -10,7 +10,11 @@ normalisation) as `--calibration`:
   explorer/plan/sensitivity.py) and the SQNR measured on the plan's reference
   (deploy/checks/layer_reference.py) on the calibration frames;
 - the all-int8 precisions' estimate and reference SQNR, and the auto plan's memory over the
-  int8 plan's.
+  int8 plan's;
+- on `--judge` other rendered frames (seed 2), for the auto plan's and the all-int8
+  precisions' references: SQNR against fp32 and text-map IoU (pixels with probability > 0.3,
+  PaddleOCR's DBPostProcess `thresh`, in both maps over all in either, all frames together),
+  what a deployment computing as its reference would score.
 
 No deployment: plans with a precision per layer are not deployed yet (docs/precision.md).
 
@@ -41,6 +45,7 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=4)
     ap.add_argument("--min-sqnr", type=float, default=20.0)
     ap.add_argument("--time-limit", type=float, default=90.0)
+    ap.add_argument("--judge", type=int, default=4)
     ap.add_argument("--cache", type=Path, help="the sensitivity cache's folder (default: a new one)")
     args = ap.parse_args()
 
@@ -94,7 +99,27 @@ def main() -> None:
             row["margin_db"] = found._work.problem.margin
         out[label] = row
     out["auto_over_int8"] = out["auto"]["memory_bytes"] / out["int8"]["memory_bytes"]
+    judge = [f for f in int8_accuracy.render(args.judge, seed=2).astype(np.float32)]
+    for label, layers in (("auto", LayerPrecisions.of(plan.layer_precisions)), ("all_int8", int8)):
+        out[label]["held_out"] = held_out(auto_app, layers, calib, judge)
     print(json.dumps(out, indent=1))
+
+
+def held_out(app, layers, calib, frames) -> dict:
+    """SQNR and text-map IoU of the reference of `layers` against fp32 on `frames`."""
+    from deploy.checks.layer_reference import layer_reference
+    from deploy.checks.sensitivity import outputs, sqnr_db
+    from deploy.quant import calibration as calibrate
+    from memtrade.sensitivity import input_shape, outputs_of_source
+    cnn = app.cnns["det"]
+    calib_frames, _ = calibrate.frames(calib, input_shape(cnn))
+    scales = calibrate.activation_scales(cnn.source, cnn, calib_frames, "det")
+    got = outputs(layer_reference(cnn.source, cnn, "det", layers, scales), frames)
+    want = outputs_of_source(cnn, frames)
+    a = np.concatenate([g[0].ravel() for g in got]) > 0.3
+    b = np.concatenate([w[0].ravel() for w in want]) > 0.3
+    return {"frames": len(frames), "sqnr_db": sqnr_db(got, want),
+            "iou": float((a & b).sum() / max(1, (a | b).sum()))}
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ def sensitivity_tables(app, calibration: str | Path | None = None, method: str |
             raise InputError(f"CNN {name}: precision: auto needs an fp32 ONNX model to measure "
                              f"each layer's sensitivity on, got "
                              + ("a quantized (QDQ) model" if cnn.source else "a zoo network"))
-        frames, warning = calib.frames(None if calibration is None else Path(calibration), _shape(cnn))
+        frames, warning = calib.frames(None if calibration is None else Path(calibration), input_shape(cnn))
         if warning and not warned:
             say(warning)
             warned = True
@@ -53,7 +53,7 @@ def reference_sqnr(app, plan, calibration: str | Path | None = None,
     layers = LayerPrecisions.of(plan.layer_precisions)
     out = {}
     for name, cnn in app.cnns.items():
-        frames, _ = calib.frames(None if calibration is None else Path(calibration), _shape(cnn))
+        frames, _ = calib.frames(None if calibration is None else Path(calibration), input_shape(cnn))
         int8 = any(layers.tensor(cnn, name, l).name == "int8" for l in cnn.order())
         scales = calib.activation_scales(cnn.source, cnn, frames, name, method) if int8 else None
         reference = layer_reference(cnn.source, cnn, name, layers, scales)
@@ -72,7 +72,7 @@ def outputs_of_source(cnn, frames):
     return outputs(model, frames)
 
 
-def _shape(cnn) -> tuple[int, ...]:
+def input_shape(cnn) -> tuple[int, ...]:
     """The CNN's one input shape, as the frames are read for it."""
     from csdf.model import INPUT
     return next(iter(cnn.input_shapes.values()), None) or next(
