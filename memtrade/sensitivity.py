@@ -80,43 +80,71 @@ def input_shape(cnn) -> tuple[int, ...]:
 
 
 ROUNDS = 3          # measured checks of the chosen plan, each raising the repair's floor
+HALVINGS = 2        # then halvings of the raise, keeping the least that still measures
 
 
 def checked(app, problem, outcome, plan_of, calibration=None, method=None,
             say: Callable[[str], None] = lambda line: None):
     """(outcome, plan) with the chosen plan's SQNR measured on its reference
-    (`reference_sqnr`) at or above `app.min_sqnr_db`: while it measures below, the repair's
+    (`reference_sqnr`) at or above `app.min_sqnr_db`. While it measures below, the repair's
     floor is raised (`problem.tighten`) by as much as the estimate stood above the
     measurement, and at least by the shortfall more than before, the front's points are
     evaluated again under it and the point is picked again by the same rule, up to ROUNDS
-    times; the plan records the last measurement. `plan_of(point, met)` makes a point's plan."""
+    times; then the raise is bisected HALVINGS times between the last margin that fell short
+    and the first that met, and the least margin whose plan measures at or above
+    min_sqnr_db is kept (its front, its plan). The plan records its measurement.
+    `plan_of(point, met)` makes a point's plan."""
     from dataclasses import replace
 
     from explorer.search.pick import Point, pick
 
-    plan = plan_of(outcome.chosen, outcome.met)
-    margin = 0.0
-    for round_ in range(ROUNDS + 1):
-        measured = reference_sqnr(app, plan, calibration, method)
-        plan = replace(plan, sqnr_reference_db=measured)
-        short = max((app.min_sqnr_db - v for v in measured.values()), default=0.0) \
-            if app.min_sqnr_db is not None else 0.0
-        if short <= 0 or round_ == ROUNDS:
-            if short > 0:
-                say(f"precision auto: the plan's SQNR measures {short:.1f} dB below min_sqnr_db "
-                    f"after {ROUNDS} tightenings of the estimate")
-            return outcome, plan
-        # the estimate stood this far above the measurement: ask at least that much more
-        gap = max(plan.sqnr_estimate_db[c] - v for c, v in measured.items()
-                  if v < app.min_sqnr_db)
-        margin = max(margin + short, gap)
-        say(f"precision auto: the chosen plan measures {short:.1f} dB below min_sqnr_db; the "
-            f"repair now asks {margin:.1f} dB more and the front is evaluated again")
+    def measured_plan(o):
+        plan = plan_of(o.chosen, o.met)
+        return replace(plan, sqnr_reference_db=reference_sqnr(app, plan, calibration, method))
+
+    def shortfall(plan) -> float:
+        return max((app.min_sqnr_db - v for v in plan.sqnr_reference_db.values()), default=0.0)
+
+    def attempt(margin: float):
         problem.tighten(margin)
         front = []
         for p in outcome.front:
             memory, fps = problem(p.genes)
             front.append(Point(p.genes, int(memory), dict(fps)))
         chosen, met = pick(front, app.memory, app.fps, app.prefer)
-        outcome = replace(outcome, front=front, chosen=chosen, met=met)
-        plan = plan_of(chosen, met)
+        o = replace(outcome, front=front, chosen=chosen, met=met)
+        return o, measured_plan(o)
+
+    plan = measured_plan(outcome)
+    if app.min_sqnr_db is None or shortfall(plan) <= 0:
+        return outcome, plan
+    lo = margin = 0.0
+    found = None
+    for _ in range(ROUNDS):
+        short = shortfall(plan)
+        gap = max(plan.sqnr_estimate_db[c] - v for c, v in plan.sqnr_reference_db.items()
+                  if v < app.min_sqnr_db)
+        lo, margin = margin, max(margin + short, gap)
+        say(f"precision auto: the chosen plan measures {short:.1f} dB below min_sqnr_db; the "
+            f"repair now asks {margin:.1f} dB more and the front is evaluated again")
+        tried, plan = attempt(margin)
+        if shortfall(plan) <= 0:
+            found = (margin, tried, plan)
+            break
+    if found is None:
+        say(f"precision auto: the plan's SQNR measures {shortfall(plan):.1f} dB below "
+            f"min_sqnr_db after {ROUNDS} tightenings of the estimate")
+        return tried, plan
+    hi = margin
+    for _ in range(HALVINGS):           # the least raise that still measures
+        mid = (lo + hi) / 2
+        tried, plan = attempt(mid)
+        if shortfall(plan) <= 0:
+            found, hi = (mid, tried, plan), mid
+        else:
+            lo = mid
+    margin, tried, plan = found
+    problem.tighten(margin)
+    say(f"precision auto: the repair asks {margin:.1f} dB beyond min_sqnr_db; the plan "
+        f"measures {min(plan.sqnr_reference_db.values()):.1f} dB")
+    return tried, plan
