@@ -22,15 +22,21 @@ from sdf3.errors import InputError
 
 
 def session(path: str | Path, threads: int = 0, dtype: str = "float32",
-            weights: str = "float32") -> ort.InferenceSession:
+            weights: str = "float32", plain: bool = False) -> ort.InferenceSession:
     """A session on the model at `path`, computing in `dtype` (float32 or float16), with its
     weights as a deployment storing them as `weights` computes with them (float16, int8:
-    deploy/checks/rounding.py `with_held_weights`; a model stored in fp16 keeps its own)."""
+    deploy/checks/rounding.py `with_held_weights`; a model stored in fp16 keeps its own).
+    `plain`: ONNX Runtime's graph optimizations off (ORT_DISABLE_ALL), so every node runs as
+    its own NCHW kernel (a Conv through im2col and GEMM, BatchNorm and activations apart)
+    instead of the fused NCHWc kernels: the same network with its sums taken in another
+    order, the second correct computation the fp32 verdict measures rounding by
+    (deploy/run/verdict.py)."""
     if not Path(path).is_file():
         raise InputError(f"{path}: reference model not found")
     from deploy.ort.process import PROCESS
     opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if plain
+                                     else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
     if PROCESS.pool_threads:   # the process has ORT's global pool: the same threads, shared
         opts.use_per_session_threads = False
     else:
