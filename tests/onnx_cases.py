@@ -289,3 +289,32 @@ def joins_block(path: Path, h: int = 11) -> Path:
     n.conv(n.op("Concat", [r, p], name="cat", axis=1), 16, 4, name="d")
     n.nodes[-1].output[0] = "output"
     return n.save(path, [("input", [1, 3, h, 9])], [("output", [1, 4, (h + 1) // 2, 5])])
+
+
+def text_detector_head(path: Path, bias: float = -10.0) -> Path:
+    """A text detector's forms as paddle2onnx exports PP-OCRv4's (dynamic N, H, W; opset 11):
+    a stride-2 conv + HardSwish (x * HardSigmoid(x, 0.2, 0.5)), a stride-2 conv, an SE gate
+    whose GlobalAveragePool output is reshaped by a Shape -> Slice -> Concat chain, a
+    nearest Resize by scales 2 (asymmetric, floor) added to the finer map and concatenated
+    with it, a 3x3 conv + BN + Relu, and two ConvTranspose 2x2 stride 2 (bias as an Add, BN +
+    Relu between) to a Sigmoid: with `bias` -10 the map of a random frame lies near 0
+    (outputs up to ~3e-4). Layers named by node (Conv_1 ... Add_30; the Sigmoid fused into
+    Add_30); input_shape [1, 3, 16, 16] gives a [1, 1, 32, 32] map."""
+    n = Net(31)
+    c1 = n.conv("x", 3, 8, strides=[2, 2])
+    a1 = n.op("Mul", [c1, n.op("HardSigmoid", [c1], alpha=0.2, beta=0.5)])
+    c2 = n.conv(a1, 8, 8, strides=[2, 2])
+    g = n.op("GlobalAveragePool", [c2])
+    batch = n.op("Slice", [n.op("Shape", [g]), n.const([0], np.int64), n.const([1], np.int64),
+                           n.const([0], np.int64)])
+    g = n.op("Reshape", [g, n.op("Concat", [batch, n.const([8, 1, 1], np.int64)], axis=0)])
+    se = n.op("Mul", [c2, n.op("HardSigmoid", [n.conv(g, 8, 8, k=1)], alpha=0.2, beta=0.5)])
+    up = n.op("Resize", [se, n.const(np.zeros(0, np.float32)), n.const([1, 1, 2, 2])], mode="nearest",
+              coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    d = n.op("Relu", [n.bn(n.conv(n.op("Concat", [n.op("Add", [up, a1]), up], axis=1), 16, 8), 8)])
+    t = n.op("ConvTranspose", [d, n.weight("t1.w", (8, 4, 2, 2), 8)], kernel_shape=[2, 2], strides=[2, 2])
+    t = n.op("Relu", [n.bn(n.op("Add", [t, n.init("t1.b", n.rng.standard_normal((4, 1, 1)) * 0.1)]), 4)])
+    t = n.op("ConvTranspose", [t, n.weight("t2.w", (4, 1, 2, 2), 4)], kernel_shape=[2, 2], strides=[2, 2])
+    n.op("Sigmoid", [n.op("Add", [t, n.init("t2.b", np.full((1, 1, 1), bias))])])
+    n.nodes[-1].output[0] = "y"
+    return n.save(path, [("x", ["N", 3, "H", "W"])], [("y", ["N", 1, "H", "W"])], opset=11)
