@@ -24,11 +24,15 @@ from deploy_fixtures import make_plan
 from memtrade.session import Session
 from onnx_cases import text_detector_head
 
+
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
     """The detector head at [1, 3, 16, 16], every layer that can by parts."""
     folder = tmp_path_factory.mktemp("det")
     cnn = load_onnx(text_detector_head(folder / "det.onnx"), "det", input_shape=[1, 3, 16, 16])
+    # the Shape -> Slice -> Concat chain folded into the Reshape's shape; Resize and both
+    # ConvTransposes are layers of their own
+    assert {"Reshape_13", "Resize_19", "ConvTranspose_25", "ConvTranspose_29"} <= set(cnn.order())
     out = folder / "dep"
     derive(make_plan([cnn], {"det": all_parts(cnn)}), {"det": cnn}, out)
     return out
