@@ -99,9 +99,7 @@ def from_document(doc: Any, path: Path, mem: str | None = None, fps: str | None 
 
 # ---- reading ------------------------------------------------------------------------------
 def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise InputError(f"{path}: application file not found")
-    doc = load_yaml(path)
+    doc = load_yaml(path, "an application file")
     if not isinstance(doc, dict):
         raise InputError(f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}")
     return doc
