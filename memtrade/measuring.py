@@ -19,6 +19,16 @@ from deploy.run.verdict import Verdict
 from memtrade.feeds import per_cnn
 from sdf3.errors import InputError
 
+MAX_SEED = 2**32 - 1        # as the search's seed (explorer/app/appfile.py SEARCH_LIMITS)
+MAX_FRAMES = 10**9          # beyond any measurement; a larger figure is a typing error
+
+
+def check_count(flag: str, value: Any, low: int, high: int) -> int:
+    """`value` as a whole number from `low` to `high`, or one line naming `flag`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise InputError(f"{flag}: expected a whole number from {low} to {high}, got {value!r}")
+    return int(value)
+
 
 @dataclass(frozen=True)
 class Memory:
@@ -132,6 +142,8 @@ def run(deployment: str | Path, frames: int = 20, seed: int = 0, threads: int = 
     from deploy.runtime import manifest as mf
     from memtrade.feeds import ports
 
+    frames = check_count("--frames", frames, 1, MAX_FRAMES)
+    seed = check_count("--seed", seed, 0, MAX_SEED)
     path = Path(getattr(deployment, "path", deployment))
     manifest = mf.load(path)
     cnns = list(manifest.cnns)
