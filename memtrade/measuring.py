@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from deploy.quant.frame_values import check_values
 from deploy.run.verdict import Verdict
 from memtrade.feeds import per_cnn
 from sdf3.errors import InputError
@@ -125,6 +126,7 @@ def frames_of(cnns: list[str], inputs: Any, where: str = "inputs") -> dict[str, 
         if out[name].ndim != 5 or not len(out[name]):
             raise InputError(f"{where}: frames of CNN {name!r}: expected [F, N, C, H, W] or "
                              f"[N, C, H, W], got shape {list(arr.shape)}")
+        check_values(out[name], f"{where}: frames of CNN {name!r}")
     return out
 
 
