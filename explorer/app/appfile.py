@@ -15,6 +15,7 @@ from csdf.onnx_import import load_onnx
 from csdf.synthetic import build_synthetic
 from explorer.app.model import (EFFORTS, GRANULARITIES, PRECISIONS, PREFER, Application, Partition,
                                 SearchSettings)
+from explorer.app.input_file import not_regular
 from explorer.app.layer_names import resolve
 from explorer.app.units import parse_memory
 from explorer.app.yamlload import load_yaml
@@ -143,7 +144,10 @@ def _load_model(model: Any, name: str, app: Path, entry: str, fused: bool,
     else:
         file = (app.parent / model) if not Path(model).is_absolute() else Path(model)
         if not file.is_file():
-            raise InputError(f"{where}: model file {model!r} not found (paths are relative to the app file)")
+            found = not_regular(file)
+            raise InputError(f"{where}: model file {model!r} " + (
+                f"is {found}, expected an ONNX file" if found else
+                "not found (paths are relative to the app file)"))
     try:
         cnn = load_onnx(file, name, fused=fused, input_shape=input_shape)
     except InputError as err:

@@ -35,12 +35,12 @@ def not_regular(path: str | Path) -> str | None:
 
 
 def regular_file(path: str | Path, what: str) -> Path:
-    """`path` when it names a regular file; else InputError "PATH: WHAT not found" or
+    """`path` when it names a regular file; else InputError "PATH: not found; expected WHAT" or
     "PATH: expected WHAT (a regular file), found a FIFO (named pipe)"."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        raise InputError(f"{path}: {what} not found") from None
+        raise InputError(f"{path}: not found; expected {what}") from None
     except (OSError, ValueError) as err:
         reason = getattr(err, "strerror", None) or str(err)
         raise InputError(f"{path}: cannot read {what} ({reason})") from None

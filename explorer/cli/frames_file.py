@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from deploy.quant.frame_values import check_values
+from explorer.app.input_file import not_regular
 from explorer.report.outputs import Staged, claim_file
 from sdf3.errors import InputError
 
@@ -23,7 +24,9 @@ def read_frames(path: str | Path):
     """The frames in `path`: an array (.npy) or {CNN name: array} (.npz); one line if not."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"--input {path}: no such file (expected .npy or .npz frames)")
+        found = not_regular(path)
+        raise InputError(f"--input {path}: " + (f"{found}, not a file" if found else "no such file")
+                         + " (expected .npy or .npz frames)")
     try:
         data = np.load(path, allow_pickle=False)
         if isinstance(data, np.lib.npyio.NpzFile):
