@@ -68,3 +68,20 @@ def test_not_regular_says_what_the_path_is(tmp_path):
         ["a FIFO (named pipe)", None, None]
     assert not_regular(tmp_path) == "a directory"
     assert not_regular(Path("/dev/null")) == "a character device"
+
+
+@pytest.mark.parametrize("named", ["model", "evaluator", "input"])
+def test_a_fifo_named_inside_a_command_is_one_line(tmp_path, capsys, alarm, named):
+    from conftest import write_tiny_onnx
+    os.mkfifo(tmp_path / "pipe")
+    model = "pipe" if named == "model" else str(write_tiny_onnx(tmp_path / "tiny.onnx"))
+    (tmp_path / "app.yaml").write_text(f"name: t\ncnns:\n  - {{name: tiny, model: {model}}}\n")
+    if named == "input":
+        from explorer.cli.frames_file import read_frames
+        from sdf3.errors import InputError
+        with pytest.raises(InputError, match="a FIFO"):
+            read_frames(tmp_path / "pipe")
+        return
+    argv = [str(tmp_path / "app.yaml"), "--out", str(tmp_path / "o")]
+    refused(capsys, argv + (["--evaluator", str(tmp_path / "pipe")] if named == "evaluator" else []),
+            "FIFO")
