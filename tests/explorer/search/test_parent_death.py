@@ -11,7 +11,6 @@ import time
 import psutil
 import pytest
 
-from sdf3.parent_death import die_with_parent
 from test_signals import ROOT, _env, chain
 
 
@@ -48,4 +47,12 @@ def test_a_child_whose_parent_is_already_gone_exits():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=str(ROOT), timeout=60)
     assert done.returncode == 0 and done.stdout == "" and done.stderr == ""
-    assert die_with_parent.__module__ == "sdf3.parent_death"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_a_child_with_its_parent_alive_runs_on_armed():
+    code = ("import os; from sdf3.parent_death import die_with_parent; "
+            "print(die_with_parent(os.getppid()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=str(ROOT), timeout=60)
+    assert done.stdout.strip() == "True" and done.stderr == ""
