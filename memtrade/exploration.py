@@ -69,11 +69,21 @@ class Exploration:
         """The gene labels ("cnn.layer"), in gene order."""
         return tuple(self._work.outcome.genes)
 
-    def plan_of(self, point: FrontPoint | int) -> Plan:
-        """The plan of a front point (or its index): what `explore deploy --point N` deploys."""
-        p = self.points[point] if isinstance(point, int) else point
+    def plan_of(self, point: FrontPoint | int,
+                warn: Callable[[str], None] | None = None) -> Plan:
+        """The plan of a front point (or its index): what `explore deploy --point N` deploys.
+        A FrontPoint is checked as pareto.json's points are (memtrade/front_check.py): genes
+        of the app in range, fps computed again from them (`warn` hears when they differ)."""
+        from explorer.search.pick import Point
+        from memtrade.front_check import checked_genes, point_index, recomputed_fps
         w = self._work
-        return plan_on_platform(w.problem, w.evaluator, p.genes, dict(p.fps), p.meets)
+        if not isinstance(point, FrontPoint):
+            point = self.points[point_index(point, len(self.points), "the exploration's front")]
+        p, where = point, f"point {point.index}"
+        genes = checked_genes(p.genes, w.problem.space.labels, w.problem.space.upper, where)
+        fps = recomputed_fps(w.problem, genes, dict(p.fps), where, warn)
+        met = meets(Point(genes, p.memory_bytes, fps), self.app.memory, self.app.fps)
+        return plan_on_platform(w.problem, w.evaluator, genes, fps, met)
 
     def summary(self) -> list[str]:
         """The lines `explore` prints (memtrade/summary.py)."""

@@ -29,7 +29,8 @@ def deployment_scales(cnns: dict[str, CNN], path: Path | None,
             if warning and not warned:
                 say(warning)
                 warned = True
-            own = calibration.activation_scales(cnn.source, cnn, frames, name)
+            own = calibration.activation_scales(cnn.source, cnn, frames, name,
+                                                None if path is None else str(path))
         _check_complete(cnn, name, own)
         parts.append(own)
     return calibration.merged(parts)

@@ -24,6 +24,7 @@ import onnx
 from onnx import TensorProto
 
 from csdf.model import CNN
+from deploy.quant.frame_values import check_values
 from deploy.quant.scales import ActivationScales, TensorScale, key
 from sdf3.errors import InputError
 
@@ -88,8 +89,7 @@ def _split(path: Path, name: str, array: np.ndarray, shape: tuple[int, ...]) -> 
         forms = ", ".join(forms[:-1]) + " or " + forms[-1]
         raise InputError(f"{where} of shape {_dims(array.shape)}, expected {forms} "
                          f"(one frame or F frames of input {_dims(shape)})")
-    if not np.all(np.isfinite(found)):
-        raise InputError(f"{where} holds NaN or infinite values, expected finite frames of input {_dims(shape)}")
+    check_values(found, where)      # before the cast: a float64 1e300 would become inf
     return [np.ascontiguousarray(f, dtype=np.float32) for f in found]
 
 
@@ -112,11 +112,17 @@ def stored(cnn: CNN, model: onnx.ModelProto) -> dict[str, str]:
     return out
 
 
-def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str | None = None) -> ActivationScales:
+def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str | None = None,
+                      frames_from: str | None = None) -> ActivationScales:
     """The uint8 scale and zero point of every tensor a deployment of `cnn` stores (keys
     "cnn/layer", cnn `name`, else `cnn.name`), from the range ONNX Runtime's MinMax
     calibrator finds over `frames` on the model at `model_path` (`cnn` is its import).
-    A frame is an array for the model's one input, or a dict input name -> array."""
+    A frame is an array for the model's one input, or a dict input name -> array.
+
+    The calibrator is given one frame at a time (its ranges merge by min and max, so the
+    result is that of all the frames at once), and a frame that drives a stored tensor
+    beyond float32's range (finite input, an infinite output) is refused naming the frame
+    (`frames_from`: where the frames came from, default the model)."""
     from onnxruntime.quantization.calibrate import (CalibrationDataReader, CalibrationMethod,
                                                     create_calibrator)
     from onnxruntime.quantization.quant_utils import compute_scale_zp, get_qmin_qmax_for_qType
@@ -133,8 +139,8 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
         raise InputError(f"{model_path}: no calibration frames, expected at least one")
 
     class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.left = iter(feeds)
+        def __init__(self, feed):
+            self.left = iter([feed])
 
         def get_next(self):
             return next(self.left, None)
@@ -144,7 +150,9 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
         onnx.save(model, str(source))
         calibrator = create_calibrator(source, augmented_model_path=str(Path(tmp) / "augmented.onnx"),
                                        calibrate_method=CalibrationMethod.MinMax)
-        calibrator.collect_data(Reader())
+        for i, feed in enumerate(feeds):
+            calibrator.collect_data(Reader(feed))
+            _finite_ranges(calibrator.compute_data(), tensors, frames_from or str(model_path), i)
         ranges = calibrator.compute_data()
         del calibrator    # its session holds the augmented model's file open
     qmin, qmax = get_qmin_qmax_for_qType(TensorProto.UINT8)
@@ -158,6 +166,19 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
         zero, scale = compute_scale_zp(lo, hi, qmin, qmax, symmetric=False)   # one value each
         by_tensor[key(cnn_name, layer)] = TensorScale(float(np.squeeze(scale)), int(np.squeeze(zero)))
     return ActivationScales("uint8", by_tensor)
+
+
+def _finite_ranges(ranges, tensors: Mapping[str, str], where: str, frame: int) -> None:
+    """The ranges found after frame `frame` are finite for every stored tensor."""
+    for tensor, layer in tensors.items():
+        found = ranges.data.get(tensor) if tensor in ranges.data else None
+        if found is None:
+            continue
+        lo, hi = (float(np.squeeze(v)) for v in found.range_value)
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise InputError(f"{where}: frame {frame} drives tensor '{tensor}' (output of layer "
+                             f"'{layer}') beyond float32's range ({lo:g} to {hi:g}); expected "
+                             f"frames of the values the model is meant for")
 
 
 def merged(parts: Iterable[ActivationScales]) -> ActivationScales:

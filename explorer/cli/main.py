@@ -70,20 +70,21 @@ def main(argv: list[str] | None = None) -> int:
     # (explorer/cli/heartbeat.py)
     with terminating_as_interrupt(), scratch_space(), heartbeat(prog):
         try:
-            return int(importlib.import_module(module).run(args) or 0)
-        except InputError as err:
-            print(f"explore: error: {wrong_input(args, prog) or err}", file=sys.stderr)
-            return 2
-        except Exception as err:           # a signal an extension turned into its own error
-            stop = interrupt_behind(err)
-            if stop is None:
-                raise
-            print(f"explore: {word(stop)}{': ' + str(stop) if str(stop) else ''}", file=sys.stderr)
-            return exit_status(stop)
+            try:
+                return int(importlib.import_module(module).run(args) or 0)
+            except InputError as err:
+                # the input's kind is looked at only when it is a regular file
+                # (explorer/app/file_kind.py), so this never blocks on a FIFO
+                print(f"explore: error: {wrong_input(args, prog) or err}", file=sys.stderr)
+                return 2
+            except Exception as err:           # a signal an extension turned into its own error
+                stop = interrupt_behind(err)
+                if stop is None:
+                    raise
+                raise stop from None
         except KeyboardInterrupt as err:   # one line, no traceback; outputs say what they undid
             print(f"explore: {word(err)}{': ' + str(err) if str(err) else ''}", file=sys.stderr)
             return exit_status(err)
-
 
 if __name__ == "__main__":
     sys.exit(main())
