@@ -54,7 +54,9 @@ def load_onnx(path: str | Path, name: str, fused: bool = True, input_shape: Any 
     path = Path(path)
     model, fixed = _read(path, input_shape)
     model, quantized = onnx_qdq.fold(model)          # a QDQ model: its int8 network
-    cnn = onnx_qdq.attach(_Importer(model, path, name, fused).run(), quantized)
+    points = frozenset(quantized.activations) if quantized is not None else frozenset()
+    importer = _Importer(model, path, name, fused, points=points)
+    cnn = onnx_qdq.attach(importer.run(), quantized, importer.inner, importer.apart)
     cnn.input_shapes = dict(fixed.shapes)
     cnn.batch_fixed = fixed.batch_fixed
     return cnn
@@ -118,6 +120,11 @@ class _Importer:
     grouped: set[int] = field(default_factory=set)            # nodes of opaque groups
     layers: list[Layer] = field(default_factory=list)
     names: set[str] = field(default_factory=set)
+    # a QDQ model's quantization points (csdf/onnx_qdq.py), and where fusion met them
+    # (csdf/onnx_fusion.py): layer -> point -> tensor inside it; layer -> the op kept apart
+    points: frozenset[str] = frozenset()
+    inner: dict[str, dict[str, str]] = field(default_factory=dict)
+    apart: dict[str, str] = field(default_factory=dict)
 
     # ---- set-up -----------------------------------------------------------------------
     def run(self) -> CNN:

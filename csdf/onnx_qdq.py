@@ -53,6 +53,21 @@ class Quantized:
     weights: dict[str, Scale] = field(default_factory=dict)
     # from `fold` only: ONNX node (name, else first output) -> the dequantized constants it reads
     readers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # after `attach`: points inside fused layers, by "layer@point" (`inner_key`), and the
+    # layers whose BatchNormalization or bias Add the import left unfused, with its op
+    inner: dict[str, Scale] = field(default_factory=dict)
+    apart: dict[str, str] = field(default_factory=dict)
+
+    def points_of(self, layer: str) -> tuple[str, ...]:
+        """The points inside `layer` that keep the model's own scales, in the layer's order."""
+        prefix = inner_key(layer, "")
+        return tuple(k[len(prefix):] for k in self.inner if k.startswith(prefix))
+
+
+def inner_key(layer: str, point: str) -> str:
+    """The name of a quantization point inside a fused layer: "layer@act<i>" (what its i-th
+    fused activation reads), "layer@gate<i>" (the gate of its i-th, Swish or HardSwish)."""
+    return f"{layer}@{point}"
 
 
 class _Constants:
@@ -154,17 +169,23 @@ def fold(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Quantized | None]:
     return out, Quantized(activations, weights, {k: v for k, v in readers.items() if v})
 
 
-def attach(cnn: CNN, found: Quantized | None) -> CNN:
-    """`cnn` (imported from `fold`'s model) with `found` kept by layer as `cnn.quantized`."""
+def attach(cnn: CNN, found: Quantized | None, inner: dict[str, dict[str, str]] | None = None,
+           apart: dict[str, str] | None = None) -> CNN:
+    """`cnn` (imported from `fold`'s model) with `found` kept by layer as `cnn.quantized`;
+    `inner`: per layer, the quantization points fused inside it (point -> ONNX tensor,
+    csdf/onnx_fusion.py), kept by `inner_key`; `apart`: the layers fusion stopped at such a
+    point."""
     if found is None:
         return cnn
-    acts, weights = {}, {}
+    acts, weights, points = {}, {}, {}
     for layer in cnn.layers():
         if layer.output_tensor in found.activations:
             acts[layer.name] = found.activations[layer.output_tensor]
+        for point, tensor in (inner or {}).get(layer.name, {}).items():
+            points[inner_key(layer.name, point)] = found.activations[tensor]
         keys = {source: key for key, source in layer.param_sources.items()}
         for node in layer.onnx_nodes:
             for tensor in found.readers.get(node, ()):
                 weights[f"{layer.name}:{keys.get(tensor, tensor)}"] = found.weights[tensor]
-    cnn.quantized = Quantized(acts, weights)
+    cnn.quantized = Quantized(acts, weights, inner=points, apart=dict(apart or {}))
     return cnn

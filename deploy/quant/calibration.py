@@ -175,15 +175,16 @@ def merged(parts: Iterable[ActivationScales]) -> ActivationScales:
 
 def qdq_scales(cnn: CNN, name: str | None = None) -> ActivationScales | None:
     """The scales a model already quantized (QDQ) holds for the tensors between its layers
-    (csdf/onnx_qdq.py: `cnn.quantized.activations`, by layer), keys "cnn/layer"; None for a
-    model that is not quantized. Layers with no QuantizeLinear on their output are absent
-    (the model computes them in fp32). One stored type and one scale per tensor: a model
+    (csdf/onnx_qdq.py: `cnn.quantized.activations`, by layer), keys "cnn/layer", and for
+    its points inside fused layers (`cnn.quantized.inner`), keys "cnn/layer@point", where a
+    step rounds as the model does; None for a model that is not quantized. Layers with no
+    QuantizeLinear on their output are absent (the model computes them in fp32). One stored type and one scale per tensor: a model
     mixing int8 and uint8 activations, or with a per-channel activation scale, is refused."""
     found = getattr(cnn, "quantized", None)
     if found is None:
         return None
     where = cnn.source or cnn.name
-    acts = found.activations
+    acts = {**found.activations, **found.inner}
     dtypes = sorted({s.dtype for s in acts.values()})
     if len(dtypes) > 1:
         raise InputError(f"{where}: QDQ activations stored as {' and '.join(dtypes)}, expected one "

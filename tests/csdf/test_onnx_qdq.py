@@ -175,9 +175,9 @@ def test_a_qdq_model_deploys_with_its_own_scales_and_passes(models, tmp_path, ca
     assert res["param_bytes"] < 2 * res["plan_param_bytes"]
 
 
-def test_a_weight_folded_with_batchnorm_keeps_its_scales_by_tensor(tmp_path):
-    """Conv + BatchNorm, quantized with the BatchNorm left in place: the import folds it into
-    the Conv's W, so W's int8 scales are kept under the ONNX tensor they belong to."""
+def _conv_bn_qdq(tmp_path: Path) -> tuple[Path, Path]:
+    """Conv + BatchNorm, and its QDQ export by quantize_static with the BatchNorm left in
+    place: a quantization point between them (the Conv's output) and after the BatchNorm."""
     rng = np.random.default_rng(1)
     inits = [nh.from_array(a.astype(np.float32), n) for n, a in (
         ("w", rng.standard_normal((4, 3, 3, 3)) / 5), ("g", rng.uniform(0.8, 1.2, 4)),
@@ -191,9 +191,40 @@ def test_a_weight_folded_with_batchnorm_keeps_its_scales_by_tensor(tmp_path):
     onnx.save(model, str(tmp_path / "bn.onnx"))
     quantization.quantize_static(str(tmp_path / "bn.onnx"), str(tmp_path / "bn.qdq.onnx"), Frames(),
                                  quant_format=quantization.QuantFormat.QDQ, per_channel=True)
-    qdq, fp32 = load_onnx(tmp_path / "bn.qdq.onnx", "net"), load_onnx(tmp_path / "bn.onnx", "net")
+    return tmp_path / "bn.onnx", tmp_path / "bn.qdq.onnx"
+
+
+def test_a_batchnorm_after_a_quantization_point_stays_a_layer(tmp_path):
+    """The Conv's output is rounded before the BatchNorm reads it: folding the BatchNorm into
+    the Conv would skip that rounding, so the import keeps it a layer, with both scales."""
+    fp32_path, qdq_path = _conv_bn_qdq(tmp_path)
+    qdq, fp32 = load_onnx(qdq_path, "net"), load_onnx(fp32_path, "net")
+    assert [(l.name, l.op) for l in fp32.layers()] == [("input", "Input"), ("conv", "Conv")]
+    assert [(l.name, l.op, l.inputs) for l in qdq.layers()] == \
+        [("input", "Input", []), ("conv", "Conv", ["input"]), ("bn", "BatchNormalization", ["conv"])]
+    assert qdq.quantized.apart == {"conv": "BatchNormalization"} and not qdq.quantized.inner
+    stored = {t.name: nh.to_array(t) for t in onnx.load(str(qdq_path)).graph.initializer}
+    assert qdq.quantized.activations["conv"].scale == (float(stored["c_scale"]),)
+    assert qdq.quantized.weights["conv:W"].axis == 0 and len(qdq.quantized.weights["conv:W"].scale) == 4
+
+
+def test_a_weight_folded_with_batchnorm_keeps_its_scales_by_tensor(tmp_path):
+    """The same model with no quantization point between Conv and BatchNorm (its Conv
+    output's QuantizeLinear -> DequantizeLinear taken out): the import folds the BatchNorm
+    into the Conv's W, so W's int8 scales are kept under the ONNX tensor they belong to."""
+    fp32_path, qdq_path = _conv_bn_qdq(tmp_path)
+    model = onnx.load(str(qdq_path))
+    pair = [n for n in model.graph.node if "c" in n.input or any(i.startswith("c_QuantizeLinear") for i in n.input)]
+    assert [n.op_type for n in pair] == ["QuantizeLinear", "DequantizeLinear"]
+    bn = next(n for n in model.graph.node if n.op_type == "BatchNormalization")
+    bn.input[0] = "c"
+    for n in pair:
+        model.graph.node.remove(n)
+    onnx.save(model, str(tmp_path / "bn.folded.onnx"))
+    qdq, fp32 = load_onnx(tmp_path / "bn.folded.onnx", "net"), load_onnx(fp32_path, "net")
     assert [(l.name, l.op) for l in qdq.layers()] == [(l.name, l.op) for l in fp32.layers()] \
         == [("input", "Input"), ("conv", "Conv")]
-    weight = next(n for n in onnx.load(str(tmp_path / "bn.qdq.onnx")).graph.node if n.op_type == "Conv").input[1]
+    assert not qdq.quantized.apart
+    weight = next(n for n in model.graph.node if n.op_type == "Conv").input[1]
     assert qdq.quantized.weights[f"conv:{weight}"].axis == 0
     assert len(qdq.quantized.weights[f"conv:{weight}"].scale) == 4
