@@ -289,3 +289,48 @@ def joins_block(path: Path, h: int = 11) -> Path:
     n.conv(n.op("Concat", [r, p], name="cat", axis=1), 16, 4, name="d")
     n.nodes[-1].output[0] = "output"
     return n.save(path, [("input", [1, 3, h, 9])], [("output", [1, 4, (h + 1) // 2, 5])])
+
+
+def qdq_blocks(path: Path) -> Path:
+    """The forms torchvision's EfficientNet and MobileNetV3 export (opset 17), 8x8 frames:
+    Conv + SiLU (x * Sigmoid(x)), a depthwise Conv + SiLU, a squeeze-excitation block
+    (GlobalAveragePool -> 1x1 Conv + SiLU -> 1x1 Conv + Sigmoid -> Mul), a Conv + HardSwish
+    node, a squeeze-excitation block (Relu, HardSigmoid gate), a Conv + x * HardSigmoid(x)
+    (HardSwish by parts, as exported below opset 14) and a last Conv."""
+    n = Net(3)
+
+    def silu(x: str) -> str:
+        return n.op("Mul", [x, n.op("Sigmoid", [x])])
+
+    def se(x: str, c: int, act, gate: str) -> str:
+        s = act(n.conv(n.op("GlobalAveragePool", [x]), c, c // 2, k=1))
+        s = n.op(gate, [n.conv(s, c // 2, c, k=1)], **({"alpha": 1.0 / 6, "beta": 0.5} if gate == "HardSigmoid" else {}))
+        return n.op("Mul", [x, s])
+
+    x = silu(n.conv("input", 3, 8))
+    x = se(silu(n.conv(x, 8, 8, group=8)), 8, silu, "Sigmoid")
+    x = se(n.op("HardSwish", [n.conv(x, 8, 8, k=1)]), 8, lambda s: n.op("Relu", [s]), "HardSigmoid")
+    c = n.conv(x, 8, 8)
+    x = n.op("Mul", [c, n.op("HardSigmoid", [c], alpha=1.0 / 6, beta=0.5)])
+    n.conv(x, 8, 6, k=1)
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", [1, 3, 8, 8])], [("output", [1, 6, 8, 8])], opset=17)
+
+
+def qdq_export(source: Path, target: Path, frames: int = 4) -> Path:
+    """`source` quantized by ONNX Runtime's quantize_static as a user exports a QDQ model:
+    per-channel int8 weights, int8 activations, calibrated on `frames` seeded normal frames."""
+    from onnxruntime import quantization as q
+    shape = [d.dim_value for d in onnx.load(str(source)).graph.input[0].type.tensor_type.shape.dim]
+
+    class Frames(q.CalibrationDataReader):
+        def __init__(self):
+            self.left = iter({"input": np.random.default_rng(i).standard_normal(shape, dtype=np.float32)}
+                             for i in range(frames))
+
+        def get_next(self):
+            return next(self.left, None)
+
+    q.quantize_static(str(source), str(target), Frames(), quant_format=q.QuantFormat.QDQ, per_channel=True,
+                      activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8)
+    return target
