@@ -3,7 +3,7 @@ memory, deploy, run, judged against the QDQ model itself (ONNX Runtime's int8 re
 
     python benchmarks/qdq_exports.py [--only SUBSTRING] [--models /work/models/qdq]
                                      [--torch-python /work/venv-torch/bin/python]
-                                     [--time-limit 20] [--frames 4] [--calibration 8]
+                                     [--time-limit 20] [--frames 20] [--calibration 8]
 
 Each case runs in its own process (`--child NAME`):
 - the fp32 export, cached under --models: `benchmarks/export_torchvision.py` run by
@@ -123,7 +123,7 @@ def main() -> int:
     parser.add_argument("--models", default="/work/models/qdq")
     parser.add_argument("--torch-python", default="/work/venv-torch/bin/python")
     parser.add_argument("--time-limit", type=int, default=20)
-    parser.add_argument("--frames", type=int, default=4)
+    parser.add_argument("--frames", type=int, default=20)
     parser.add_argument("--calibration", type=int, default=8)
     parser.add_argument("--child")
     args = parser.parse_args()

@@ -37,6 +37,7 @@ import numpy as np
 import onnx
 
 from csdf import onnx_opaque, onnx_qdq
+from csdf.layer_attrs import OpaqueAttrs
 from csdf.model import CNN, INPUT, Layer
 from csdf.onnx_consts import fold_constants, live_nodes, opsets, reinfer, static_shapes
 from csdf.onnx_fusion import (ACTIVATIONS, FUSE_ACTIVATION_INTO, absorb, act_hyper,
@@ -329,6 +330,13 @@ class _Importer:
     def _opaque(self, group: frozenset) -> None:
         for layer, tensor in onnx_opaque.build(self, sorted(group)):
             self._emit(layer, tensor)
+            # a QDQ model's points between the layer's nodes: its steps round there too
+            # (deploy/steps/opaque.py), each point named by its ONNX tensor
+            for raw in OpaqueAttrs.of(layer).nodes:
+                node = onnx.NodeProto.FromString(raw)
+                for t in node.output:
+                    if t in self.points and t != tensor:
+                        self.inner.setdefault(layer.name, {})[t] = t
         self.done |= group
 
     def _conv(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> Layer:

@@ -53,10 +53,12 @@ class Quantized:
     weights: dict[str, Scale] = field(default_factory=dict)
     # from `fold` only: ONNX node (name, else first output) -> the dequantized constants it reads
     readers: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # after `attach`: points inside fused layers, by "layer@point" (`inner_key`), and the
-    # layers whose BatchNormalization or bias Add the import left unfused, with its op
+    # after `attach`: points inside fused layers, by "layer@point" (`inner_key`); the
+    # layers whose BatchNormalization or bias Add the import left unfused, with its op; and
+    # the points neither a layer's output nor inside one (ONNX tensor names; none expected)
     inner: dict[str, Scale] = field(default_factory=dict)
     apart: dict[str, str] = field(default_factory=dict)
+    unkept: tuple[str, ...] = ()
 
     def points_of(self, layer: str) -> tuple[str, ...]:
         """The points inside `layer` that keep the model's own scales, in the layer's order."""
@@ -65,8 +67,9 @@ class Quantized:
 
 
 def inner_key(layer: str, point: str) -> str:
-    """The name of a quantization point inside a fused layer: "layer@act<i>" (what its i-th
-    fused activation reads), "layer@gate<i>" (the gate of its i-th, Swish or HardSwish)."""
+    """The name of a quantization point inside a layer: "layer@act<i>" (what its i-th fused
+    activation reads), "layer@gate<i>" (the gate of its i-th, Swish or HardSwish), or, in an
+    opaque layer (csdf/onnx_opaque.py), "layer@<ONNX tensor>" (one of its nodes' outputs)."""
     return f"{layer}@{point}"
 
 
@@ -187,5 +190,7 @@ def attach(cnn: CNN, found: Quantized | None, inner: dict[str, dict[str, str]] |
         for node in layer.onnx_nodes:
             for tensor in found.readers.get(node, ()):
                 weights[f"{layer.name}:{keys.get(tensor, tensor)}"] = found.weights[tensor]
-    cnn.quantized = Quantized(acts, weights, inner=points, apart=dict(apart or {}))
+    kept = {layer.output_tensor for layer in cnn.layers()} | {t for p in (inner or {}).values() for t in p.values()}
+    unkept = tuple(t for t in found.activations if t not in kept)
+    cnn.quantized = Quantized(acts, weights, inner=points, apart=dict(apart or {}), unkept=unkept)
     return cnn

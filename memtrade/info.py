@@ -14,7 +14,8 @@ taken as 1). For a model already quantized (QDQ, csdf/onnx_qdq.py): quantization
 the layers that keep the model's own quantization points inside them (layer -> points,
 "act<i>": what its i-th fused activation reads, "gate<i>": the gate of its i-th, Swish or
 HardSwish), and kept_apart, the layers whose BatchNormalization or bias Add the import left
-a layer of its own because a quantization point lies between them (layer -> that op).
+a layer of its own because a quantization point lies between them (layer -> that op), and
+unkept_points, the model's points that are neither (ONNX tensor names; none expected).
 """
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ def info(app: Application, layers: bool = False) -> dict[str, Any]:
             "partitions": [p.name for p in app.partitions_of(name)],
             "quantization_points": {l: list(q.points_of(l)) for l in cnn.order() if q and q.points_of(l)},
             "kept_apart": dict(q.apart) if q else {},
+            "unkept_points": list(q.unkept) if q else [],
         }
         if layers:
             entry["layer_list"] = [

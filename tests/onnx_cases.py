@@ -334,3 +334,29 @@ def qdq_export(source: Path, target: Path, frames: int = 4) -> Path:
     q.quantize_static(str(source), str(target), Frames(), quant_format=q.QuantFormat.QDQ, per_channel=True,
                       activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8)
     return target
+
+
+def qdq_opaque(folder: Path) -> Path:
+    """Conv -> Erf -> Erf -> Conv quantized by `qdq_export`, with one more quantization point
+    (QuantizeLinear -> DequantizeLinear, int8, scale 1/127) on the first Erf's output: a point
+    between two nodes the import runs as one opaque layer."""
+    n = Net(8)
+    x = n.op("Erf", [n.op("Erf", [n.conv("input", 3, 4)])])
+    n.conv(x, 4, 4, k=1)
+    n.nodes[-1].output[0] = "output"
+    qdq = qdq_export(n.save(folder / "erf.onnx", [("input", [1, 3, 8, 8])], [("output", [1, 4, 8, 8])]),
+                     folder / "erf.qdq.onnx")
+    model = onnx.load(str(qdq))
+    first = next(k for k, node in enumerate(model.graph.node) if node.op_type == "Erf")
+    t = model.graph.node[first].output[0]
+    for node in model.graph.node[first + 1:]:
+        node.input[:] = [f"{t}_dq" if i == t else i for i in node.input]
+    model.graph.initializer.extend([nh.from_array(np.array(1 / 127, np.float32), f"{t}_scale"),
+                                    nh.from_array(np.array(0, np.int8), f"{t}_zero_point")])
+    pair = [h.make_node("QuantizeLinear", [t, f"{t}_scale", f"{t}_zero_point"], [f"{t}_q"]),
+            h.make_node("DequantizeLinear", [f"{t}_q", f"{t}_scale", f"{t}_zero_point"], [f"{t}_dq"])]
+    for k, node in enumerate(pair):
+        model.graph.node.insert(first + 1 + k, node)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(qdq))
+    return qdq

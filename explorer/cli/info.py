@@ -55,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
         if c["quantization_points"]:
             console.print(f"{name}: {len(c['quantization_points'])} layers keep the QDQ model's own "
                           "quantization points inside them (--layers names the points)")
+        if c["unkept_points"]:
+            console.print(f"{name}: {len(c['unkept_points'])} of the QDQ model's quantization points are "
+                          f"not kept, computed through in fp32: {', '.join(c['unkept_points'][:3])}")
         for layer, op in c["kept_apart"].items():
             console.print(f"{name}: layer {layer}: its {op} is a layer of its own (a quantization "
                           "point lies between them)")

@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper as nh
 
 from csdf.onnx_import import load_onnx
-from onnx_cases import qdq_blocks, qdq_export
+from onnx_cases import qdq_blocks, qdq_export, qdq_opaque
 
 pytest.importorskip("onnxruntime.quantization")
 
@@ -51,7 +52,7 @@ def test_every_quantize_node_is_a_layer_output_or_a_point_inside_one(models):
     found = qdq.quantized
     want = Counter(_quantize_nodes(models[1]).values())
     kept = Counter((s.scale[0], s.zero_point[0]) for s in [*found.activations.values(), *found.inner.values()])
-    assert kept == want and len(found.inner) > 0
+    assert kept == want and len(found.inner) > 0 and found.unkept == ()
 
 
 def test_each_point_sits_where_the_fused_activation_reads_it(models):
@@ -84,3 +85,12 @@ def test_each_point_sits_where_the_fused_activation_reads_it(models):
     assert by_form[("HardSigmoid", 2)] == ("act0",)
     hardswish = [qdq.quantized.points_of(l.name) for l in qdq.layers() if l.hyper.get("activation") == ["HardSwish"]]
     assert sorted(hardswish) == [("act0",), ("act0", "gate0")]  # the node; x * HardSigmoid(x)
+
+
+def test_a_point_between_the_nodes_of_an_opaque_layer_is_kept_by_its_tensor(tmp_path):
+    qdq = load_onnx(qdq_opaque(tmp_path), "net")
+    assert [(l.name, l.op) for l in qdq.layers()] == [("input", "Input"), ("Conv_1", "Conv"),
+                                                      ("Erf_3", "Opaque"), ("Conv_4", "Conv")]
+    (name, scale), = qdq.quantized.inner.items()
+    assert name == "Erf_3@/Erf_2/out" and scale.scale == (float(np.float32(1 / 127)),) and scale.zero_point == (0,)
+    assert qdq.quantized.unkept == () and qdq.quantized.points_of("Erf_3") == ("/Erf_2/out",)

@@ -2,7 +2,8 @@
 HardSwish as a node and by parts; tests/onnx_cases.py `qdq_blocks`, quantized by ONNX
 Runtime's quantize_static) deploys at the least memory, by parts, as the network it
 describes: every step rounds where the model rounds, so the deployment's outputs are the QDQ
-model's own (plain ONNX Runtime), element by element."""
+model's own (plain ONNX Runtime), element by element. A second CNN has a point between two
+nodes of an opaque layer (`qdq_opaque`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,7 +16,7 @@ from onnx import numpy_helper as nh
 
 import memtrade
 from deploy.runtime import manifest as mf
-from onnx_cases import qdq_blocks, qdq_export
+from onnx_cases import qdq_blocks, qdq_export, qdq_opaque
 
 pytest.importorskip("onnxruntime.quantization")
 
@@ -24,33 +25,38 @@ pytest.importorskip("onnxruntime.quantization")
 def deployment(tmp_path_factory):
     folder = tmp_path_factory.mktemp("qdq_points")
     model = qdq_export(qdq_blocks(folder / "net.onnx"), folder / "net.qdq.onnx")
-    app = memtrade.load_app({"name": "qdq", "cnns": [{"name": "net", "model": "net.qdq.onnx"}]},
+    models = {"net": model, "erf": qdq_opaque(folder)}
+    app = memtrade.load_app({"name": "qdq", "cnns": [{"name": k, "model": v.name} for k, v in models.items()]},
                             base_dir=folder)
     found = memtrade.explore(app, mem=0, effort="full", population=6, generations=2,
                              relink_rounds=0, local_rounds=0, workers=1)
-    return app, memtrade.deploy(found, folder / "dep"), model
+    return app, memtrade.deploy(found, folder / "dep"), model, models
 
 
 def test_outputs_are_the_qdq_models_element_by_element(deployment):
-    _, dep, model = deployment
-    plain = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    app, dep, _, models = deployment
+    assert [p for p in app.cnns["erf"].quantized.inner] == ["Erf_3@/Erf_2/out"]
+    plain = {k: ort.InferenceSession(str(v), providers=["CPUExecutionProvider"]) for k, v in models.items()}
     frames = np.random.default_rng(7).standard_normal((3, 1, 3, 8, 8), dtype=np.float32)
     with memtrade.Session(dep.path) as sess:
         for frame in frames:
-            (got,), (want,) = sess.run(frame), plain.run(None, {"input": frame})
-            assert np.abs(want).max() > 0
-            np.testing.assert_array_equal(got, want)
+            got = sess.run({k: frame for k in models})
+            for name, session in plain.items():
+                (want,) = session.run(None, {"input": frame})
+                assert np.abs(want).max() > 0
+                np.testing.assert_array_equal(got[name][0], want)
     result = memtrade.run(dep.path, frames=2, threads=1)
-    assert result.verdicts["net"].verdict == "PASS" and result.max_abs_diff["net"] == 0
+    assert all(v.verdict == "PASS" for v in result.verdicts.values())
+    assert set(result.max_abs_diff.values()) == {0}
     assert result.arena_bytes == result.plan.buffer_bytes
-    assert result.calls_per_frame["net"] > len(deployment[0].cnns["net"].graph)   # layers by parts
+    assert result.calls_per_frame["net"] > len(app.cnns["net"].graph)   # layers by parts
 
 
 def test_each_step_rounds_at_the_points_inside_its_layer(deployment):
     """The manifest holds each point's scale as the model's QuantizeLinear has it, and the
     models of one layer (whole, or its parts) quantize once per point inside it besides
     their store (the plan at the least memory runs most of these layers by parts)."""
-    app, dep, model = deployment
+    app, dep, model, _ = deployment
     cnn = app.cnns["net"]
     manifest = mf.load(dep.path)
     qdq = onnx.load(str(model))
