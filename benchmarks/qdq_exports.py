@@ -4,15 +4,18 @@ memory, deploy, run, judged against the QDQ model itself (ONNX Runtime's int8 re
     python benchmarks/qdq_exports.py [--only SUBSTRING] [--models /work/models/qdq]
                                      [--torch-python /work/venv-torch/bin/python]
                                      [--time-limit 20] [--frames 20] [--calibration 8]
+                                     [--calibration-kind normal|uniform]
 
 Each case runs in its own process (`--child NAME`):
 - the fp32 export, cached under --models: `benchmarks/export_torchvision.py` run by
   --torch-python (TorchScript exporter, opset 17, random weights seeded 0, BatchNorm
   statistics from random batches);
-- its QDQ export, cached beside it as NAME.qdq.onnx: ONNX Runtime's quantize_static (QDQ,
-  per-channel int8 weights, int8 activations, every operator type it quantizes by default,
-  so SiLU's Sigmoid and Mul, GlobalAveragePool, Add are quantized too), calibrated on
-  --calibration seeded standard-normal frames;
+- its QDQ export, cached beside it as NAME.qdq-KIND.onnx: ONNX Runtime's quantize_static
+  (QDQ, per-channel int8 weights, int8 activations, every operator type it quantizes by
+  default, so SiLU's Sigmoid and Mul, GlobalAveragePool, Add are quantized too), calibrated
+  on --calibration seeded frames of --calibration-kind: `normal`, standard-normal as the
+  frames `explore run` compares on, or `uniform` in [0, 1) as image pixels, so that the run's
+  frames reach past the calibrated ranges and the model's QuantizeLinear nodes saturate;
 - `explore APP --mem 0 --time-limit T`, `explore deploy`, `explore run --json --frames F`.
 
 Reported per case: the layers that keep their own quantization points inside (`explore info`),
@@ -58,19 +61,21 @@ def exported(name: str, folder: Path, torch_python: str) -> Path:
     return path
 
 
-def quantized(source: Path, count: int) -> Path:
+def quantized(source: Path, count: int, kind: str) -> Path:
     """ONNX Runtime's quantize_static of `source` (module docstring), made once."""
     import logging
 
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-    target = source.with_name(source.stem + ".qdq.onnx")
+    target = source.with_name(f"{source.stem}.qdq-{kind}.onnx")
     if target.is_file():
         return target
     logging.getLogger().setLevel(logging.ERROR)
     name = onnx.load(str(source), load_external_data=False).graph.input[0].name
     rng = np.random.default_rng(0)
-    frames = [rng.standard_normal((1, 3, SIZE, SIZE), dtype=np.float32) for _ in range(count)]
+    shape = (1, 3, SIZE, SIZE)
+    frames = [rng.standard_normal(shape, dtype=np.float32) if kind == "normal"
+              else rng.random(shape, dtype=np.float32) for _ in range(count)]
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -86,7 +91,8 @@ def quantized(source: Path, count: int) -> Path:
 
 def child(name: str, args) -> dict:
     started = time.perf_counter()
-    model = quantized(exported(name, Path(args.models), args.torch_python), args.calibration)
+    model = quantized(exported(name, Path(args.models), args.torch_python), args.calibration,
+                      args.calibration_kind)
     prepared = time.perf_counter() - started
     with tempfile.TemporaryDirectory(prefix="memtrade-qdq-") as tmp:
         tmp = Path(tmp)
@@ -125,6 +131,7 @@ def main() -> int:
     parser.add_argument("--time-limit", type=int, default=20)
     parser.add_argument("--frames", type=int, default=20)
     parser.add_argument("--calibration", type=int, default=8)
+    parser.add_argument("--calibration-kind", choices=["normal", "uniform"], default="normal")
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
@@ -137,7 +144,8 @@ def main() -> int:
         load = os.getloadavg()[0]
         done = subprocess.run([sys.executable, __file__, "--child", name, "--models", args.models,
                                "--torch-python", args.torch_python, "--time-limit", str(args.time_limit),
-                               "--frames", str(args.frames), "--calibration", str(args.calibration)],
+                               "--frames", str(args.frames), "--calibration", str(args.calibration),
+                               "--calibration-kind", args.calibration_kind],
                               capture_output=True, text=True, cwd=ROOT)
         if done.returncode:
             print(f"{name}: exit {done.returncode}: {done.stderr.strip()[-800:]}", file=sys.stderr)
