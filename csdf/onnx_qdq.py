@@ -22,7 +22,7 @@ precision is int8 (explorer/app/appfile.py, docs/import.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -189,7 +189,11 @@ def attach(cnn: CNN, found: Quantized | None, inner: dict[str, dict[str, str]] |
         keys = {source: key for key, source in layer.param_sources.items()}
         for node in layer.onnx_nodes:
             for tensor in found.readers.get(node, ()):
-                weights[f"{layer.name}:{keys.get(tensor, tensor)}"] = found.weights[tensor]
+                key, scale = keys.get(tensor, tensor), found.weights[tensor]
+                if key == "W" and layer.hyper.get("from_matmul") and scale.axis is not None:
+                    # a MatMul's [in, out] tensor is the layer's W transposed: its axes swap
+                    scale = replace(scale, axis=1 - scale.axis % 2)
+                weights[f"{layer.name}:{key}"] = scale
     kept = {layer.output_tensor for layer in cnn.layers()} | {t for p in (inner or {}).values() for t in p.values()}
     unkept = tuple(t for t in found.activations if t not in kept)
     cnn.quantized = Quantized(acts, weights, inner=points, apart=dict(apart or {}), unkept=unkept)

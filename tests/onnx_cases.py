@@ -360,3 +360,16 @@ def qdq_opaque(folder: Path) -> Path:
     onnx.checker.check_model(model)
     onnx.save(model, str(qdq))
     return qdq
+
+
+def qdq_matmul(folder: Path) -> Path:
+    """Conv + Relu -> GlobalAveragePool -> Flatten -> MatMul -> Add (a Linear layer as some
+    exporters write it), quantized by `qdq_export`: the MatMul's [in, out] weight has one
+    scale per output (axis 1), and its output is a quantization point before the Add."""
+    n = Net(5)
+    f = n.op("Flatten", [n.op("GlobalAveragePool", [n.op("Relu", [n.conv("input", 3, 16)])])], axis=1)
+    w = n.init("fc.w", n.rng.standard_normal((16, 10)) / 4)
+    n.op("Add", [n.op("MatMul", [f, w], name="mm"), n.init("fc.b", n.rng.standard_normal(10) * 0.1)])
+    n.nodes[-1].output[0] = "output"
+    n.save(folder / "mm.onnx", [("input", [1, 3, 8, 8])], [("output", [1, 10])], opset=17)
+    return qdq_export(folder / "mm.onnx", folder / "mm.qdq.onnx")

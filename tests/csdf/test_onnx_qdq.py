@@ -228,3 +228,24 @@ def test_a_weight_folded_with_batchnorm_keeps_its_scales_by_tensor(tmp_path):
     weight = next(n for n in model.graph.node if n.op_type == "Conv").input[1]
     assert qdq.quantized.weights[f"conv:{weight}"].axis == 0
     assert len(qdq.quantized.weights[f"conv:{weight}"].scale) == 4
+
+
+def test_a_matmul_weight_keeps_its_scales_on_the_layers_output_axis(tmp_path):
+    """A MatMul's [in, out] tensor quantized per output (axis 1) is the Gemm layer's W
+    transposed: its scales are kept on W's axis 0, one per output, and give back the model's
+    integers; the MatMul's output is a quantization point, so its bias Add stays a layer."""
+    from onnx_cases import qdq_matmul
+    path = qdq_matmul(tmp_path)
+    qdq = load_onnx(path, "net")
+    assert [(l.name, l.op) for l in qdq.layers()][-2:] == [("mm", "Gemm"), ("Add_6", "Add")]
+    assert qdq.quantized.apart == {"mm": "Add"}
+    model = onnx.load(str(path))
+    stored = {t.name: nh.to_array(t) for t in model.graph.initializer}
+    dq = next(n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.input[0] == "fc.w_quantized")
+    assert next(a.i for a in dq.attribute if a.name == "axis") == 1
+    scale = qdq.quantized.weights["mm:W"]
+    assert scale.axis == 0 and len(scale.scale) == 10
+    w = qdq.layer("mm").params["W"]
+    assert w.shape == (10, 16)
+    per_out = np.asarray(scale.scale, np.float32).reshape(-1, 1)
+    np.testing.assert_array_equal(np.rint(w / per_out).astype(np.int8), stored["fc.w_quantized"].T)

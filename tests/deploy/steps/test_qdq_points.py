@@ -2,8 +2,9 @@
 HardSwish as a node and by parts; tests/onnx_cases.py `qdq_blocks`, quantized by ONNX
 Runtime's quantize_static) deploys at the least memory, by parts, as the network it
 describes: every step rounds where the model rounds, so the deployment's outputs are the QDQ
-model's own (plain ONNX Runtime), element by element. A second CNN has a point between two
-nodes of an opaque layer (`qdq_opaque`)."""
+model's own (plain ONNX Runtime), element by element. So do a point between two nodes of an
+opaque layer (`qdq_opaque`) and a MatMul whose output is a point before its bias Add
+(`qdq_matmul`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,26 +17,30 @@ from onnx import numpy_helper as nh
 
 import memtrade
 from deploy.runtime import manifest as mf
-from onnx_cases import qdq_blocks, qdq_export, qdq_opaque
+from onnx_cases import qdq_blocks, qdq_export, qdq_matmul, qdq_opaque
 
 pytest.importorskip("onnxruntime.quantization")
+
+
+def _deployed(folder: Path, models: dict[str, Path], out: str):
+    """An app of `models` (CNN name -> QDQ model) explored at the least memory, deployed."""
+    app = memtrade.load_app({"name": "qdq", "cnns": [{"name": k, "model": v.name} for k, v in models.items()]},
+                            base_dir=folder)
+    found = memtrade.explore(app, mem=0, effort="full", population=6, generations=2,
+                             relink_rounds=0, local_rounds=0, workers=1)
+    return app, memtrade.deploy(found, folder / out)
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
     folder = tmp_path_factory.mktemp("qdq_points")
     model = qdq_export(qdq_blocks(folder / "net.onnx"), folder / "net.qdq.onnx")
-    models = {"net": model, "erf": qdq_opaque(folder)}
-    app = memtrade.load_app({"name": "qdq", "cnns": [{"name": k, "model": v.name} for k, v in models.items()]},
-                            base_dir=folder)
-    found = memtrade.explore(app, mem=0, effort="full", population=6, generations=2,
-                             relink_rounds=0, local_rounds=0, workers=1)
-    return app, memtrade.deploy(found, folder / "dep"), model, models
+    return (*_deployed(folder, {"net": model}, "dep"), model)
 
 
-def test_outputs_are_the_qdq_models_element_by_element(deployment):
-    app, dep, _, models = deployment
-    assert [p for p in app.cnns["erf"].quantized.inner] == ["Erf_3@/Erf_2/out"]
+def _same_outputs(app, dep, models: dict[str, Path]):
+    """The deployment's outputs equal each QDQ model's run by plain ONNX Runtime, element by
+    element, on three frames; its run (returned) PASSes with max |diff| 0 and arena = plan."""
     plain = {k: ort.InferenceSession(str(v), providers=["CPUExecutionProvider"]) for k, v in models.items()}
     frames = np.random.default_rng(7).standard_normal((3, 1, 3, 8, 8), dtype=np.float32)
     with memtrade.Session(dep.path) as sess:
@@ -49,14 +54,31 @@ def test_outputs_are_the_qdq_models_element_by_element(deployment):
     assert all(v.verdict == "PASS" for v in result.verdicts.values())
     assert set(result.max_abs_diff.values()) == {0}
     assert result.arena_bytes == result.plan.buffer_bytes
-    assert result.calls_per_frame["net"] > len(app.cnns["net"].graph)   # layers by parts
+    return result
+
+
+def test_outputs_are_the_qdq_models_element_by_element(deployment):
+    app, dep, model = deployment
+    result = _same_outputs(app, dep, {"net": model})
+    assert result.calls_per_frame["net"] > len(app.cnns["net"].graph)     # layers by parts
+
+
+def test_points_between_opaque_nodes_and_before_a_bias_add_deploy_as_the_model(tmp_path):
+    """`qdq_opaque`: a point between two nodes of an opaque layer; `qdq_matmul`: a MatMul
+    whose weight is quantized per output on its axis 1 and whose output is a point before
+    its bias Add (kept a layer of its own)."""
+    models = {"erf": qdq_opaque(tmp_path), "mm": qdq_matmul(tmp_path)}
+    app, dep = _deployed(tmp_path, models, "dep")
+    assert list(app.cnns["erf"].quantized.inner) == ["Erf_3@/Erf_2/out"]
+    assert app.cnns["mm"].quantized.apart == {"mm": "Add"}
+    _same_outputs(app, dep, models)
 
 
 def test_each_step_rounds_at_the_points_inside_its_layer(deployment):
     """The manifest holds each point's scale as the model's QuantizeLinear has it, and the
     models of one layer (whole, or its parts) quantize once per point inside it besides
     their store (the plan at the least memory runs most of these layers by parts)."""
-    app, dep, model, _ = deployment
+    app, dep, model = deployment
     cnn = app.cnns["net"]
     manifest = mf.load(dep.path)
     qdq = onnx.load(str(model))
