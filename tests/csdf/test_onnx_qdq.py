@@ -146,9 +146,10 @@ def test_a_qdq_model_at_another_precision_is_one_line(models):
 
 @pytest.mark.parametrize("mem", ["1GB", "0"])
 def test_a_qdq_model_deploys_with_its_own_scales_and_passes(models, tmp_path, capsys, mem):
-    """Reuse only and the least memory: no calibration (no warning), the arena in the model's
-    int8 with the plan's bytes, its QuantizeLinear scales in the manifest, the weights held
-    at one byte, the outputs those of the QDQ model itself within one step of its scale."""
+    """Reuse only and the least memory: no calibration (no warning), the arena at one byte
+    with the plan's bytes, the model's QuantizeLinear scales in the manifest (its int8 held
+    as uint8, zero point + 128: the same values), the weights held at one byte, the outputs
+    those of the QDQ model itself within one step of its scale."""
     import json
     from deploy.runtime import manifest as mf
     from explorer.cli.main import main
@@ -159,9 +160,10 @@ def test_a_qdq_model_deploys_with_its_own_scales_and_passes(models, tmp_path, ca
     assert "calibration" not in capsys.readouterr().err
     manifest = mf.load(tmp_path / "dep")
     own = app.cnns["net"].quantized.activations
-    assert manifest.dtype == "int8" and {k.split("/", 1)[1]: (v.scale, v.zero_point)
-                                         for k, v in manifest.quantization.by_tensor.items()} \
-        == {layer: (s.scale[0], s.zero_point[0]) for layer, s in own.items()}
+    assert {s.dtype for s in own.values()} == {"int8"}
+    assert manifest.dtype == "uint8" and {k.split("/", 1)[1]: (v.scale, v.zero_point)
+                                          for k, v in manifest.quantization.by_tensor.items()} \
+        == {layer: (s.scale[0], s.zero_point[0] + 128) for layer, s in own.items()}
     assert main(["run", str(tmp_path / "dep"), "--frames", "2", "--json", "--in-process"]) == 0
     res = json.loads(capsys.readouterr().out)
     v = res["verdict"]["net"]
