@@ -37,6 +37,7 @@ import numpy as np
 import onnx
 
 from csdf import onnx_opaque, onnx_qdq
+from csdf.layer_attrs import OpaqueAttrs
 from csdf.model import CNN, INPUT, Layer
 from csdf.onnx_consts import fold_constants, live_nodes, opsets, reinfer, static_shapes
 from csdf.onnx_fusion import (ACTIVATIONS, FUSE_ACTIVATION_INTO, absorb, act_hyper,
@@ -54,7 +55,9 @@ def load_onnx(path: str | Path, name: str, fused: bool = True, input_shape: Any 
     path = Path(path)
     model, fixed = _read(path, input_shape)
     model, quantized = onnx_qdq.fold(model)          # a QDQ model: its int8 network
-    cnn = onnx_qdq.attach(_Importer(model, path, name, fused).run(), quantized)
+    points = frozenset(quantized.activations) if quantized is not None else frozenset()
+    importer = _Importer(model, path, name, fused, points=points)
+    cnn = onnx_qdq.attach(importer.run(), quantized, importer.inner, importer.apart)
     cnn.input_shapes = dict(fixed.shapes)
     cnn.batch_fixed = fixed.batch_fixed
     return cnn
@@ -118,6 +121,11 @@ class _Importer:
     grouped: set[int] = field(default_factory=set)            # nodes of opaque groups
     layers: list[Layer] = field(default_factory=list)
     names: set[str] = field(default_factory=set)
+    # a QDQ model's quantization points (csdf/onnx_qdq.py), and where fusion met them
+    # (csdf/onnx_fusion.py): layer -> point -> tensor inside it; layer -> the op kept apart
+    points: frozenset[str] = frozenset()
+    inner: dict[str, dict[str, str]] = field(default_factory=dict)
+    apart: dict[str, str] = field(default_factory=dict)
 
     # ---- set-up -----------------------------------------------------------------------
     def run(self) -> CNN:
@@ -322,6 +330,13 @@ class _Importer:
     def _opaque(self, group: frozenset) -> None:
         for layer, tensor in onnx_opaque.build(self, sorted(group)):
             self._emit(layer, tensor)
+            # a QDQ model's points between the layer's nodes: its steps round there too
+            # (deploy/steps/opaque.py), each point named by its ONNX tensor
+            for raw in OpaqueAttrs.of(layer).nodes:
+                node = onnx.NodeProto.FromString(raw)
+                for t in node.output:
+                    if t in self.points and t != tensor:
+                        self.inner.setdefault(layer.name, {})[t] = t
         self.done |= group
 
     def _conv(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> Layer:

@@ -28,6 +28,7 @@ from deploy.quant.frame_values import check_values
 from deploy.quant.scales import ActivationScales, TensorScale, key
 from sdf3.errors import InputError
 
+S8_TO_U8 = 128      # an int8 zero point's uint8 twin: q_u8 = q_s8 + 128 for every value
 WARNING = ("calibration: no --calibration file; scales from {n} generated frames, which real "
            "input will not match: give frames of real input")
 
@@ -188,23 +189,31 @@ def merged(parts: Iterable[ActivationScales]) -> ActivationScales:
     dtypes = sorted({p.dtype for p in parts})
     if len(dtypes) > 1:
         raise InputError(f"activation scales stored as {' and '.join(dtypes)}, expected one type "
-                         f"for every CNN of a deployment (a QDQ model of int8 activations with "
-                         f"calibrated uint8 ones: quantize it with uint8 activations)")
+                         f"for every CNN of a deployment")
     return ActivationScales(dtypes[0] if dtypes else "uint8",
                             {k: v for p in parts for k, v in p.by_tensor.items()})
 
 
 def qdq_scales(cnn: CNN, name: str | None = None) -> ActivationScales | None:
     """The scales a model already quantized (QDQ) holds for the tensors between its layers
-    (csdf/onnx_qdq.py: `cnn.quantized.activations`, by layer), keys "cnn/layer"; None for a
-    model that is not quantized. Layers with no QuantizeLinear on their output are absent
-    (the model computes them in fp32). One stored type and one scale per tensor: a model
-    mixing int8 and uint8 activations, or with a per-channel activation scale, is refused."""
+    (csdf/onnx_qdq.py: `cnn.quantized.activations`, by layer), keys "cnn/layer", and for
+    its points inside fused layers (`cnn.quantized.inner`), keys "cnn/layer@point", where a
+    step rounds as the model does; None for a model that is not quantized. Layers with no
+    QuantizeLinear on their output are absent (the model computes them in fp32). One stored type and one scale per tensor: a model
+    mixing int8 and uint8 activations, or with a per-channel activation scale, is refused.
+
+    int8 activations are held as uint8, zero point + 128: the same values, as ONNX Runtime
+    itself converts a model's int8 QuantizeLinear -> DequantizeLinear pairs before it fuses
+    them into its integer kernels (its QDQS8ToU8Transformer). A step reads its inputs from
+    the arena, with no pair to convert, and ONNX Runtime 1.31.1 on x86-64 fuses
+    DequantizeLinear -> Conv -> QuantizeLinear on uint8 data only: held as int8, a step's
+    Conv ran in fp32 where the model's ran as QLinearConv, and rounded an element the other
+    way now and then (docs/precision.md)."""
     found = getattr(cnn, "quantized", None)
     if found is None:
         return None
     where = cnn.source or cnn.name
-    acts = found.activations
+    acts = {**found.activations, **found.inner}
     dtypes = sorted({s.dtype for s in acts.values()})
     if len(dtypes) > 1:
         raise InputError(f"{where}: QDQ activations stored as {' and '.join(dtypes)}, expected one "
@@ -216,5 +225,6 @@ def qdq_scales(cnn: CNN, name: str | None = None) -> ActivationScales | None:
         if s.axis is not None or len(s.scale) != 1 or len(s.zero_point) != 1:
             raise InputError(f"{where}: layer '{layer}': per-channel activation scale ({len(s.scale)} "
                              f"values on axis {s.axis}), expected one scale and zero point per tensor")
-        by_tensor[key(name or cnn.name, layer)] = TensorScale(float(s.scale[0]), int(s.zero_point[0]))
-    return ActivationScales(dtypes[0] if dtypes else "uint8", by_tensor)
+        shift = S8_TO_U8 if s.dtype == "int8" else 0
+        by_tensor[key(name or cnn.name, layer)] = TensorScale(float(s.scale[0]), int(s.zero_point[0]) + shift)
+    return ActivationScales("uint8", by_tensor)

@@ -28,7 +28,9 @@ class TensorScale:
 @dataclass(frozen=True)
 class ActivationScales:
     """`dtype`: the stored integer type; `by_tensor`: "cnn/layer" -> its output's scale (a
-    CNN's input layer included)."""
+    CNN's input layer included), and for a QDQ model's points inside fused layers
+    "cnn/layer@act<i>" / "cnn/layer@gate<i>" (csdf/onnx_qdq.py `inner_key`), where its steps
+    round without storing."""
     dtype: str
     by_tensor: Mapping[str, TensorScale] = field(default_factory=dict)
 
