@@ -86,3 +86,11 @@ def test_an_int8_plan_is_refused_for_tensorrt(plans, tmp_path, capsys):
     refused(capsys, ["deploy", str(plans / "int8" / "plan.json"), "--out", str(tmp_path / "t"),
                      "--backend", "tensorrt"], "int8 plan", "--backend onnxruntime")
     assert not (tmp_path / "t").exists()
+
+
+def test_an_unknown_calibration_method_is_one_line_before_any_work(plans, tmp_path):
+    import memtrade
+    from sdf3.errors import InputError
+    with pytest.raises(InputError, match="--calibration-method: unknown calibration method 'kl'"):
+        memtrade.deploy(plans / "int8" / "plan.json", tmp_path / "k", calibration_method="kl")
+    assert not (tmp_path / "k").exists()
