@@ -10,6 +10,8 @@ Runtime fp32 on the original model:
   least of the frames);
 - SQNR of the probability map, 10 log10(sum fp32^2 / sum (int8 - fp32)^2), over all frames;
 - the run's own `vs_fp32` SQNR on the same frames (memtrade.run --input), which must agree;
+- the largest probability the int8 output tensor can hold, (255 - zero point) x scale: below
+  the 0.3 threshold no pixel can be text;
 - the deploy's seconds and its process's peak RSS (ONNX Runtime's histogram calibrators hold
   every calibrated tensor of every frame at once).
 
@@ -79,6 +81,7 @@ def case(name: str, plan: Path, calib: Path, judge: Path, model: Path, out: Path
     import resource
 
     import memtrade
+    from deploy.runtime import manifest as mf
     frames = np.load(judge)
     with tempfile.TemporaryDirectory(prefix="int8_accuracy_") as tmp:
         dep = Path(tmp) / "dep"
@@ -88,6 +91,8 @@ def case(name: str, plan: Path, calib: Path, judge: Path, model: Path, out: Path
         deploy_s = time.perf_counter() - start
         deploy_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         res = memtrade.run(dep, inputs=frames, threads=0)
+        manifest = mf.load(dep)
+        out_scale = manifest.quantization.of("det", manifest.cnns["det"].outputs[0].layer)
     got = np.stack([outs[0] for outs in res.outputs["det"]]).astype(np.float64)
     want = fp32_maps(model, frames).astype(np.float64).reshape(got.shape)
     a, b = got > THRESH, want > THRESH
@@ -98,7 +103,8 @@ def case(name: str, plan: Path, calib: Path, judge: Path, model: Path, out: Path
               "sqnr_db": float(10 * np.log10(np.sum(want ** 2) / np.sum((got - want) ** 2))),
               "run_sqnr_db": dev.sqnr_db, "run_cosine": dev.cosine,
               "scales_from": res.calibration["det"].words(),
-              "deploy_s": deploy_s, "deploy_peak_rss_mib": deploy_rss / 2 ** 20}
+              "deploy_s": deploy_s, "deploy_peak_rss_mib": deploy_rss / 2 ** 20,
+              "output_high": (255 - out_scale.zero_point) * out_scale.scale}
     out.write_text(json.dumps(record))
 
 
@@ -133,8 +139,8 @@ def main() -> None:
         make_plan(args.model, work / "plan")
         (work / "plan.json").write_bytes((work / "plan" / "plan.json").read_bytes())
         print("| case | scales from | text px int8 / fp32 | IoU (least frame) | SQNR dB | "
-              "run's vs_fp32 SQNR dB, cosine | deploy s | deploy peak RSS MiB | load |")
-        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+              "run's vs_fp32 SQNR dB, cosine | output's int8 top | deploy s | deploy peak RSS MiB | load |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         for name in args.cases:
             subprocess.run([sys.executable, __file__, "--case", name, "--work", str(work),
                             "--model", str(args.model)], check=True)
@@ -142,7 +148,7 @@ def main() -> None:
             load = Path("/proc/loadavg").read_text().split()[0]
             print(f"| {name} | {r['scales_from']} | {r['text_px_int8']} / {r['text_px_fp32']} | "
                   f"{r['iou']:.2f} ({r['iou_min']:.2f}) | {r['sqnr_db']:.1f} | "
-                  f"{r['run_sqnr_db']:.1f}, {r['run_cosine']:.3f} | {r['deploy_s']:.0f} | "
+                  f"{r['run_sqnr_db']:.1f}, {r['run_cosine']:.3f} | {r['output_high']:.3f} | {r['deploy_s']:.0f} | "
                   f"{r['deploy_peak_rss_mib']:.0f} | {load} |", flush=True)
 
 
