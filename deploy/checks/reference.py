@@ -31,7 +31,8 @@ def session(path: str | Path, threads: int = 0, dtype: str = "float32",
     from deploy.ort.process import PROCESS
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if PROCESS.pool_threads:   # the process has ORT's global pool: the same threads, shared
+    opts.log_severity_level = 3     # errors only: an exported model's unused initializers are
+    if PROCESS.pool_threads:        # a warning line each, which is not the run's business   # the process has ORT's global pool: the same threads, shared
         opts.use_per_session_threads = False
     else:
         opts.intra_op_num_threads = threads
