@@ -76,26 +76,32 @@ def resolve_plan(plan, point: int | None = None, warn: Callable[[str], None] | N
 def deploy(plan, out: str | Path, backend: str = "onnxruntime",
            calibration: str | Path | None = None, *, steps: str = "regions",
            point: int | None = None, force: bool = False, with_profile: bool = False,
-           warn: Callable[[str], None] | None = None) -> Deployment:
+           warn: Callable[[str], None] | None = None,
+           calibration_method: str | None = None) -> Deployment:
     """Deploy `plan` (an Exploration, a Plan, or a plan.json path; `point`: that point of the
     front instead of the chosen one) into directory `out` (refused when not empty, unless
     `force`), for `backend`. An int8 plan's scales are calibrated on `calibration` (frames
-    .npy/.npz, [F, N, C, H, W] or [F, C, H, W]), else on generated frames or a QDQ model's
-    own. `steps` "regions": consecutive firings by parts as one call per band; "layers": one
+    .npy/.npz, [F, N, C, H, W] or [F, C, H, W]), else on generated frames, by ONNX Runtime's
+    calibrator `calibration_method` (minmax, the default; entropy; percentile:
+    deploy/quant/methods.py), or a QDQ model's own. `steps` "regions": consecutive firings by parts as one call per band; "layers": one
     call per layer and phase. `warn` hears each warning (a plan that misses its
     constraints, generated scales, an ignored calibration)."""
     from explorer.report.outputs import claim_dir
+    from deploy.quant.methods import method
     if steps not in ("regions", "layers"):
         raise InputError(f"steps: expected regions or layers, got {steps!r}")
+    if calibration_method is not None:
+        method(calibration_method, "--calibration-method")
     warn = warn or (lambda line: None)
     with claim_dir(out, force) as tmp:      # claimed before any work
         chosen, app, where = resolve_plan(plan, point, warn)
         return _deploy(chosen, app, where, Path(out), tmp, backend, calibration, steps,
-                       with_profile, warn)
+                       with_profile, warn, calibration_method)
 
 
 def _deploy(plan: Plan, app, where: str, final: Path, out: Path, backend: str,
-            calibration, steps: str, with_profile: bool, warn: Callable[[str], None]) -> Deployment:
+            calibration, steps: str, with_profile: bool, warn: Callable[[str], None],
+            calibration_method: str | None = None) -> Deployment:
     from deploy.build.derive import check_backend, derive
 
     unmet = unmet_constraints(plan)
@@ -105,9 +111,12 @@ def _deploy(plan: Plan, app, where: str, final: Path, out: Path, backend: str,
     scales = None
     if plan.data_bytes == 1:
         from deploy.build.quantization import deployment_scales
-        scales = deployment_scales(app.cnns, Path(calibration) if calibration is not None else None, warn)
-    elif calibration is not None:
-        warn(f"--calibration is for int8 plans; plan {where} is {plan.precision}: ignored")
+        scales = deployment_scales(app.cnns, Path(calibration) if calibration is not None else None,
+                                   warn, calibration_method)
+    else:
+        for flag, given in (("--calibration", calibration), ("--calibration-method", calibration_method)):
+            if given is not None:
+                warn(f"{flag} is for int8 plans; plan {where} is {plan.precision}: ignored")
     manifest = derive(plan, app.cnns, out, backend, with_profile, where=where,
                       regions=steps == "regions", scales=scales)
     notes = tuple(_build(backend, out, manifest))

@@ -1,5 +1,7 @@
-"""`memtrade.run`: a deployment run and measured (deploy/run/measure.py) and judged against the
-unmodified model (deploy/run/verdict.py), as a typed record.
+"""`memtrade.run`: a deployment run and measured (deploy/run/measure.py), judged against its
+reference at the plan's precision (deploy/run/verdict.py; deploy/run/references.py says which),
+and, for fp16, mixed and int8 plans, its deviation from the fp32 model (deploy/run/vs_fp32.py),
+as a typed record.
 
 Frames are seeded random ones, or the caller's own (`inputs`: per CNN an array [F, N, C, H, W],
 or [N, C, H, W] for one frame); with the caller's frames every frame's outputs come back, in
@@ -16,7 +18,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from deploy.quant.frame_values import check_values
+from deploy.quant.origin import ScalesOrigin
 from deploy.run.verdict import Verdict
+from deploy.run.vs_fp32 import VsFp32
 from memtrade.feeds import per_cnn
 from sdf3.errors import InputError
 
@@ -61,10 +65,13 @@ class PlanFigures:
 @dataclass(frozen=True)
 class RunResult:
     """What a run measured: per CNN fps, calls per frame, the median frame time, the
-    largest difference to the unmodified model and its largest output, and the verdict;
+    largest difference to its reference and that reference's largest output, and the verdict;
     the arena, weights and scratch bytes; the process's memory (None where the backend's
-    own runner measured); the plan's figures beside them. `data` is the whole record as
-    run.json holds it."""
+    own runner measured); the plan's figures beside them. Per CNN: `references` what the
+    verdict judged against, in words; `vs_fp32` the deviation from the fp32 model (fp16,
+    mixed and int8 plans; empty for fp32 ones, whose verdict is that comparison);
+    `calibration` where an int8 deployment's scales came from. `data` is the whole record
+    as run.json holds it."""
     backend: str
     frames: int
     fps: Mapping[str, float]
@@ -82,6 +89,9 @@ class RunResult:
     outputs: Mapping[str, tuple] = field(default_factory=dict, repr=False)   # per CNN, per frame
     output_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     data: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    vs_fp32: Mapping[str, VsFp32] = field(default_factory=dict)
+    references: Mapping[str, str | None] = field(default_factory=dict)
+    calibration: Mapping[str, ScalesOrigin] = field(default_factory=dict)
 
     @property
     def footprint_bytes(self) -> int | None:
@@ -112,7 +122,11 @@ def _record(data: dict, verdicts: dict, outputs: dict, names: dict) -> RunResult
                      data["arena_bytes"], data["param_bytes"], data.get("scratch_bytes", 0),
                      frozen(data.get("max_abs_diff") or {}), frozen(data.get("max_abs_output") or {}),
                      memory, plan, tuple(data.get("notes") or ()), frozen(verdicts), frozen(outputs),
-                     frozen(names), frozen(data))
+                     frozen(names), frozen(data),
+                     frozen({n: VsFp32.from_dict(v) for n, v in (data.get("vs_fp32") or {}).items()}),
+                     frozen(dict(data.get("references") or {})),
+                     frozen({n: ScalesOrigin.from_json(o, f"calibration.{n}")
+                             for n, o in (data.get("calibration") or {}).items()}))
 
 
 def frames_of(cnns: list[str], inputs: Any, where: str = "inputs") -> dict[str, np.ndarray]:
@@ -137,7 +151,8 @@ def run(deployment: str | Path, frames: int = 20, seed: int = 0, threads: int = 
     """Run the deployment in directory `deployment` and measure it: `frames` seeded random
     frames (seed `seed`), or the caller's `inputs`; ONNX Runtime with `threads` intra-op
     threads per step session (0: one per core). `check`: compare every CNN's outputs with
-    its unmodified model and judge them. `shared_pool`: one ORT thread pool for the whole
+    its reference at the plan's precision and judge them, and (fp16, mixed, int8) with the
+    fp32 model. `shared_pool`: one ORT thread pool for the whole
     process (only for a process that does nothing else, as `explore run`)."""
     from deploy.run import verdict
     from deploy.run.measure import CHECKED, frames_for, measure
@@ -162,7 +177,9 @@ def run(deployment: str | Path, frames: int = 20, seed: int = 0, threads: int = 
             n: [s[f] for f in range(min(CHECKED, len(s)))]
             for n, s in frames_for(manifest, max(frames, len(cnns)), seed).items()}
         verdicts = verdict.for_run(path, data["max_abs_diff"], data["max_abs_output"], compared, threads)
-        data["verdict"] = {n: v.to_dict() for n, v in verdicts.items()}
+        data["verdict"] = {n: {**v.to_dict(), **({"reference": data["references"][n]}
+                                                  if (data.get("references") or {}).get(n) else {})}
+                           for n, v in verdicts.items()}
     outputs, names = {}, {}
     if given is not None:
         outputs = {n: tuple(shaped[n].shaped(outs) for outs in data["outputs"][n]) for n in cnns}

@@ -20,7 +20,8 @@ from deploy.build.model_ports import model_ports
 from deploy.build.regions import band_step, bands, prune, shared
 from deploy.quant.scales import ActivationScales
 from deploy.runtime import arena, manifest as mf
-from deploy.runtime.manifest_records import ArenaBuffer, CnnInfo, Port, StepModel, StoredEdge
+from deploy.runtime.manifest_records import (ArenaBuffer, CnnInfo, Port, SourceModel, StepModel,
+                                             StoredEdge)
 from deploy.runtime.step_records import ManifestPartition, Step
 from deploy.checks import plan_check
 from explorer.plan.model import Plan, PlanPartition
@@ -248,9 +249,10 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
 
 def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[ManifestPartition], out: Path,
               scales: ActivationScales | None = None) -> dict[str, CnnInfo]:
-    """Per CNN: its input and output layers and shapes, its unmodified model (copied into
-    `out`, for the equivalence check; for an int8 plan, quantized with `scales` as the
-    deployment is: deploy/checks/quantized.py) and its partitions."""
+    """Per CNN: its input and output layers and shapes, its reference model (the unmodified
+    model copied into `out`, for the equivalence check; for an int8 plan, the model quantized
+    with `scales` as the deployment is: deploy/checks/quantized.py), its partitions and its
+    source model's path and digest (`source_model`)."""
     info = {}
     for name, cnn in cnns.items():
         ph = phases.get(name, {})
@@ -269,8 +271,21 @@ def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[ManifestParti
         outs = tuple(Port(s, _shape(cnn, s), "hncw" if ph.get(s, 1) > 1 else "nchw") for s in sinks)
         if ref is not None:
             ins, outs = model_ports(out / ref, ins, outs)
-        info[name] = CnnInfo(ins, outs, ref, tuple(p.name for p in partitions if p.cnn == name))
+        info[name] = CnnInfo(ins, outs, ref, tuple(p.name for p in partitions if p.cnn == name),
+                             source_model(cnn))
     return info
+
+
+def source_model(cnn: CNN) -> SourceModel | None:
+    """The model file the app names for `cnn` (path, SHA-256, what it computes in), which
+    the run compares an int8 deployment with (deploy/run/vs_fp32.py); None without one."""
+    if not cnn.source or not Path(cnn.source).is_file():
+        return None
+    from deploy.checks.files import digest
+    from deploy.checks.reference import stored_dtype
+    path = Path(cnn.source).resolve()
+    kind = "qdq" if getattr(cnn, "quantized", None) is not None else stored_dtype(path)
+    return SourceModel(str(path), digest(path), kind)
 
 
 def _shape(cnn: CNN, layer: str) -> tuple[int, ...]:

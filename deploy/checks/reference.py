@@ -37,7 +37,9 @@ def session(path: str | Path, threads: int = 0, dtype: str = "float32",
     opts = ort.SessionOptions()
     opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if plain
                                      else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-    if PROCESS.pool_threads:   # the process has ORT's global pool: the same threads, shared
+    opts.log_severity_level = 3     # errors only: an exported model's unused initializers are
+    #                                 a warning line each, which is not the run's business
+    if PROCESS.pool_threads:        # the process has ORT's global pool: the same threads, shared
         opts.use_per_session_threads = False
     else:
         opts.intra_op_num_threads = threads

@@ -1,6 +1,7 @@
 """Activation scales of an int8 deployment: the range of every tensor it stores over frames of
-input, found by ONNX Runtime's own MinMax calibrator, and each tensor's uint8 scale and zero
-point as ONNX Runtime's quantize_static computes them (asymmetric, the range widened to hold 0:
+input, found by one of ONNX Runtime's own calibrators (MinMax, Entropy, Percentile:
+deploy/quant/methods.py), and each tensor's uint8 scale and zero point as ONNX Runtime's
+quantize_static computes them from that range (asymmetric, the range widened to hold 0:
 onnxruntime.quantization.quant_utils.compute_scale_zp).
 
 The frames come from `explore deploy --calibration FILE` (`frames`: a .npy or .npz of real
@@ -15,6 +16,8 @@ reads the whole range of what it is given), so every stored tensor keeps its own
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -25,6 +28,8 @@ from onnx import TensorProto
 
 from csdf.model import CNN
 from deploy.quant.frame_values import check_values
+from deploy.quant.methods import method as calibration_method
+from deploy.quant.origin import ScalesOrigin
 from deploy.quant.scales import ActivationScales, TensorScale, key
 from sdf3.errors import InputError
 
@@ -114,22 +119,30 @@ def stored(cnn: CNN, model: onnx.ModelProto) -> dict[str, str]:
 
 
 def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str | None = None,
-                      frames_from: str | None = None) -> ActivationScales:
+                      frames_from: str | None = None, method: str | None = None,
+                      origin: ScalesOrigin | None = None) -> ActivationScales:
     """The uint8 scale and zero point of every tensor a deployment of `cnn` stores (keys
-    "cnn/layer", cnn `name`, else `cnn.name`), from the range ONNX Runtime's MinMax
-    calibrator finds over `frames` on the model at `model_path` (`cnn` is its import).
-    A frame is an array for the model's one input, or a dict input name -> array.
+    "cnn/layer", cnn `name`, else `cnn.name`), from the range ONNX Runtime's calibrator of
+    `method` (deploy/quant/methods.py, with that method's options; None: minmax) finds over
+    `frames` on the model at `model_path` (`cnn` is its import).
+    A frame is an array for the model's one input, or a dict input name -> array. `origin`:
+    where the frames came from, kept with the scales (its method set to `method`).
 
-    The calibrator is given one frame at a time (its ranges merge by min and max, so the
-    result is that of all the frames at once), and a frame that drives a stored tensor
-    beyond float32's range (finite input, an infinite output) is refused naming the frame
-    (`frames_from`: where the frames came from, default the model)."""
+    ONNX Runtime's MinMax calibrator is first given one frame at a time (its ranges merge by
+    min and max, so the result is that of all the frames at once), and a frame that drives a
+    stored tensor beyond float32's range (finite input, an infinite output) is refused naming
+    the frame (`frames_from`: where the frames came from, default the model): the histogram
+    calibrators cannot bin an infinite value. Those ranges are the answer for minmax; another
+    method's calibrator then reads all the frames."""
+    from dataclasses import replace
+
     from onnxruntime.quantization.calibrate import (CalibrationDataReader, CalibrationMethod,
                                                     create_calibrator)
     from onnxruntime.quantization.quant_utils import compute_scale_zp, get_qmin_qmax_for_qType
 
     from csdf.onnx_inputs import with_shapes
 
+    chosen = calibration_method(method)
     model = onnx.load(str(model_path))
     with_shapes(model, dict(cnn.input_shapes))
     tensors = stored(cnn, model)
@@ -140,8 +153,8 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
         raise InputError(f"{model_path}: no calibration frames, expected at least one")
 
     class Reader(CalibrationDataReader):
-        def __init__(self, feed):
-            self.left = iter([feed])
+        def __init__(self, *feed):
+            self.left = iter(feed)
 
         def get_next(self):
             return next(self.left, None)
@@ -156,6 +169,14 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
             _finite_ranges(calibrator.compute_data(), tensors, frames_from or str(model_path), i)
         ranges = calibrator.compute_data()
         del calibrator    # its session holds the augmented model's file open
+        if chosen.ort_method() != CalibrationMethod.MinMax:
+            calibrator = create_calibrator(source, augmented_model_path=str(Path(tmp) / "histogram.onnx"),
+                                           calibrate_method=chosen.ort_method(),
+                                           extra_options=chosen.extra_options())
+            with contextlib.redirect_stdout(io.StringIO()):   # the histogram ones print progress
+                calibrator.collect_data(Reader(*feeds))
+                ranges = calibrator.compute_data()
+            del calibrator
     qmin, qmax = get_qmin_qmax_for_qType(TensorProto.UINT8)
     cnn_name = name or cnn.name
     by_tensor = {}
@@ -166,7 +187,8 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
         lo, hi = ranges.data[tensor].range_value
         zero, scale = compute_scale_zp(lo, hi, qmin, qmax, symmetric=False)   # one value each
         by_tensor[key(cnn_name, layer)] = TensorScale(float(np.squeeze(scale)), int(np.squeeze(zero)))
-    return ActivationScales("uint8", by_tensor)
+    origin = replace(origin or ScalesOrigin("file", count=len(feeds)), method=chosen.name)
+    return ActivationScales("uint8", by_tensor, {cnn_name: origin})
 
 
 def _finite_ranges(ranges, tensors: Mapping[str, str], where: str, frame: int) -> None:
@@ -191,7 +213,8 @@ def merged(parts: Iterable[ActivationScales]) -> ActivationScales:
         raise InputError(f"activation scales stored as {' and '.join(dtypes)}, expected one type "
                          f"for every CNN of a deployment")
     return ActivationScales(dtypes[0] if dtypes else "uint8",
-                            {k: v for p in parts for k, v in p.by_tensor.items()})
+                            {k: v for p in parts for k, v in p.by_tensor.items()},
+                            {k: v for p in parts for k, v in p.origins.items()})
 
 
 def qdq_scales(cnn: CNN, name: str | None = None) -> ActivationScales | None:
@@ -199,8 +222,8 @@ def qdq_scales(cnn: CNN, name: str | None = None) -> ActivationScales | None:
     (csdf/onnx_qdq.py: `cnn.quantized.activations`, by layer), keys "cnn/layer", and for
     its points inside fused layers (`cnn.quantized.inner`), keys "cnn/layer@point", where a
     step rounds as the model does; None for a model that is not quantized. Layers with no
-    QuantizeLinear on their output are absent (the model computes them in fp32). One stored type and one scale per tensor: a model
-    mixing int8 and uint8 activations, or with a per-channel activation scale, is refused.
+    QuantizeLinear on their output are absent (the model computes them in fp32). One stored
+    type and one scale per tensor: a model mixing int8 and uint8 activations, or with a per-channel activation scale, is refused.
 
     int8 activations are held as uint8, zero point + 128: the same values, as ONNX Runtime
     itself converts a model's int8 QuantizeLinear -> DequantizeLinear pairs before it fuses
@@ -227,4 +250,4 @@ def qdq_scales(cnn: CNN, name: str | None = None) -> ActivationScales | None:
                              f"values on axis {s.axis}), expected one scale and zero point per tensor")
         shift = S8_TO_U8 if s.dtype == "int8" else 0
         by_tensor[key(name or cnn.name, layer)] = TensorScale(float(s.scale[0]), int(s.zero_point[0]) + shift)
-    return ActivationScales("uint8", by_tensor)
+    return ActivationScales("uint8", by_tensor, {name or cnn.name: ScalesOrigin("model")})

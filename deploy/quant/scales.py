@@ -5,7 +5,8 @@ An int8 deployment stores each CNN's input and every layer's output in one byte,
 x_q = clamp(round(x / scale) + zero_point) (ONNX QuantizeLinear), and its steps read them
 back as (x_q - zero_point) * scale (DequantizeLinear). The scales come from calibration
 frames (deploy/quant/calibration.py) or, for a model already quantized, from its own
-QuantizeLinear nodes (csdf/onnx_qdq.py `Quantized.activations`).
+QuantizeLinear nodes (csdf/onnx_qdq.py `Quantized.activations`); `origins` says which, per CNN
+(deploy/quant/origin.py).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from deploy.quant.origin import ScalesOrigin
 from sdf3.errors import InputError
 
 DTYPES = ("uint8", "int8")
@@ -30,9 +32,11 @@ class ActivationScales:
     """`dtype`: the stored integer type; `by_tensor`: "cnn/layer" -> its output's scale (a
     CNN's input layer included), and for a QDQ model's points inside fused layers
     "cnn/layer@act<i>" / "cnn/layer@gate<i>" (csdf/onnx_qdq.py `inner_key`), where its steps
-    round without storing."""
+    round without storing; `origins`: per CNN where its scales came from (not part of what
+    two records compare: the same scales are the same, however found)."""
     dtype: str
     by_tensor: Mapping[str, TensorScale] = field(default_factory=dict)
+    origins: Mapping[str, ScalesOrigin] = field(default_factory=dict, compare=False)
 
     def for_cnn(self, cnn: str) -> dict[str, TensorScale]:
         """CNN `cnn`'s scales by layer, as its step models take them."""
@@ -57,8 +61,11 @@ class ActivationScales:
         return (q.astype(np.float32) - np.float32(s.zero_point)) * np.float32(s.scale)
 
     def to_json(self) -> dict[str, Any]:
-        return {"dtype": self.dtype,
-                "tensors": {k: [v.scale, v.zero_point] for k, v in sorted(self.by_tensor.items())}}
+        out: dict[str, Any] = {"dtype": self.dtype, "tensors": {
+            k: [v.scale, v.zero_point] for k, v in sorted(self.by_tensor.items())}}
+        if self.origins:
+            out["origins"] = {cnn: o.to_json() for cnn, o in self.origins.items()}
+        return out
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> "ActivationScales":
@@ -73,7 +80,13 @@ class ActivationScales:
                 raise InputError(f"{where}: key 'quantization.tensors.{name}' must be "
                                  f"[scale > 0, integer zero point], got {value!r}")
             out[name] = TensorScale(float(value[0]), int(value[1]))
-        return cls(data["dtype"], out)
+        origins = data.get("origins", {})
+        if not isinstance(origins, dict):
+            raise InputError(f"{where}: key 'quantization.origins' must map CNN names to where "
+                             f"their scales came from")
+        return cls(data["dtype"], out, {cnn: ScalesOrigin.from_json(o, f"{where}: key "
+                                                                    f"'quantization.origins.{cnn}'")
+                                        for cnn, o in origins.items()})
 
 
 def key(cnn: str, layer: str) -> str:

@@ -1,8 +1,10 @@
 """Run a deployment and measure it: fps per CNN, arena and parameter bytes, calls made,
-the process's footprint (deploy/runtime/footprint.py), and the largest difference to the unmodified
-model. Everything here is measured on the run; the plan's figures are reported beside the
+the process's footprint (deploy/runtime/footprint.py), the largest difference to the reference
+at the plan's precision (the unmodified model for fp32 plans, deploy/run/references.py) and,
+for fp16, mixed and int8 plans, the deviation from the fp32 model (deploy/run/vs_fp32.py).
+Everything here is measured on the run; the plan's figures are reported beside the
 measured ones, never instead of them. The reference check runs after the footprint is
-read, so the unmodified model's session does not inflate it."""
+read, so the reference's session does not inflate it."""
 from __future__ import annotations
 
 import time
@@ -15,6 +17,8 @@ from deploy.backends import registry
 from deploy.runtime import manifest as mf
 from deploy.checks import files, manifest_check
 from deploy.checks import reference
+from deploy.run import vs_fp32
+from deploy.run.references import judged_against
 from deploy.runtime.executor import Executor
 from deploy.runtime.footprint import Footprint, peak_rss_bytes  # noqa: F401  (peak_rss_bytes: callers)
 from sdf3.errors import InputError
@@ -101,7 +105,12 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
         if inputs is not None:
             raise InputError(f"--input: the {backend_name} deployment runs in its own runner, "
                              f"on its own frames")
-        return chosen.measure(deploy_dir, frames, seed, warmup, check)
+        measured = chosen.measure(deploy_dir, frames, seed, warmup, check)
+        if manifest.dtype != "float32":
+            gone = vs_fp32.VsFp32(reason=f"the {backend_name} deployment runs in its own runner, "
+                                         f"which returns no outputs to compare")
+            measured["vs_fp32"] = {name: gone.to_dict() for name in manifest.cnns}
+        return measured
     routed = (frames_for(manifest, max(frames, len(manifest.cnns)), seed) if inputs is None
               else dict(inputs))
     keep = CHECKED if inputs is None else max(len(s) for s in routed.values())
@@ -151,13 +160,14 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
     diff: dict[str, float | None] = {}
     magnitude: dict[str, float | None] = {}   # largest |reference output|: the diff's scale
     if check:
-        progress("comparing the outputs with the unmodified model's")
+        progress("comparing the outputs with the reference's")
         for name, stream in routed.items():
             ref_path = manifest.cnns[name].reference
             if ref_path is None:
                 diff[name] = magnitude[name] = None
                 continue
-            # the unmodified model at the plan's precision (deploy/run/verdict.py)
+            # the reference at the plan's precision: the unmodified model rounded as the
+            # deployment rounds, or the int8 reference (deploy/run/verdict.py)
             sess = reference.session(Path(deploy_dir) / ref_path, threads, manifest.dtype,
                                      registry.backend(manifest.backend)
                                      .stored_weights(manifest.precision))
@@ -168,6 +178,12 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
                     worst = max(worst, float(np.max(np.abs(g - w.reshape(g.shape)))))
                     size = max(size, float(np.max(np.abs(w))))
             diff[name], magnitude[name] = worst, size
+    deviation: dict[str, vs_fp32.VsFp32] = {}     # reduced precision: the cost of it
+    if manifest.dtype != "float32":
+        unchecked = vs_fp32.VsFp32(reason="not compared (--no-check keeps no outputs)")
+        for name, stream in routed.items():
+            deviation[name] = (vs_fp32.compare(deploy_dir, manifest, name, stream, outputs[name], threads)
+                               if check else unchecked)
     helper = getattr(be, "helper_peak_rss_bytes", 0)     # a child process that optimised the models
     result = {"fps": fps, "arena_bytes": arena_bytes,
               "param_bytes": be.param_bytes(), "max_abs_diff": diff, "max_abs_output": magnitude,
@@ -177,9 +193,21 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
               "backend": backend_name, "frames": sum(len(s) for s in routed.values()),
               **fp.report(), **plan_figures(manifest),
               **({"outputs": outputs} if inputs is not None else {}),
+              **({"vs_fp32": {n: v.to_dict() for n, v in deviation.items()}} if deviation else {}),
+              "references": {n: judged_against(manifest, n, deploy_dir) for n in manifest.cnns},
+              **scales_origins(manifest),
               **({"notes": be.notes()} if hasattr(be, "notes") else {}),
               **({"load_helper_peak_rss_bytes": helper} if helper else {})}
     return result
+
+
+def scales_origins(manifest: mf.Manifest) -> dict[str, Any]:
+    """An int8 deployment's "calibration": per CNN where its scales came from
+    (deploy/quant/origin.py), as the manifest keeps it."""
+    quant = manifest.quantization
+    if quant is None or not quant.origins:
+        return {}
+    return {"calibration": {n: o.to_json() for n, o in quant.origins.items()}}
 
 
 def plan_figures(manifest: mf.Manifest) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from deploy.runtime.step_records import (Binding, ManifestPartition, Shape, Step
 from sdf3.errors import InputError
 
 __all__ = ["FORMAT", "VERSION", "Manifest", "ManifestPartition", "Step", "Binding", "TiledGroup",
-           "TileCall", "TileMid", "StoredEdge", "ArenaBuffer", "Port", "CnnInfo", "StepModel",
+           "TileCall", "TileMid", "StoredEdge", "ArenaBuffer", "Port", "CnnInfo", "SourceModel", "StepModel",
            "ProfileModel", "ProfilePort", "Shape"]
 
 FORMAT = "memtrade-deployment"
@@ -122,17 +122,48 @@ class Port:
                    r.ints("tensor_shape", None), r.str("dtype", None))
 
 
+SOURCE_KINDS = ("float32", "float16", "qdq")
+
+
+@dataclass(frozen=True)
+class SourceModel:
+    """The ONNX model the app names for a CNN, as `explore deploy` found it: its absolute
+    path, the SHA-256 of that file, and what it computes in: "float32", "float16" (a model
+    stored in fp16) or "qdq" (already quantized). The run compares an int8 deployment with it
+    (deploy/run/vs_fp32.py) when it is fp32 and unchanged."""
+    path: str
+    sha256: str
+    kind: str = "float32"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256, "kind": self.kind}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> SourceModel:
+        r = Fields(data, where)
+        kind = r.str("kind", "float32")
+        if kind not in SOURCE_KINDS:
+            raise InputError(f"{where}.kind: expected one of {', '.join(SOURCE_KINDS)}, got {kind!r}")
+        return cls(r.str("path"), r.str("sha256"), kind)
+
+
 @dataclass(frozen=True)
 class CnnInfo:
+    """A CNN's ports, its reference model (a path inside the deployment), its partitions and
+    the source model the app names (None for a zoo network)."""
     inputs: tuple[Port, ...]
     outputs: tuple[Port, ...]
     reference: str | None
     partitions: tuple[str, ...]
+    source: SourceModel | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"inputs": [p.to_dict() for p in self.inputs],
-                "outputs": [p.to_dict() for p in self.outputs],
-                "reference": self.reference, "partitions": list(self.partitions)}
+        out = {"inputs": [p.to_dict() for p in self.inputs],
+               "outputs": [p.to_dict() for p in self.outputs],
+               "reference": self.reference, "partitions": list(self.partitions)}
+        if self.source is not None:
+            out["source"] = self.source.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> CnnInfo:
@@ -147,7 +178,9 @@ class CnnInfo:
         if ref is not None and not isinstance(ref, str):
             raise InputError(f"{where}.reference: {ref!r} is not a path relative to the "
                              f"deployment (a deployment reads only its own directory)")
-        return cls(ins, outs, ref, r.strs("partitions", ()))
+        source = (SourceModel.from_dict(r.raw("source"), f"{where}.source")
+                  if r.has("source") else None)
+        return cls(ins, outs, ref, r.strs("partitions", ()), source)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from deploy.backends import registry
+    from deploy.quant import methods
     parser.add_argument("plan", help="plan.json written by `explore APP.yaml`")
     parser.add_argument("--backend", choices=registry.names(), default=registry.DEFAULT)
     parser.add_argument("--out", required=True, help="directory for the deployment")
@@ -27,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="int8 plans: frames of real input (.npy or .npz, [F, N, C, H, W] or "
                              "[F, C, H, W]) the tensors' scales are calibrated on (default: "
                              "generated frames, with a warning; a QDQ model uses its own)")
+    parser.add_argument("--calibration-method", choices=methods.names(), default=None,
+                        help="int8 plans: ONNX Runtime's calibrator that finds each tensor's "
+                             "range (default minmax; docs/precision.md)")
     parser.add_argument("--with-profile", action="store_true",
                         help="also write every layer's whole and part model, for "
                              "`board_runner.py profile` on the target")
@@ -36,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     import memtrade
     dep = memtrade.deploy(args.plan, args.out, args.backend, args.calibration, steps=args.steps,
                           point=args.point, force=args.force, with_profile=args.with_profile,
+                          calibration_method=args.calibration_method,
                           warn=lambda line: print(f"explore deploy: warning: {line}", file=sys.stderr))
     print(f"deployed {dep.name}: {dep.models} step models, {dep.steps} steps, arena "
           f"{dep.arena_bytes} B (device {dep.device_arena_bytes} B) -> {args.out}")

@@ -1,7 +1,8 @@
 """The lines `explore run` prints for a measured run (memtrade.RunResult): backend and frames,
 a warning when the plan was made for another machine, the bytes, the footprint and its parts
-beside the plan's memory, and per CNN its fps beside the predicted, calls per frame and the
-verdict."""
+beside the plan's memory, and per CNN its fps beside the predicted, calls per frame, the
+verdict and what it judged against, where its int8 scales came from and its deviation from
+the fp32 model (explorer/cli/vs_fp32_lines.py)."""
 from __future__ import annotations
 
 MiB = 2 ** 20
@@ -33,6 +34,7 @@ def memory_lines(res) -> list[str]:
 
 
 def run_lines(res, no_check: bool) -> list[str]:
+    from explorer.cli.vs_fp32_lines import cnn_lines, fail_lines
     from memtrade.platform import plan_made_elsewhere
     out = [f"backend {res.backend}, {res.frames} frames"]
     elsewhere = plan_made_elsewhere(res.plan.platform or "", res.backend)
@@ -58,7 +60,5 @@ def run_lines(res, no_check: bool) -> list[str]:
         beside = f" (predicted {predicted:.1f})" if predicted else ""
         out.append(f"  {cnn}: {fps:.1f} fps{beside}, {res.calls_per_frame[cnn]} calls/frame, "
                    f"max |diff| {diff_s}")
-    bad = [c for c, v in res.verdicts.items() if v.verdict == "FAIL"]
-    if bad:
-        out.append(f"FAIL: outputs of {', '.join(bad)} differ from the unmodified model (exit 4)")
-    return out
+        out += cnn_lines(res, cnn, no_check)
+    return out + fail_lines(res)

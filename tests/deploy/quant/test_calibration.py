@@ -13,7 +13,8 @@ from onnx import numpy_helper as nh
 
 from csdf.onnx_import import load_onnx
 from csdf.onnx_qdq import Quantized, Scale
-from deploy.quant import calibration
+from deploy.quant import calibration, methods
+from deploy.quant.origin import ScalesOrigin
 from deploy.quant.scales import TensorScale
 from sdf3.errors import InputError
 from test_onnx_qdq import SHAPE, fp32_model
@@ -91,9 +92,9 @@ def _frames(count: int = 6) -> list[np.ndarray]:
             for i in range(count)]
 
 
-def ort_quantized(fp32: Path, frames: list[np.ndarray], out: Path) -> Path:
+def ort_quantized(fp32: Path, frames: list[np.ndarray], out: Path, method: str = "MinMax") -> Path:
     """ONNX Runtime's own static quantization of `fp32` (QDQ, uint8 activations, per-channel
-    int8 weights) calibrated on `frames`."""
+    int8 weights) calibrated on `frames` by its calibrator `method` (CalibrationMethod member)."""
     class Reader(quantization.CalibrationDataReader):
         def __init__(self):
             self.left = iter([{"input": f} for f in frames])
@@ -103,7 +104,8 @@ def ort_quantized(fp32: Path, frames: list[np.ndarray], out: Path) -> Path:
 
     quantization.quantize_static(str(fp32), str(out), Reader(), quant_format=quantization.QuantFormat.QDQ,
                                  activation_type=quantization.QuantType.QUInt8,
-                                 weight_type=quantization.QuantType.QInt8, per_channel=True)
+                                 weight_type=quantization.QuantType.QInt8, per_channel=True,
+                                 calibrate_method=getattr(quantization.CalibrationMethod, method))
     return out
 
 
@@ -122,23 +124,27 @@ def _q_nodes(model: onnx.ModelProto) -> dict[str, TensorScale]:
     return out
 
 
-def test_scales_equal_those_quantize_static_writes(tmp_path):
-    """The small network (conv + Relu, depthwise stride 2 + Relu, residual Add, Concat): the
-    QuantizeLinear of every stored tensor in ONNX Runtime's QDQ model has our scale and zero
-    point, bit for bit; a Relu fused into its conv is removed by quantize_static, whose conv
-    then writes the Relu's output name."""
+@pytest.mark.parametrize("method", [m for m in methods.names() if not methods.method(m).options])
+def test_scales_equal_those_quantize_static_writes(tmp_path, method):
+    """The small network (conv + Relu, depthwise stride 2 + Relu, residual Add, Concat), for
+    each calibration method run with quantize_static's own settings: the QuantizeLinear of
+    every stored tensor in ONNX Runtime's QDQ model calibrated by that method has our scale
+    and zero point, bit for bit; a Relu fused into its conv is removed by quantize_static,
+    whose conv then writes the Relu's output name."""
     fp32 = fp32_model(tmp_path / "fp32.onnx")
     frames = _frames()
     cnn = load_onnx(fp32, "net")
-    ours = calibration.activation_scales(fp32, cnn, frames)
-    theirs = _q_nodes(onnx.load(str(ort_quantized(fp32, frames, tmp_path / "qdq.onnx"))))
+    ours = calibration.activation_scales(fp32, cnn, frames, method=method)
+    chosen = methods.method(method)
+    theirs = _q_nodes(onnx.load(str(ort_quantized(fp32, frames, tmp_path / "qdq.onnx", chosen.ort_member))))
+    assert ours.origins["net"] == ScalesOrigin("file", method, len(frames))
     stored = {layer.output_tensor: layer.name for layer in cnn.layers()}
     assert ours.dtype == "uint8" and set(ours.by_tensor) == {f"net/{n}" for n in stored.values()}
     assert set(stored) <= set(theirs), (stored, theirs)
     for tensor, layer in stored.items():
         assert ours.of("net", layer) == theirs[tensor], (layer, ours.of("net", layer), theirs[tensor])
     # the range is over all the frames: the last frame alone gives other scales
-    alone = calibration.activation_scales(fp32, cnn, frames[:1], name="other")
+    alone = calibration.activation_scales(fp32, cnn, frames[:1], name="other", method=method)
     assert all(alone.of("other", n) != ours.of("net", n) for n in stored.values() if n != "input")
     assert not list(tmp_path.glob("*augmented*"))      # its temp dir, removed
 
@@ -178,3 +184,58 @@ def test_merged_scales_of_several_cnns(tmp_path):
     from dataclasses import replace
     with pytest.raises(InputError, match="stored as int8 and uint8"):
         calibration.merged([a, replace(b, dtype="int8")])
+
+
+def _ort_ranges(fp32: Path, frames: list[np.ndarray], tmp: Path, member: str, options: dict) -> dict:
+    """Each tensor's range as ONNX Runtime's calibrator `member` (create_calibrator, with
+    `options`) finds it over `frames`."""
+    from onnxruntime.quantization.calibrate import CalibrationMethod, create_calibrator
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.left = iter([{"input": f} for f in frames])
+
+        def get_next(self):
+            return next(self.left, None)
+
+    cal = create_calibrator(fp32, augmented_model_path=str(tmp / f"aug_{member}.onnx"),
+                            calibrate_method=getattr(CalibrationMethod, member), extra_options=options)
+    cal.collect_data(Reader())
+    return {t: d.range_value for t, d in cal.compute_data().data.items()}
+
+
+@pytest.mark.parametrize("method", methods.names())
+def test_scales_are_those_of_ort_s_calibrator_on_the_same_frames(tmp_path, method, capsys):
+    """Every method against ONNX Runtime's calibrator run here with the method's options: each
+    stored tensor's scale and zero point are compute_scale_zp of the range it finds. Frames with
+    an outlier (one 6x the others' spread), on which the methods differ: the histogram ones
+    clip, so their scales differ from MinMax's and none is larger. ONNX Runtime's own
+    default Entropy (128 bins) is MinMax here, as deploy/quant/methods.py says. The
+    calibrators' progress lines are kept off stdout."""
+    from onnxruntime.quantization.quant_utils import compute_scale_zp, get_qmin_qmax_for_qType
+    qmin, qmax = get_qmin_qmax_for_qType(onnx.TensorProto.UINT8)
+    fp32 = fp32_model(tmp_path / "fp32.onnx")
+    cnn = load_onnx(fp32, "net")
+    frames = _frames(4) + [6 * _frames(1)[0]]
+    chosen = methods.method(method)
+    capsys.readouterr()
+    ours = calibration.activation_scales(fp32, cnn, frames, method=method)
+    assert capsys.readouterr().out == ""
+    ranges = _ort_ranges(fp32, frames, tmp_path, chosen.ort_member, chosen.extra_options())
+    for tensor, layer in calibration.stored(cnn, onnx.load(str(fp32))).items():
+        zero, scale = compute_scale_zp(*ranges[tensor], qmin, qmax, symmetric=False)
+        assert ours.of("net", layer) == TensorScale(float(np.squeeze(scale)), int(np.squeeze(zero))), (method, layer)
+    minmax = calibration.activation_scales(fp32, cnn, frames, method="minmax")
+    if method != "minmax":      # a range inside the values seen: no scale above MinMax's
+        assert ours != minmax
+        assert all(s.scale <= minmax.by_tensor[k].scale * (1 + 1e-6) for k, s in ours.by_tensor.items())
+    if method == "entropy":
+        as_floats = lambda ranges: {t: [float(np.squeeze(v)) for v in r] for t, r in ranges.items()}  # noqa: E731
+        assert as_floats(_ort_ranges(fp32, frames, tmp_path, "Entropy", {})) \
+            == as_floats(_ort_ranges(fp32, frames, tmp_path, "MinMax", {}))
+
+
+def test_an_unknown_method_is_one_line(tmp_path):
+    fp32 = fp32_model(tmp_path / "fp32.onnx")
+    with pytest.raises(InputError, match="unknown calibration method 'kl'.*minmax, entropy, percentile"):
+        calibration.activation_scales(fp32, load_onnx(fp32, "net"), _frames(1), method="kl")
