@@ -12,7 +12,8 @@ reading or writing outside a buffer's region, or running with wrong outputs.
 - paths: every model and reference file relative and inside the deployment directory (a
   deployment reads only its own directory) and present;
 - models: each step model parses, and its inputs and outputs (names, element types, shapes)
-  are exactly the step's bindings: a missing, truncated or swapped model is refused;
+  are exactly the step's bindings, with at least one output: a missing, truncated or
+  swapped model is refused;
 - memory: the arena and output arrays fit this machine (deploy/arena.check_fits).
 """
 from __future__ import annotations
@@ -390,4 +391,6 @@ def _declared(path: Path, rel: str, fail) -> dict[str, tuple[int, list[int]]]:
         out[v.name] = (t.elem_type, [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim])
     if not model.graph.node:
         fail(f"model {rel}: not a readable ONNX model (no graph nodes)")
+    if not model.graph.output:
+        fail(f"model {rel}: it has no output, so ONNX Runtime cannot run its steps")
     return out

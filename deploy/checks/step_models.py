@@ -5,7 +5,9 @@ final form loaded with the weights handed over), in both kernel forms (NCHWc and
 ONNX Runtime's shape inference and kernel lookup judge what the run will load. Not ONNX's
 own shape inference, which gives up inside exports ORT runs (Swin-T's attention). A step
 the run would refuse is then found at deploy, as one line naming the layer, its ONNX nodes
-and the reason; a model memtrade has just written and cannot load is memtrade's fault, and
+and the reason; each is also bound to zero arrays of its ports' shapes and run once, as the
+executor binds and calls it (a model without outputs, which ONNX Runtime loads but never
+runs, is refused before that); a model memtrade has just written and cannot load is memtrade's fault, and
 the line says so and asks for a report.
 
 The loads run in one child process (`python -m deploy.checks.step_models`, paths as JSON on
@@ -20,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from csdf.model import CNN
@@ -42,15 +45,38 @@ def check_model(path: Path) -> str | None:
         onnx.checker.check_model(str(path))   # structure; shapes are ORT's to judge below
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
         return f"onnx.checker: {_reason(err)}"
+    if not onnx.load(str(path), load_external_data=False).graph.output:
+        return "memtrade's own check: it has no output (ONNX Runtime runs no model without one)"
     for layout in ("nchwc", "nchw"):   # "auto" and "blocked" build from these two forms
         backend = OrtBackend(threads=1, layout=layout, optimize_in_child=False)
         try:
-            backend.load(path)
+            session = backend.load(path)
         except Exception as err:           # onnxruntime's Fail, InvalidGraph, NotImplemented
             return f"ONNX Runtime ({layout} form, as `explore run` loads it): {_reason(err)}"
+        try:
+            _run_once(backend, session)
+        except Exception as err:           # what the run's first call would raise
+            return f"ONNX Runtime ({layout} form, bound and run once as `explore run` " \
+                   f"calls it): {_reason(err)}"
         finally:
             del backend
     return None
+
+
+_NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(uint8)": np.uint8,
+          "tensor(int8)": np.int8, "tensor(int32)": np.int32, "tensor(int64)": np.int64}
+
+
+def _run_once(backend, session) -> None:
+    """Bind `session` to zero arrays of the shapes and types its ports declare (slot
+    indices 0, inside every ring) through the backend's own binding, as the executor binds
+    arena views, and call it once."""
+    def zeros(port) -> np.ndarray:
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in port.shape]
+        return np.zeros(shape, _NUMPY.get(port.type, np.float32))
+    inputs = {p.name: zeros(p) for p in session.get_inputs()}
+    outputs = {p.name: zeros(p) for p in session.get_outputs()}
+    backend.bind(session, inputs, outputs)()
 
 
 def first_refused(paths: list[str]) -> tuple[int, str] | None:
@@ -84,6 +110,10 @@ def check_models(out: Path, manifest: Manifest, cnns: dict[str, CNN]) -> None:
                  for n in cnn.layer(m).onnx_nodes]
         shown = ", ".join(nodes[:6]) + (f", ... ({len(nodes) - 6} more)" if len(nodes) > 6 else "")
         what = f"fused-tiled group {layer}" if group else f"layer {layer}"
+        first = next(((part, t, st) for part, t, st in manifest.steps() if st.model == rel), None)
+        if first is not None:
+            part, t, st = first
+            what = f"step {t} of partition {part.name} (layer {st.layer} phase {st.phase}), " + what
         raise StepModelRefused(f"{what} of CNN {cnn_name}"
                                + (f" (ONNX nodes {shown})" if shown else "")
                                + f": step model {rel}, just written by memtrade, is refused by "
