@@ -11,6 +11,8 @@ reading or writing outside a buffer's region, or running with wrong outputs.
   rows row by row, each row from the first to the last step touching it);
 - paths: every model and reference file relative and inside the deployment directory (a
   deployment reads only its own directory) and present;
+- digests: every file `explore deploy` recorded (key "files") has the SHA-256 it recorded,
+  and every step model and reference is among them (deploy/checks/files.py `verify`);
 - models: each step model parses, and its inputs and outputs (names, element types, shapes)
   are exactly the step's bindings, with at least one output: a missing, truncated or
   swapped model is refused;
@@ -25,6 +27,7 @@ from typing import Any
 import onnx
 from onnx import TensorProto
 
+from deploy.checks import files
 from deploy.runtime import arena
 from deploy.runtime.manifest_records import Manifest, Step
 from sdf3.errors import InputError
@@ -61,6 +64,7 @@ def check(manifest: Manifest, deploy_dir: str | Path) -> None:
     _edges(manifest, size, fail)
     _cnns(manifest, root, fail)
     spans = _steps(manifest, root, size, fail)
+    files.verify(manifest, root)
     _live_overlaps(manifest, spans, fail)
     outputs = sum(2 * prod(o.shape) * size for c in manifest.cnns.values() for o in c.outputs)
     arena.check_fits(total + outputs, fail.where, "the arena and output arrays")

@@ -25,6 +25,7 @@ from deploy_fixtures import make_plan
 from explorer.cli.main import main
 from onnx_cases import joins_block
 from test_verdict import run_json, swap_models
+from refusals import redigest
 
 H = 11
 
@@ -98,6 +99,7 @@ def test_damage_fails_at_int8(net, tmp_path, capsys):
         if t.name == "scale:c":
             model.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * 2, t.name))
     onnx.save(model, str(out / rel))
+    redigest(out)
     assert run_json(capsys, out)[1]["verdict"]["net"]["verdict"] == "FAIL"
 
     # a wrong weight: the int8 weights of output channel 0 of layer a's first step model
@@ -117,6 +119,7 @@ def test_damage_fails_at_int8(net, tmp_path, capsys):
     else:
         raise AssertionError(f"no int8 weight in {rel}")
     onnx.save(model, str(out / rel))
+    redigest(out)
     assert run_json(capsys, out)[1]["verdict"]["net"]["verdict"] == "FAIL"
 
     # two step models of equal ports swapped (the 1x1 convs c and c2)
