@@ -36,7 +36,7 @@ import networkx as nx
 import numpy as np
 import onnx
 
-from csdf import onnx_opaque, onnx_qdq
+from csdf import onnx_opaque, onnx_qdq, qdq_checks
 from csdf.model import CNN, INPUT, Layer
 from csdf.onnx_consts import fold_constants, live_nodes, opsets, reinfer, static_shapes
 from csdf.onnx_fusion import (ACTIVATIONS, FUSE_ACTIVATION_INTO, absorb, act_hyper,
@@ -53,6 +53,7 @@ def load_onnx(path: str | Path, name: str, fused: bool = True, input_shape: Any 
     for a model that cannot run as layers (see the module docstring)."""
     path = Path(path)
     model, fixed = _read(path, input_shape)
+    qdq_checks.check(model, path)                    # its scales and zero points are legal
     model, quantized = onnx_qdq.fold(model)          # a QDQ model: its int8 network
     cnn = onnx_qdq.attach(_Importer(model, path, name, fused).run(), quantized)
     cnn.input_shapes = dict(fixed.shapes)
