@@ -36,7 +36,7 @@ import networkx as nx
 import numpy as np
 import onnx
 
-from csdf import onnx_opaque, onnx_qdq, qdq_checks
+from csdf import onnx_opaque, onnx_qdq, qdq_checks, shape_checks
 from csdf.model import CNN, INPUT, Layer
 from csdf.onnx_consts import fold_constants, live_nodes, opsets, reinfer, static_shapes
 from csdf.onnx_fusion import (ACTIVATIONS, FUSE_ACTIVATION_INTO, absorb, act_hyper,
@@ -72,9 +72,11 @@ def _read(path: Path, input_shape: Any = None) -> tuple[onnx.ModelProto, FixedIn
         raise InputError(f"{path}: not an ONNX model (no graph nodes)")
     fixed = fix_inputs(model, str(path), input_shape)
     try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True), fixed
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception as err:
         raise InputError(f"{path}: ONNX shape inference failed: {str(err).splitlines()[0]}") from None
+    shape_checks.check(inferred, path, fixed.shapes, layer_name)   # what inference lets through
+    return inferred, fixed
 
 
 def clean_name(text: str) -> str:
