@@ -79,7 +79,9 @@ def _contradiction(node, shapes: dict, consts: dict) -> str | None:
     elif node.op_type == "Conv" and len(ins) >= 2:
         w = shapes.get(ins[1])
         group = _attr(node, "group", 1)
-        if _known(a) and _known(w) and len(a) >= 2 and len(w) >= 2 and a[1] != w[1] * group:
+        # a group not dividing the channels: the importer's own line says so
+        if _known(a) and _known(w) and len(a) >= 2 and len(w) >= 2 and a[1] % group == 0 \
+                and a[1] != w[1] * group:
             return (f"its input '{ins[0]}' is {a}, {a[1]} channels, but its weight '{ins[1]}' "
                     f"{w} (group {group}) takes {w[1] * group}")
     elif node.op_type == "Reshape" and len(ins) == 2 and ins[1] in consts and _known(a):
