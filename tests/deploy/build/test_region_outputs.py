@@ -57,3 +57,16 @@ def test_a_band_model_without_output_is_refused_at_deploy(cnn, tmp_path, monkeyp
     assert "\n" not in line
     assert f"step 2 of partition {NAME}.all (layer a phase 1)" in line
     assert "it has no output" in line
+
+
+def test_a_deployment_with_such_a_model_is_refused_at_load(cnn, tmp_path, monkeypatch, capsys):
+    """Past the deploy check (turned off here), `explore run` refuses the model at load
+    (deploy/checks/manifest_check.py), before any session is made."""
+    from deploy.checks import step_models
+    from refusals import refused
+    monkeypatch.setattr(regions, "_with_output", lambda full, band: band)
+    monkeypatch.setattr(step_models, "check_models", lambda out, manifest, cnns: None)
+    plan = make_plan([cnn], {NAME: all_parts(cnn)})
+    deploy(plan, {NAME: cnn}, tmp_path / "dep", regions=True, every_band=True)
+    refused(capsys, ["run", str(tmp_path / "dep"), "--frames", "1", "--in-process"],
+            "models/sk/a.region1.onnx: it has no output")
