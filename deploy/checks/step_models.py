@@ -114,6 +114,7 @@ def check_models(out: Path, manifest: Manifest, cnns: dict[str, CNN]) -> None:
     """Check every step model of `manifest` and its profile models (--with-profile)."""
     layers = {rel: (m.cnn, m.layer, m.layers) for rel, m in manifest.models.items()}
     layers.update({p.model: (p.cnn, p.layer, None) for p in manifest.profile or ()})
+    variants = {rel: m.variant for rel, m in manifest.models.items()}
     rels = list(layers)
     feeds = _feeds(manifest)
     found = first_refused([[str(out / rel), feeds.get(rel, {})] for rel in rels])
@@ -125,7 +126,9 @@ def check_models(out: Path, manifest: Manifest, cnns: dict[str, CNN]) -> None:
         nodes = [n for m in members if cnn is not None and m in cnn.graph
                  for n in cnn.layer(m).onnx_nodes]
         shown = ", ".join(nodes[:6]) + (f", ... ({len(nodes) - 6} more)" if len(nodes) > 6 else "")
-        what = f"fused-tiled group {layer}" if group else f"layer {layer}"
+        kind = {"region": "band of layers from", "chain": "chain of layers from"}.get(
+            variants.get(rel, ""), "fused-tiled group")
+        what = f"{kind} {layer}" if group else f"layer {layer}"
         first = next(((part, t, st) for part, t, st in manifest.steps() if st.model == rel), None)
         if first is not None:
             part, t, st = first

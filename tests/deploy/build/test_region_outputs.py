@@ -56,7 +56,7 @@ def test_a_band_model_without_output_is_refused_at_deploy(cnn, tmp_path, monkeyp
     line = str(err.value)
     assert "\n" not in line
     assert f"step 2 of partition {NAME}.all (layer a phase 1)" in line
-    assert "it has no output" in line
+    assert "it has no output" in line and "band of layers from a" in line
 
 
 def test_a_deployment_with_such_a_model_is_refused_at_load(cnn, tmp_path, monkeypatch, capsys):
