@@ -36,7 +36,7 @@ import networkx as nx
 import numpy as np
 import onnx
 
-from csdf import onnx_opaque, onnx_qdq
+from csdf import onnx_opaque, onnx_qdq, qdq_checks, shape_checks
 from csdf.layer_attrs import OpaqueAttrs
 from csdf.model import CNN, INPUT, Layer
 from csdf.onnx_consts import fold_constants, live_nodes, opsets, reinfer, static_shapes
@@ -54,6 +54,7 @@ def load_onnx(path: str | Path, name: str, fused: bool = True, input_shape: Any 
     for a model that cannot run as layers (see the module docstring)."""
     path = Path(path)
     model, fixed = _read(path, input_shape)
+    qdq_checks.check(model, path)                    # its scales and zero points are legal
     model, quantized = onnx_qdq.fold(model)          # a QDQ model: its int8 network
     points = frozenset(quantized.activations) if quantized is not None else frozenset()
     importer = _Importer(model, path, name, fused, points=points)
@@ -74,9 +75,11 @@ def _read(path: Path, input_shape: Any = None) -> tuple[onnx.ModelProto, FixedIn
         raise InputError(f"{path}: not an ONNX model (no graph nodes)")
     fixed = fix_inputs(model, str(path), input_shape)
     try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True), fixed
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception as err:
         raise InputError(f"{path}: ONNX shape inference failed: {str(err).splitlines()[0]}") from None
+    shape_checks.check(inferred, path, fixed.shapes, layer_name)   # what inference lets through
+    return inferred, fixed
 
 
 def clean_name(text: str) -> str:

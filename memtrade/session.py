@@ -1,7 +1,8 @@
 """`memtrade.Session`: a deployment loaded once and run on the caller's frames, the shape of
 `onnxruntime.InferenceSession`.
 
-Loading reads and checks the manifest (deploy/checks/manifest_check.py), allocates the one
+Loading reads and checks the manifest (deploy/checks/manifest_check.py: the files against
+their digests, the quantization entries against the step models, among others), allocates the one
 arena of the plan's size and builds every step's ONNX Runtime session bound to its arena
 views (deploy/runtime/executor.py); `run` then copies a frame in, runs the schedule and
 returns the outputs as the unmodified model gives them (memtrade/feeds.py): a list of arrays
