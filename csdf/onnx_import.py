@@ -23,11 +23,10 @@ divide its channels.
 
 Shapes come from ONNX shape inference, once the graph inputs are static (the app file's
 `input_shape`, a dynamic batch 1: csdf/onnx_inputs.py), and are padded to 4-D
-[N, C, H, W] with trailing ones. Layer names: see `layer_name` and docs/appfile.md.
+[N, C, H, W] with trailing ones. Layer names: see csdf/node_names.py and docs/appfile.md.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ import onnx
 from csdf import onnx_opaque, onnx_qdq, qdq_checks, shape_checks
 from csdf.layer_attrs import OpaqueAttrs
 from csdf.model import CNN, INPUT, Layer
+from csdf.node_names import layer_name
 from csdf.onnx_consts import fold_constants, live_nodes, opsets, reinfer, static_shapes
 from csdf.onnx_fusion import (ACTIVATIONS, FUSE_ACTIVATION_INTO, absorb, act_hyper,
                               attributes, bn_scale_shift)
@@ -80,18 +80,6 @@ def _read(path: Path, input_shape: Any = None) -> tuple[onnx.ModelProto, FixedIn
         raise InputError(f"{path}: ONNX shape inference failed: {str(err).splitlines()[0]}") from None
     shape_checks.check(inferred, path, fixed.shapes, layer_name)   # what inference lets through
     return inferred, fixed
-
-
-def clean_name(text: str) -> str:
-    """A layer name usable in qualified names, file names and SDF3 XML: every run of
-    characters outside [A-Za-z0-9_] becomes one "_", and leading/trailing "_" go."""
-    return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_")
-
-
-def layer_name(raw: str) -> str:
-    """The layer name of an ONNX node name (docs/appfile.md): `clean_name`, or "layer" when
-    nothing is left. The importer adds "_2", "_3", ... to a name already taken."""
-    return clean_name(raw) or "layer"
 
 
 def _to4(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
