@@ -15,12 +15,13 @@ LABELS = {"none": "no reduction", "pisarchyk": "Pisarchyk & Lee [23]",
           "lower_bound": "lower bound (this plan's schedule)"}
 
 
-def baselines_for(app, evaluator, derived=None) -> list:
+def baselines_for(app, evaluator, derived=None, cache=None) -> list:
     """The rows of `explore baselines` as report marks, with the fps the evaluator predicts
     for their phases (none for the lower bound, and for Pisarchyk & Lee on a pipelined app:
     it treats the pipeline as sequential stages, which the evaluator does not time). With
     `derived` (the chosen plan's derivation) the lower bound is that plan's own: the most
-    bytes alive at once under its schedules, so the plan never sits below it."""
+    bytes alive at once under its schedules, so the plan never sits below it. `cache`: the
+    search problem's RunCache, which the baselines' derivations share."""
     from explorer.plan.derive import uniform_phases
     from explorer.report.pareto import Baseline
     try:
@@ -31,8 +32,7 @@ def baselines_for(app, evaluator, derived=None) -> list:
     pipelined = any(len(group) > 1 for group in app.pipelines)
     fps = {"none": whole, "reuse": whole, "pisarchyk": {} if pipelined else whole,
            "all_parts": evaluator.fps(uniform_phases(app, True)), "lower_bound": {}}
-    rows = baselines(app)
-    rows.pop("all_parts_bound", None)
+    rows = baselines(app, cache=cache, all_parts_bound=False)
     if derived is not None:
         from explorer.report.baselines import lower_bound
         elements, _ = lower_bound(derived.uses, app.pipelines)
