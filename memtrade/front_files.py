@@ -62,6 +62,28 @@ def write_files(ex, out: Path, final: Path | None = None) -> tuple[list[Path], f
     return paths + list(xml), w.after_search_s + time.perf_counter() - started
 
 
+def measure_outputs(problem, clock=time.perf_counter) -> float:
+    """Seconds the outputs of a run of `problem` will take, estimated from two measured
+    costs (explorer.search.run_budget.outputs_estimate): the largest plan's derivation and
+    plan (every gene at its last value: every layer row by row, the most steps; the
+    report's all-parts baseline derives it again, from the partitions this leaves in the
+    problem's cache) and one front figure (which also loads the plotting library the
+    report needs)."""
+    from explorer.search.pick import Point
+    from explorer.search.run_budget import outputs_estimate
+
+    upper = tuple(problem.space.upper)
+    start = clock()
+    problem.plan(upper, {}, False)
+    plan_s = clock() - start
+    zeros = (0,) * len(upper)
+    memory, fps = problem(zeros)
+    point = Point(zeros, int(memory), dict(fps))
+    start = clock()
+    front_svg([point], list(problem.app.cnns), None, {}, [], point)
+    return outputs_estimate(plan_s, clock() - start)
+
+
 def stages_line(ex, outputs: float) -> str:
     """'stages  effort 1.2 s, NSGA-II 3.4 s, ..., outputs 0.5 s (time budget 100 s)'."""
     budget = "" if ex.time_budget_s is None else f" (time budget {ex.time_budget_s:g} s)"

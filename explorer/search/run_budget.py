@@ -1,0 +1,96 @@
+"""The whole run's time budget shared out between its stages.
+
+An `explore` run is import (the app and its ONNX models), analysis (the evaluator, the
+gene space, the bounds), calibration (the evaluation rate and the cost of the outputs,
+explorer/search/effort.py), the search (its own stages, explorer/search/deadline.py) and the
+outputs (the chosen plan, the baselines, the files). The budget (`--time-limit`, else 100 s
+with the default effort) counts from the process's start; `RunClock` records each stage's
+seconds as it ends, and the search gets what the stages before it left less what the
+stages after it will need:
+
+    search seconds = budget - seconds spent so far - estimated outputs - MARGIN_S
+
+The estimate of the outputs is measured, not guessed (`outputs_estimate`): the seconds of
+the largest plan's derivation and plan (every layer row by row: the most steps a chosen
+plan can have, and the plan the report's all-parts baseline derives again) count
+`PLANS_AFTER` times (the chosen plan, the all-parts baseline, the reuse-only picture), the
+seconds of one front figure `FIGURES_AFTER` times (report.html's front and the memory
+pictures): a loaded machine slows both as it slows the outputs. `MARGIN_S` covers the
+search's last slice past its deadline (explorer.search.deadline.SLICE_S) and the workers'
+shutdown.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from explorer.search.deadline import SLICE_S
+from explorer.search.progress import StageTime
+
+PLANS_AFTER = 3          # derivations of a plan as large as the largest one in the outputs
+FIGURES_AFTER = 2        # front figures' worth of drawing in the outputs
+MARGIN_S = SLICE_S + 1.0
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux /proc; 0 where it cannot be read), so a
+    budget counts the interpreter's start and its imports too."""
+    try:
+        start_ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        uptime = float(open("/proc/uptime").read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def outputs_estimate(plan_s: float, figure_s: float) -> float:
+    """Seconds the outputs will take, from the measured seconds of the largest plan
+    (`plan_s`: derivation and plan) and of one front figure (`figure_s`)."""
+    return PLANS_AFTER * plan_s + FIGURES_AFTER * figure_s
+
+
+def search_seconds(budget_s: float | None, spent_s: float, after_s: float) -> float | None:
+    """The search's share: what the budget leaves after the stages so far (`spent_s`) and
+    those after the search (`after_s`, estimated) and the margin; never below 0; None
+    without a budget."""
+    if budget_s is None:
+        return None
+    return max(0.0, budget_s - spent_s - after_s - MARGIN_S)
+
+
+@dataclass
+class RunClock:
+    """The run's clock: `budget_s` (None: no budget) from `start` (a `clock` reading: the
+    process's start for `explore`); `stage(name)` ends a stage and records its seconds."""
+    budget_s: float | None
+    start: float | None = None
+    clock: Callable[[], float] = time.perf_counter
+    stages: list[StageTime] = field(default_factory=list)
+    mark: float | None = None                   # when the current stage began
+
+    def __post_init__(self) -> None:
+        if self.start is None:
+            self.start = self.clock()
+        self.mark = self.start
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+    def stage(self, name: str) -> StageTime:
+        """Ends the stage begun at the last mark (the run's start at first) as `name`."""
+        now = self.clock()
+        done = StageTime(name, now - self.mark)
+        self.stages.append(done)
+        self.mark = now
+        return done
+
+    def skip(self) -> None:
+        """The time since the last mark belongs to a stage recorded elsewhere (the search
+        records its own)."""
+        self.mark = self.clock()
+
+    def search_seconds(self, after_s: float) -> float | None:
+        """The search's seconds from now (`search_seconds`)."""
+        return search_seconds(self.budget_s, self.elapsed(), after_s)
