@@ -105,6 +105,7 @@ class _Work:
     derived: Any                    # the chosen plan's derivation
     after_search_s: float           # seconds spent after the search (the chosen plan)
     outputs_estimate_s: float = 0.0  # the outputs' seconds as estimated before the search
+    search_s: float | None = None    # the search's seconds (None: no budget)
 
 
 def explore(app: Application | str | Path | Mapping, mem: str | int | None = None,
@@ -160,7 +161,8 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
     if fitted is not None or after:
         clock.stage("calibration")
     clock.skip()
-    deadline = Deadline(clock.search_seconds(after))       # the search's, from here
+    search_s = clock.search_seconds(after)
+    deadline = Deadline(search_s)                        # the search's, from here
     refit = Refit(base, fitted) if fitted is not None and tiling is None else None
     outcome = search(app, problem, settings, progress, deadline=deadline,
                      **({"refit": refit} if refit is not None else {}))
@@ -175,7 +177,7 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
                    for i, p in enumerate(outcome.front))
     index = next((p.index for p in points if p.genes == tuple(chosen.genes)), 0)
     stages = tuple(clock.stages) + tuple(outcome.result.stages)
-    work = _Work(problem, ev, outcome, derived, time.perf_counter() - started, after)
+    work = _Work(problem, ev, outcome, derived, time.perf_counter() - started, after, search_s)
     return Exploration(app, points, replace(points[index], meets=outcome.met) if points else
                        FrontPoint(0, tuple(chosen.genes), int(chosen.memory_bytes),
                                   MappingProxyType(dict(chosen.fps)), outcome.met),

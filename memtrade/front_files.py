@@ -48,7 +48,10 @@ def write_files(ex, out: Path, final: Path | None = None) -> tuple[list[Path], f
         "rule": outcome.rule, "prefer": app.prefer,
         "time_limit": settings.time_limit, "stopped_on_time": r.stopped,
         "constraints_met": plan.constraints_met,
-        "effort": ex.effort.as_json() if ex.effort is not None else None}, by_parts=by_parts)
+        "effort": ex.effort.as_json() if ex.effort is not None else None,
+        "budget": None if ex.time_budget_s is None else {
+            "seconds": ex.time_budget_s, "search_s": round(w.search_s or 0.0, 2),
+            "outputs_estimate_s": round(w.outputs_estimate_s, 2)}}, by_parts=by_parts)
     write_pareto_csv(outcome.front, cnns, outcome.genes, out / "pareto.csv", by_parts)
     to_json(plan, out / "plan.json")
     xml = write_partitions(app, plan, out, w.evaluator)
