@@ -148,6 +148,21 @@ def test_the_rate_is_measured_warm():
     assert rate == pytest.approx(ef.CALIBRATION / (0.1 * ef.CALIBRATION))
 
 
+def test_a_slow_network_is_timed_for_a_bounded_while():
+    """Derivations of 1.5 s each: the timing ends after CALIBRATION_S seconds and at least 2
+    chromosomes, the rate still theirs."""
+    clock, calls = StepClock(), []
+
+    def evaluate(genes):
+        calls.append(genes)
+        clock.t += 1.5
+        return 1, {}
+
+    rate = ef.measured_rate(evaluate, [3] * 8, seed=1, clock=clock)
+    assert ef.CALIBRATION_S <= 2 * 1.5 and len(calls) - ef.WARM == 2
+    assert rate == pytest.approx(1 / 1.5)
+
+
 @pytest.mark.parametrize("evaluations, seconds, left, level", [
     (100, 1.0, 60.0, 0.25),      # default rest 15,250 evaluations: 152.5 s; 0.7 x 60 = 42
     (10_000, 1.0, 60.0, 1.0),    # faster than calibrated: back up to the defaults
