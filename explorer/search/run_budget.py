@@ -12,10 +12,13 @@ stages after it will need:
 
 The estimate of the outputs is measured, not guessed (`outputs_estimate`): the seconds of
 the largest plan's derivation and plan (every layer row by row: the most steps a chosen
-plan can have, and the plan the report's all-parts baseline derives again) count
-`PLANS_AFTER` times (the chosen plan, the all-parts baseline, the reuse-only picture), the
-seconds of one front figure `FIGURES_AFTER` times (report.html's front and the memory
-pictures): a loaded machine slows both as it slows the outputs. `MARGIN_S` covers the
+plan can have; timed once its partitions are in the search's cache, as the outputs find
+them) count `PLANS_AFTER` times (the chosen plan, its memory pictures and SDF3 graphs, the
+baselines), the seconds of one front figure `FIGURES_AFTER` times (report.html's front and
+the rest of the page): a loaded machine slows both as it slows the outputs. On PP-OCRv4
+detection the outputs of its largest plan took 0.9 s and of the three-CNN OCR app's 2.7 s,
+at a load of 12 (benchmarks/results/search_budget.md has the estimates beside the outputs'
+seconds). `MARGIN_S` covers the
 search's last slice past its deadline (explorer.search.deadline.SLICE_S) and the workers'
 shutdown.
 """
@@ -29,7 +32,7 @@ from typing import Callable
 from explorer.search.deadline import SLICE_S
 from explorer.search.progress import StageTime
 
-PLANS_AFTER = 3          # derivations of a plan as large as the largest one in the outputs
+PLANS_AFTER = 4          # plans as large as the largest one the outputs make (one of margin)
 FIGURES_AFTER = 2        # front figures' worth of drawing in the outputs
 MARGIN_S = SLICE_S + 1.0
 
