@@ -168,6 +168,8 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
                      **({"refit": refit} if refit is not None else {}))
     if refit is not None and refit.chosen is not None:
         fitted = replace(fitted, refit=refit.chosen)
+    # the search's time outside its stages: the reuse-only point, the workers' start and stop
+    setup = clock.since_mark() - sum(s.seconds for s in outcome.result.stages)
     started = time.perf_counter()
     chosen = outcome.chosen
     derived = problem.derive(chosen.genes)
@@ -176,7 +178,8 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
                               meets(p, app.memory, app.fps))
                    for i, p in enumerate(outcome.front))
     index = next((p.index for p in points if p.genes == tuple(chosen.genes)), 0)
-    stages = tuple(clock.stages) + tuple(outcome.result.stages)
+    stages = tuple(clock.stages) + tuple(outcome.result.stages) + (
+        (StageTime("setup", setup),) if setup >= 0.05 else ())
     work = _Work(problem, ev, outcome, derived, time.perf_counter() - started, after, search_s)
     return Exploration(app, points, replace(points[index], meets=outcome.met) if points else
                        FrontPoint(0, tuple(chosen.genes), int(chosen.memory_bytes),

@@ -6,8 +6,9 @@ new chromosomes is evaluated in slices (`in_slices`) with the deadline asked bet
 once the budget is spent every later slice and step is skipped and the search returns the
 front it has, so the outputs are written as usual and the chosen plan is one the search
 really evaluated. A slice is sized to take about `SLICE_S` seconds at the pace of the
-slices before it, so a run overshoots by about that much whatever a derivation costs (a
-generation of a large network takes tens of seconds on a loaded machine). Without a limit
+slices before it, and cut to what fits the time left, so a run ends within about one
+derivation's time of its deadline whatever a derivation costs (a generation of a large
+network takes tens of seconds on a loaded machine, one derivation several). Without a limit
 nothing changes: the same seed gives the same front.
 
 A ladder search shares the budget between its stages (`share`): the binary run gets 40% of
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence, TypeVar
 
 SLICE_S = 1.0              # seconds a slice of a batch aims at
-FIRST_SLICE = 4            # chromosomes in a batch's first slice (no pace known yet)
+FIRST_SLICE = 2            # chromosomes in the search's first slice (no pace known yet)
 
 K = TypeVar("K")
 R = TypeVar("R")
@@ -38,6 +39,7 @@ class Deadline:
     parent: Deadline | None = None             # the budget this one is a share of
     spent: bool = False                        # this budget's own time is over
     clock: Callable[[], float] = time.perf_counter
+    pace: float | None = None                  # seconds per key of the last slice (the root's)
 
     def __post_init__(self) -> None:
         if self.start is None:
@@ -56,12 +58,21 @@ class Deadline:
             return False
         if not self.spent and self.clock() - self.start < self.seconds:
             return False
+        self._stop(stage)
+        return True
+
+    def _stop(self, stage: str) -> None:
         self.spent = True
         budget: Deadline | None = self
         while budget is not None:
             budget.stopped = budget.stopped or stage
             budget = budget.parent
-        return True
+
+    def _root(self) -> Deadline:
+        budget = self
+        while budget.parent is not None:
+            budget = budget.parent
+        return budget
 
     def share(self, fraction: float) -> Deadline:
         """A budget of `fraction` of the time left here (no limit: this one)."""
@@ -70,24 +81,39 @@ class Deadline:
         return Deadline(self.left() * fraction, parent=self, clock=self.clock)
 
     def slices(self, keys: Sequence[K], stage: str, most: int = 64) -> Iterator[list[K]]:
-        """`keys` in consecutive slices for the caller to evaluate, this deadline asked
-        after each (none after the last): it stops yielding once the time is spent. With a
-        limit the first slice has FIRST_SLICE keys and each later one as many as the slices
-        before took SLICE_S seconds for (at most `most`, at least 2); without one, slices
-        of `most`."""
+        """`keys` in consecutive slices for the caller to evaluate; it stops yielding once
+        the time is spent. Without a limit, slices of `most`. With one, a slice has as many
+        keys as take SLICE_S seconds at the pace of the last slice (of any batch of the
+        search: the pace is kept by the budget all shares come from), between 2 and `most`;
+        FIRST_SLICE before any pace is known. Before each slice the deadline is asked and,
+        once a pace is known, the slice is cut to the keys that fit the time left (1 at
+        least), and none is started when not even one key fits: so the search ends within
+        about one key's time of its deadline, however slow a derivation."""
         keys = list(keys)
-        size = most if self.seconds is None else min(FIRST_SLICE, most)
-        done, spent = 0, 0.0
+        if self.seconds is None:
+            for i in range(0, len(keys), most):
+                yield keys[i:i + most]
+            return
+        root = self._root()
+        done = 0
         while done < len(keys):
+            if done and self.over(stage):
+                return
+            pace = root.pace
+            if pace is None:
+                size = min(FIRST_SLICE, most)
+            else:
+                size = max(2, min(most, int(SLICE_S / pace) if pace > 0 else most))
+                left = self.left()
+                if left < pace:                      # not one key fits the time left
+                    self._stop(stage)
+                    return
+                size = max(1, min(size, int(left / pace)))
             began = self.clock()
             part = keys[done:done + size]
             yield part
             done += len(part)
-            spent += self.clock() - began
-            if done < len(keys) and self.over(stage):
-                return
-            if self.seconds is not None:
-                size = max(2, min(most, int(done * SLICE_S / spent) if spent > 0 else most))
+            root.pace = (self.clock() - began) / len(part)
 
     def in_slices(self, many: Callable[[list[K]], list[R]], keys: Sequence[K], stage: str,
                   most: int = 64) -> list[R]:

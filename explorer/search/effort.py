@@ -56,7 +56,7 @@ TIME_LIMIT_S = 100.0          # seconds a default `explore` run keeps to
 FITTED = 0.7                  # share of the budget the predicted evaluations are fitted to
 CALIBRATION = 6               # chromosomes timed
 WARM = 3                      # chromosomes derived before the timing
-CALIBRATION_S = 2.0           # seconds after which the timing stops (2 chromosomes at least)
+CALIBRATION_S = 2.0           # seconds after which warming, and timing, stop (1 chromosome at least)
 LEVELS = (1.0, 0.5, 0.25, 0.125, 0.0625)
 DISTINCT = 0.5                # share of requests that are not cache hits
 SCALED = ("population", "generations", "relink_rounds")
@@ -115,22 +115,25 @@ def measured_rate(evaluate, upper: list[int], seed: int,
     """Evaluations per second of `CALIBRATION` random chromosomes (each gene by parts with
     probability 1/2, at a random step of its range) in this process, timed after `WARM`
     others (distinct draws, so the timed ones hit no cache of whole chromosomes). On a
-    network whose derivations take seconds the timing ends after `CALIBRATION_S` seconds
-    and 2 chromosomes: levels are a factor of 2 apart, and such a rate is far below the
-    least level's anyway."""
+    network whose derivations take seconds both the warming and the timing end after
+    `CALIBRATION_S` seconds (one chromosome each at least): levels are a factor of 2
+    apart, and such a rate is far below the least level's anyway."""
     rnd = random.Random(seed)
     batch = [tuple(rnd.randint(1, u) if u and rnd.random() < 0.5 else 0 for u in upper)
              for _ in range(WARM + CALIBRATION)]
-    for genes in batch[:WARM]:
-        evaluate(genes)
-    start = clock()
-    timed = 0
-    for genes in batch[WARM:]:
-        evaluate(genes)
-        timed += 1
-        if timed >= 2 and clock() - start >= CALIBRATION_S:
-            break
-    return timed / max(clock() - start, 1e-9)
+
+    def derive(chromosomes) -> tuple[int, float]:
+        start, n = clock(), 0
+        for genes in chromosomes:
+            evaluate(genes)
+            n += 1
+            if clock() - start >= CALIBRATION_S:
+                break
+        return n, clock() - start
+
+    derive(batch[:WARM])
+    timed, seconds = derive(batch[WARM:])
+    return timed / max(seconds, 1e-9)
 
 
 def time_budget(settings) -> float | None:

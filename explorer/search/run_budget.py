@@ -94,6 +94,10 @@ class RunClock:
         records its own)."""
         self.mark = self.clock()
 
+    def since_mark(self) -> float:
+        """Seconds since the last stage ended (or `skip`)."""
+        return self.clock() - self.mark
+
     def search_seconds(self, after_s: float) -> float | None:
         """The search's seconds from now (`search_seconds`)."""
         return search_seconds(self.budget_s, self.elapsed(), after_s)

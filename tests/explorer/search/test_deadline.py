@@ -38,14 +38,37 @@ def test_slices_keep_to_the_deadline_and_the_keys_order(n, per_key, seconds, mos
         assert got == [k * 10 for k in keys] and len(sizes) == (1 if n else 0)
         return
     assert len(got) == n or deadline.stopped == "stage"
-    # the deadline is asked after every slice: none but the first starts past it
-    assert all(start < seconds for start in starts[1:])
-    assert sizes[:1] in ([], [min(dl.FIRST_SLICE, most, n)])
-    for i, size in enumerate(sizes[1:], 1):
-        last = i == len(sizes) - 1 and sum(sizes) == n      # the keys ran out
-        assert size <= most and (size >= 2 or last)
-        # a slice aims at SLICE_S at the pace so far (here constant), 2 keys at least
-        assert size * per_key <= dl.SLICE_S + 1e-9 or size == 2
+    # asked before every slice: none starts past the deadline, nor when one key won't fit
+    assert all(start + per_key <= seconds + 1e-9 for start in starts[1:])
+    assert sizes[:1] in ([], [min(dl.FIRST_SLICE, most, n)], [1]) or seconds < per_key
+    for size, start in zip(sizes[1:], starts[1:]):
+        assert 1 <= size <= most
+        # a slice aims at SLICE_S at the pace so far (here constant), 2 keys at least,
+        # and is cut to what fits before the deadline
+        assert size * per_key <= max(dl.SLICE_S, 2 * per_key) + 1e-9
+        assert start + size * per_key <= seconds + 1e-9 or size == 1
+    if len(got) < n and sizes:                      # stopped: the time left fits no key
+        assert starts[-1] + sizes[-1] * per_key + per_key > seconds - 1e-9
+
+
+def test_the_pace_carries_over_to_the_next_batch_and_its_shares():
+    """A budget's shares keep one pace: the next batch's first slice is sized by it, and a
+    batch is not started when one key no longer fits."""
+    clock = Clock()
+    root = dl.Deadline(10.0, clock=clock)
+    part = root.share(0.5)                          # 5 s
+
+    def many(keys):
+        clock.t += 0.125 * len(keys)
+        return list(keys)
+
+    part.in_slices(many, range(30), "a")
+    assert root.pace == 0.125
+    sizes = []
+    root.in_slices(lambda k: sizes.append(len(k)) or many(k), range(30), "b")
+    assert sizes[0] == int(dl.SLICE_S / 0.125)
+    clock.t = 9.9                                   # 0.1 s left: no key fits
+    assert root.in_slices(many, range(5), "c") == [] and root.stopped == "c"
 
 
 def test_a_generation_stopped_on_time_keeps_only_what_it_evaluated():

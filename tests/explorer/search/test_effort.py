@@ -134,23 +134,34 @@ class StepClock:
 
 
 def test_the_rate_is_measured_warm():
-    """The first derivations of a network are slow (its caches fill): WARM of them are not
-    timed, so the rate is that of the warm ones."""
+    """The first derivation of a network is slow (its caches fill): it is not timed, so the
+    rate is that of the warm ones. Here it takes 5 s, past CALIBRATION_S, so the warming
+    ends with it."""
     clock, calls = StepClock(), []
 
     def evaluate(genes):
         calls.append(genes)
-        clock.t += 5.0 if len(calls) <= ef.WARM else 0.1
+        clock.t += 5.0 if len(calls) == 1 else 0.1
         return 1, {}
 
     rate = ef.measured_rate(evaluate, [3] * 8, seed=1, clock=clock)
-    assert len(calls) == ef.WARM + ef.CALIBRATION and len(set(calls)) == len(calls)
+    assert len(calls) == 1 + ef.CALIBRATION and len(set(calls)) == len(calls)
     assert rate == pytest.approx(ef.CALIBRATION / (0.1 * ef.CALIBRATION))
+    calls.clear()
+    clock.t = 0.0
+
+    def fast(genes):                   # warm from the start: WARM untimed, then timed
+        calls.append(genes)
+        clock.t += 0.2 if len(calls) <= ef.WARM else 0.1
+        return 1, {}
+
+    assert ef.measured_rate(fast, [3] * 8, seed=1, clock=clock) == pytest.approx(10.0)
+    assert len(calls) == ef.WARM + ef.CALIBRATION
 
 
 def test_a_slow_network_is_timed_for_a_bounded_while():
-    """Derivations of 1.5 s each: the timing ends after CALIBRATION_S seconds and at least 2
-    chromosomes, the rate still theirs."""
+    """Derivations of 1.5 s each: warming and timing each end after CALIBRATION_S seconds
+    (2 chromosomes here), the rate still theirs."""
     clock, calls = StepClock(), []
 
     def evaluate(genes):
@@ -159,7 +170,7 @@ def test_a_slow_network_is_timed_for_a_bounded_while():
         return 1, {}
 
     rate = ef.measured_rate(evaluate, [3] * 8, seed=1, clock=clock)
-    assert ef.CALIBRATION_S <= 2 * 1.5 and len(calls) - ef.WARM == 2
+    assert 1.5 < ef.CALIBRATION_S <= 2 * 1.5 and len(calls) == 2 + 2
     assert rate == pytest.approx(1 / 1.5)
 
 
