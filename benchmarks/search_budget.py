@@ -129,7 +129,8 @@ def run(app: Path, effort: str, out: Path, cap: float, limit: float | None = Non
                   "least": min(p["memory_bytes"] for p in front["points"]),
                   "plan": plan.get("memory_bytes"),
                   "evaluations": front.get("evaluations"), "unique": front.get("unique"),
-                  "effort": front.get("effort"), "stopped": front.get("stopped_on_time")}
+                  "effort": front.get("effort"), "stopped": front.get("stopped_on_time"),
+                  "budget": front.get("budget")}
 
 
 def mib(value) -> str:

@@ -15,12 +15,12 @@ the largest plan's derivation and plan (every layer row by row: the most steps a
 plan can have; timed once its partitions are in the search's cache, as the outputs find
 them) count `PLANS_AFTER` times (the chosen plan, its memory pictures and SDF3 graphs, the
 baselines), the seconds of one front figure `FIGURES_AFTER` times (report.html's front and
-the rest of the page): a loaded machine slows both as it slows the outputs. On PP-OCRv4
-detection the outputs of its largest plan took 0.9 s and of the three-CNN OCR app's 2.7 s,
-at a load of 12 (benchmarks/results/search_budget.md has the estimates beside the outputs'
-seconds). `MARGIN_S` covers the
-search's last slice past its deadline (explorer.search.deadline.SLICE_S) and the workers'
-shutdown.
+the rest of the page): a loaded machine slows both as it slows the outputs. Measured at a
+load of 12-17, the outputs of the largest plan took 4-6 plans' and 2 figures' worth on
+PP-OCRv4 detection and the three-CNN OCR app (the SDF3 graphs, the memory pictures, the
+baselines' Pisarchyk & Lee and the validity check grow with the steps too), hence 6.
+`MARGIN_S` covers the search's last slice past its deadline (explorer.search.deadline:
+about one derivation) and the workers' shutdown.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from typing import Callable
 from explorer.search.deadline import SLICE_S
 from explorer.search.progress import StageTime
 
-PLANS_AFTER = 4          # plans as large as the largest one the outputs make (one of margin)
+PLANS_AFTER = 6          # plans' worth of work in the outputs (measured: 4-6, see below)
 FIGURES_AFTER = 2        # front figures' worth of drawing in the outputs
 MARGIN_S = SLICE_S + 1.0
 
