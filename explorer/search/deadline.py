@@ -85,10 +85,12 @@ class Deadline:
         the time is spent. Without a limit, slices of `most`. With one, a slice has as many
         keys as take SLICE_S seconds at the pace of the last slice (of any batch of the
         search: the pace is kept by the budget all shares come from), between 2 and `most`;
-        FIRST_SLICE before any pace is known. Before each slice the deadline is asked and,
-        once a pace is known, the slice is cut to the keys that fit the time left (1 at
-        least), and none is started when not even one key fits: so the search ends within
-        about one key's time of its deadline, however slow a derivation."""
+        FIRST_SLICE before any pace is known. Once a pace is known a slice is cut to the
+        keys that fit the time left (1 at least). A batch's first slice always runs (the
+        caller asked the deadline before the batch: a search's first batch so always has a
+        front); before each later one the deadline is asked, and none is started when not
+        even one key fits the time left. So the search ends within about one key's time of
+        its deadline, however slow a derivation."""
         keys = list(keys)
         if self.seconds is None:
             for i in range(0, len(keys), most):
@@ -105,7 +107,7 @@ class Deadline:
             else:
                 size = max(2, min(most, int(SLICE_S / pace) if pace > 0 else most))
                 left = self.left()
-                if left < pace:                      # not one key fits the time left
+                if done and left < pace:             # not one key fits the time left
                     self._stop(stage)
                     return
                 size = max(1, min(size, int(left / pace)))

@@ -38,7 +38,8 @@ def test_slices_keep_to_the_deadline_and_the_keys_order(n, per_key, seconds, mos
         assert got == [k * 10 for k in keys] and len(sizes) == (1 if n else 0)
         return
     assert len(got) == n or deadline.stopped == "stage"
-    # asked before every slice: none starts past the deadline, nor when one key won't fit
+    # asked before every later slice: none starts past the deadline, nor when one key
+    # won't fit
     assert all(start + per_key <= seconds + 1e-9 for start in starts[1:])
     assert sizes[:1] in ([], [min(dl.FIRST_SLICE, most, n)], [1]) or seconds < per_key
     for size, start in zip(sizes[1:], starts[1:]):
@@ -52,8 +53,9 @@ def test_slices_keep_to_the_deadline_and_the_keys_order(n, per_key, seconds, mos
 
 
 def test_the_pace_carries_over_to_the_next_batch_and_its_shares():
-    """A budget's shares keep one pace: the next batch's first slice is sized by it, and a
-    batch is not started when one key no longer fits."""
+    """A budget's shares keep one pace: the next batch's first slice is sized by it and cut
+    to the time left (one key at least), and no later slice starts when one key does not
+    fit."""
     clock = Clock()
     root = dl.Deadline(10.0, clock=clock)
     part = root.share(0.5)                          # 5 s
@@ -67,8 +69,8 @@ def test_the_pace_carries_over_to_the_next_batch_and_its_shares():
     sizes = []
     root.in_slices(lambda k: sizes.append(len(k)) or many(k), range(30), "b")
     assert sizes[0] == int(dl.SLICE_S / 0.125)
-    clock.t = 9.9                                   # 0.1 s left: no key fits
-    assert root.in_slices(many, range(5), "c") == [] and root.stopped == "c"
+    clock.t = 9.9                                   # 0.1 s left: one key, no more
+    assert root.in_slices(many, range(5), "c") == [0] and root.stopped == "c"
 
 
 def test_a_generation_stopped_on_time_keeps_only_what_it_evaluated():
