@@ -106,6 +106,7 @@ class _Work:
     after_search_s: float           # seconds spent after the search (the chosen plan)
     outputs_estimate_s: float = 0.0  # the outputs' seconds as estimated before the search
     search_s: float | None = None    # the search's seconds (None: no budget)
+    baselines: dict | None = None    # the report's baseline rows, made before the search
 
 
 def explore(app: Application | str | Path | Mapping, mem: str | int | None = None,
@@ -154,9 +155,12 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
     clock.stage("analysis")
     base = settings
     after = 0.0
+    marks = None
     if clock.budget_s is not None and search_runs(app, problem):
         from memtrade.front_files import measure_outputs
-        after = measure_outputs(problem)
+        from memtrade.summary import baseline_rows
+        marks = baseline_rows(app, getattr(problem, "cache", None))   # the search's outputs
+        after = measure_outputs(problem)                            # can make them now
     settings, fitted = fit_effort(app, problem, settings, clock.search_seconds(after))
     if fitted is not None or after:
         clock.stage("calibration")
@@ -180,7 +184,8 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
     index = next((p.index for p in points if p.genes == tuple(chosen.genes)), 0)
     stages = tuple(clock.stages) + tuple(outcome.result.stages) + (
         (StageTime("setup", setup),) if setup >= 0.05 else ())
-    work = _Work(problem, ev, outcome, derived, time.perf_counter() - started, after, search_s)
+    work = _Work(problem, ev, outcome, derived, time.perf_counter() - started, after, search_s,
+                 marks)
     return Exploration(app, points, replace(points[index], meets=outcome.met) if points else
                        FrontPoint(0, tuple(chosen.genes), int(chosen.memory_bytes),
                                   MappingProxyType(dict(chosen.fps)), outcome.met),

@@ -58,7 +58,8 @@ def write_files(ex, out: Path, final: Path | None = None) -> tuple[list[Path], f
     notes = summary_lines(ex)
     write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
                       outcome.genes, app.memory, app.fps, baselines_for(app, w.evaluator, w.derived,
-                                                                getattr(w.problem, "cache", None)),
+                                                                getattr(w.problem, "cache", None),
+                                                                w.baselines),
                       outcome.chosen, outcome.met, notes, memory_pictures(w.problem, plan, w.derived),
                       strips, by_parts)
     paths = written + [out / n for n in ("plan.json", "pareto.json", "pareto.csv", "report.html")]

@@ -14,11 +14,11 @@ The estimate of the outputs is measured, not guessed (`outputs_estimate`): the s
 the largest plan's derivation and plan (every layer row by row: the most steps a chosen
 plan can have; timed once its partitions are in the search's cache, as the outputs find
 them) count `PLANS_AFTER` times (the chosen plan, its memory pictures and SDF3 graphs, the
-baselines), the seconds of one front figure `FIGURES_AFTER` times (report.html's front and
+reuse-only picture; the report's baselines are made before the search), the seconds of one front figure `FIGURES_AFTER` times (report.html's front and
 the rest of the page): a loaded machine slows both as it slows the outputs. Measured at a
 load of 12-17, the outputs of the largest plan took 4-6 plans' and 2 figures' worth on
-PP-OCRv4 detection and the three-CNN OCR app (the SDF3 graphs, the memory pictures, the
-baselines' Pisarchyk & Lee and the validity check grow with the steps too), hence 6.
+PP-OCRv4 detection and the three-CNN OCR app (the SDF3 graphs, the memory pictures and
+the validity check grow with the steps too), hence 6.
 `MARGIN_S` covers the search's last slice past its deadline (explorer.search.deadline:
 about one derivation) and the workers' shutdown.
 """
