@@ -18,9 +18,12 @@ reuse-only picture; the report's baselines are made before the search), the seco
 the rest of the page): a loaded machine slows both as it slows the outputs. Measured at a
 load of 12-17, the outputs of the largest plan took 4-6 plans' and 2 figures' worth on
 PP-OCRv4 detection and the three-CNN OCR app (the SDF3 graphs, the memory pictures and
-the validity check grow with the steps too), hence 6.
-`MARGIN_S` covers the search's last slice past its deadline (explorer.search.deadline:
-about one derivation) and the workers' shutdown.
+the validity check grow with the steps too), hence 6. The sum counts `LOAD_RISE` times:
+with four busy processes beside it on a shared 2-core machine whose load rose from 10 to
+25 during the run, PP-OCRv4 detection's outputs took 3.2 times their estimate, the
+three-CNN app's 0.7 times. `MARGIN_S` covers the search's last slice past its deadline
+(explorer.search.deadline: about one derivation), the workers' shutdown and the process's
+exit (1 s at a load of 13).
 """
 from __future__ import annotations
 
@@ -34,7 +37,8 @@ from explorer.search.progress import StageTime
 
 PLANS_AFTER = 6          # plans' worth of work in the outputs (measured: 4-6, see below)
 FIGURES_AFTER = 2        # front figures' worth of drawing in the outputs
-MARGIN_S = SLICE_S + 1.0
+LOAD_RISE = 2.0          # the outputs may run on a machine busier than the calibration's
+MARGIN_S = SLICE_S + 2.0
 
 
 def process_age() -> float:
@@ -51,7 +55,7 @@ def process_age() -> float:
 def outputs_estimate(plan_s: float, figure_s: float) -> float:
     """Seconds the outputs will take, from the measured seconds of the largest plan
     (`plan_s`: derivation and plan) and of one front figure (`figure_s`)."""
-    return PLANS_AFTER * plan_s + FIGURES_AFTER * figure_s
+    return LOAD_RISE * (PLANS_AFTER * plan_s + FIGURES_AFTER * figure_s)
 
 
 def search_seconds(budget_s: float | None, spent_s: float, after_s: float) -> float | None:

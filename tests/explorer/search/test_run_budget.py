@@ -33,7 +33,7 @@ def test_the_search_gets_what_the_other_stages_leave(budget, spent, after, left)
 @pytest.mark.parametrize("plan_s, figure_s", [(0.0, 0.0), (1.5, 0.25), (20.0, 3.0)])
 def test_the_outputs_estimate_counts_plans_and_figures(plan_s, figure_s):
     assert rb.outputs_estimate(plan_s, figure_s) == pytest.approx(
-        rb.PLANS_AFTER * plan_s + rb.FIGURES_AFTER * figure_s)
+        rb.LOAD_RISE * (rb.PLANS_AFTER * plan_s + rb.FIGURES_AFTER * figure_s))
 
 
 def test_the_clock_records_each_stage_and_the_search_share():
