@@ -114,6 +114,9 @@ class _Work:
     outcome: Outcome
     derived: Any                    # the chosen plan's derivation
     after_search_s: float           # seconds spent after the search (the chosen plan)
+    outputs_estimate_s: float = 0.0  # the outputs' seconds as estimated before the search
+    search_s: float | None = None    # the search's seconds (None: no budget)
+    baselines: dict | None = None    # the report's baseline rows, made before the search
 
 
 def explore(app: Application | str | Path | Mapping, mem: str | int | None = None,
@@ -126,7 +129,7 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
             population: int | None = None, generations: int | None = None,
             workers: int | None = None, relink_rounds: int | None = None,
             local_rounds: int | None = None, say: Callable[[str], None] | None = None,
-            _flag: Callable[[str], str] = str) -> Exploration:
+            started: float | None = None, _flag: Callable[[str], str] = str) -> Exploration:
     """The methodology on `app` (an Application, an app file or a mapping as memtrade.load_app
     takes): buffer reuse, then Algorithm 2 when reuse alone does not answer the constraints.
     `mem` (bytes, or "8MB"; 0 = the least memory as a goal), `fps` (one value for every CNN,
@@ -134,8 +137,16 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
     override the app's; the search settings override the app's `search:`. `effort` (None:
     the app's, "auto" unless it says otherwise): "auto" fits population, generations and
     relinking to the measured evaluation rate within the time budget (`time_limit` seconds,
-    default 100), "full" keeps them. `progress` hears each step of the search; `say` hears
-    the bounds line before the search starts (and, with `platform: cpu`, the measuring)."""
+    default 100), "full" keeps them. The budget counts from `started` (a time.perf_counter
+    reading: `explore` gives its process's start; default now) and covers every stage
+    (explorer/search/run_budget.py): the search gets what import, analysis and calibration
+    left, less the outputs' measured estimate. `progress` hears each step of the search;
+    `say` hears the bounds line before the search starts (and, with `platform: cpu`, the
+    measuring)."""
+    from explorer.search.deadline import Deadline
+    from explorer.search.effort import Refit, fit_effort, search_runs, time_budget
+    from explorer.search.run_budget import RunClock
+
     app = with_constraints(app if isinstance(app, Application) else load_app(app), mem, fps,
                            prefer, precision, placement)
     settings = search_settings(app.search, granularity=granularity, cluster=cluster,
@@ -144,19 +155,35 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
                                workers=workers, relink_rounds=relink_rounds,
                                local_rounds=local_rounds)
     tiling = check_tiling(tiling, _flag)
-    from explorer.search.deadline import Deadline
-    from explorer.search.effort import fit_effort, time_budget
-
+    clock = RunClock(time_budget(settings), started)
+    clock.stage("import")
     ev = evaluator_for(app, evaluator, quiet=say is None)
-    deadline = Deadline(time_budget(settings))          # the search's, from here
     problem, search = problem_for(app, ev, settings, tiling)
     bound = bounds(problem)
     if say is not None:
         say(bound)
-    started = time.perf_counter()
-    settings, fitted = fit_effort(app, problem, settings)
-    fitting = time.perf_counter() - started
-    outcome = search(app, problem, settings, progress, deadline=deadline)
+    clock.stage("analysis")
+    base = settings
+    after = 0.0
+    marks = None
+    if clock.budget_s is not None and search_runs(app, problem):
+        from memtrade.front_files import measure_outputs
+        from memtrade.summary import baseline_rows
+        marks = baseline_rows(app, getattr(problem, "cache", None))   # the search's outputs
+        after = measure_outputs(problem)                            # can make them now
+    settings, fitted = fit_effort(app, problem, settings, clock.search_seconds(after))
+    if fitted is not None or after:
+        clock.stage("calibration")
+    clock.skip()
+    search_s = clock.search_seconds(after)
+    deadline = Deadline(search_s)                        # the search's, from here
+    refit = Refit(base, fitted) if fitted is not None and tiling is None else None
+    outcome = search(app, problem, settings, progress, deadline=deadline,
+                     **({"refit": refit} if refit is not None else {}))
+    if refit is not None and refit.chosen is not None:
+        fitted = replace(fitted, refit=refit.chosen)
+    # the search's time outside its stages: the reuse-only point, the workers' start and stop
+    setup = clock.since_mark() - sum(s.seconds for s in outcome.result.stages)
     started = time.perf_counter()
     chosen = outcome.chosen
     derived = problem.derive(chosen.genes)
@@ -165,10 +192,12 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
                               meets(p, app.memory, app.fps))
                    for i, p in enumerate(outcome.front))
     index = next((p.index for p in points if p.genes == tuple(chosen.genes)), 0)
-    stages = ((StageTime("effort", fitting),) if fitted is not None else ()) + tuple(outcome.result.stages)
-    work = _Work(problem, ev, outcome, derived, time.perf_counter() - started)
+    stages = tuple(clock.stages) + tuple(outcome.result.stages) + (
+        (StageTime("setup", setup),) if setup >= 0.05 else ())
+    work = _Work(problem, ev, outcome, derived, time.perf_counter() - started, after, search_s,
+                 marks)
     return Exploration(app, points, replace(points[index], meets=outcome.met) if points else
                        FrontPoint(0, tuple(chosen.genes), int(chosen.memory_bytes),
                                   MappingProxyType(dict(chosen.fps)), outcome.met),
                        plan, outcome.met, outcome.rule, ev.name, settings, tiling, evaluator,
-                       bound, stages, deadline.seconds, fitted, work)
+                       bound, stages, clock.budget_s, fitted, work)

@@ -80,6 +80,7 @@ def out_dir(args: argparse.Namespace, app_name: str) -> Staged:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = getattr(args, "started", None)       # explorer.cli.main: the run's clock start
     import memtrade
     from explorer.search.progress import stderr_progress
     from memtrade.front_files import stages_line, write_files
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             granularity=args.granularity, tiling=args.tiling, placement=args.placement,
             seed=args.seed, population=args.population, generations=args.generations,
             workers=args.workers, relink_rounds=args.relink_rounds,
-            local_rounds=args.local_rounds, say=say, _flag=cli_flag)
+            local_rounds=args.local_rounds, say=say, started=started, _flag=cli_flag)
         written, outputs_s = write_files(found, out, staged.final)
     for line in found.summary() + [stages_line(found, outputs_s)]:
         print(line)

@@ -4,11 +4,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 
 from explorer.cli.scratch import scratch_space
 from explorer.cli.heartbeat import heartbeat
 from explorer.cli.signals import exit_status, terminating_as_interrupt, word
 from explorer.report.outputs import interrupt_behind
+from explorer.search.run_budget import process_age
 from sdf3.errors import InputError
 
 SUBCOMMANDS = {
@@ -56,6 +58,9 @@ def wrong_input(args: argparse.Namespace, prog: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # when explore is the process (argv None) its clock began when the process did: the
+    # time budget (explorer/search/run_budget.py) counts the interpreter's start and imports
+    started = time.perf_counter() - (process_age() if argv is None else 0.0)
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         module, help_ = SUBCOMMANDS[argv[0]]
@@ -65,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         help_ = ("Trade memory against throughput for a CNN application. Subcommands: "
                  + ", ".join(SUBCOMMANDS) + ".")
     args = _parser(module, prog, help_).parse_args(argv)
+    args.started = started
     # SIGTERM as Ctrl-C (explorer/cli/signals.py); temporary files in one folder removed at
     # the end (explorer/cli/scratch.py); on a terminal never silent for long
     # (explorer/cli/heartbeat.py)

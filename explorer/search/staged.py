@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from explorer.app.model import SearchSettings
+from explorer.search.effort import Refit
 from explorer.search.genetic import SearchResult, nsga2
 from explorer.search.deadline import NONE, Deadline
 from explorer.search.local_search import pareto_local_search
@@ -19,7 +20,7 @@ from explorer.search.progress import Progress, StageTime
 
 def ladder_search(space: Space, cnns: list[str], evaluate: Batch, settings: SearchSettings,
                   progress: Progress | None = None, extra: list[Key] | None = None,
-                  deadline: Deadline = NONE) -> SearchResult:
+                  deadline: Deadline = NONE, refit: Refit | None = None) -> SearchResult:
     """NSGA-II over ladder genes that starts from the paper's search: first the binary
     search itself (Eq. 6 genes, the same settings and seed, each binary chromosome
     evaluated as its ladder twin, `space.binary`), then the ladder search seeded with that
@@ -32,11 +33,15 @@ def ladder_search(space: Space, cnns: list[str], evaluate: Batch, settings: Sear
     `relink_rounds` rounds: the pairs the local search made); evaluations, distinct
     chromosomes and time are the sum of the stages. The binary run gets 40% of the time
     left, the ladder run 75% of what is left then (Deadline.share); every stage after them
-    stops between slices once the deadline is over, with the front it has."""
+    stops between slices once the deadline is over, with the front it has. `refit`
+    (explorer.search.effort.Refit) gives the settings of the stages after the binary run
+    from the distinct evaluations per second that run observed."""
     first = nsga2(len(space.upper), cnns, Mapped(evaluate, space.binary), settings, progress,
                   deadline=deadline.share(0.4), stage="binary NSGA-II")
     seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()
                                + [tuple(int(g) for g in e) for e in extra or ()]))
+    if refit is not None:
+        settings = refit(settings, first.unique, first.seconds, deadline.left())
     if deadline.over("ladder NSGA-II"):      # the binary front is the answer so far
         second = SearchResult(front=[], history=first.history)
     else:

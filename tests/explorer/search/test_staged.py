@@ -116,3 +116,15 @@ def test_a_relinking_pass_with_no_evaluations_left_is_no_stage(vgg):
     first = next(s for s in stages if s.name == "path relinking")
     assert first.evaluations >= 1           # the cap of 1 spent (a slice may pass it)
     assert [s.name for s in stages] == ["binary NSGA-II", "ladder NSGA-II", "path relinking", "local search"]
+
+
+def test_a_search_whose_pace_fits_no_key_still_ends_with_a_front(vgg):
+    """The time left fits no evaluation at the pace known (a loaded machine, a slow
+    network): each stage's first slice still runs, so the search has a front to pick from."""
+    deadline = Deadline(0.0)
+    deadline.pace = 100.0
+    problem = Evaluation(vgg, make_evaluator(vgg), space=gene_space(vgg, "ladder"))
+    out = algorithm2(vgg, problem, SearchSettings(population=8, generations=2, workers=1),
+                     deadline=deadline)
+    assert out.front and out.chosen in out.front and out.result.stopped
+    assert out.result.unique <= 2 * 2               # one slice of the binary stage at most
