@@ -4,10 +4,10 @@ constant target shape fix the size of what it reads, that size must be what its 
 
 ONNX shape inference outside strict mode takes a Gemm's or MatMul's output from its
 declared or weight shapes even when the input's features differ, and a Reshape's from its
-target even when the element counts differ, so a model exported for 16x16 frames given
-`input_shape: [1, 3, 64, 64]` imported, searched and planned, and was refused only when its
-step models were built, as memtrade's fault. Here it is refused at import, in one line
-naming the layer and both shapes (InputError: exit 2). Checked (only where every dimension
+target even when the element counts differ: a model exported for 16x16 frames given
+`input_shape: [1, 3, 64, 64]` would import, be searched and planned, and fail only when its
+step models are built. It is refused here, at import, in one line naming the layer and both
+shapes (InputError: exit 2). Checked (only where every dimension
 involved is known): Gemm (transA / transB), MatMul with a constant right operand, Conv (input
 channels = weight channels x group) and Reshape to a constant shape (element counts; 0
 copies a dimension, -1 takes the rest).
