@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from csdf.onnx_consts import constant_tensors
 from sdf3.errors import InputError
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
@@ -32,12 +33,7 @@ def check(model: onnx.ModelProto, path: str | Path) -> None:
     nodes = [n for n in graph.node if n.op_type in QDQ_OPS]
     if not nodes:
         return
-    consts = {t.name: t for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant":
-            value = next((a.t for a in node.attribute if a.name == "value"), None)
-            if value is not None:
-                consts[node.output[0]] = value
+    consts = constant_tensors(graph)
     shapes: dict[str, list[int]] | None = None
     for node in nodes:
         where = f"{path}: {node.op_type} {node.name or node.output[0]!r} of tensor {node.input[0]!r}"

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from csdf.onnx_consts import constant_tensors
 from sdf3.errors import InputError
 
 
@@ -32,12 +33,7 @@ def check(model: onnx.ModelProto, path: str | Path, inputs=(),
     in the line as where the sizes come from; `layer_name`: a node name as the import names
     its layer."""
     graph = model.graph
-    consts = {t.name: t for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant":
-            value = next((a.t for a in node.attribute if a.name == "value"), None)
-            if value is not None:
-                consts[node.output[0]] = value
+    consts = constant_tensors(graph)
     shapes = {name: list(t.dims) for name, t in consts.items()}
     for v in list(graph.input) + list(graph.value_info) + list(graph.output):
         t = v.type.tensor_type
