@@ -101,21 +101,25 @@ def test_without_a_deadline_hit_the_stages_are_those_of_no_deadline(vgg):
                        deadline=Deadline(3600.0))
     assert timed.front == plain.front and timed.result.stopped is None
     assert [s.name for s in timed.result.stages] == ["binary NSGA-II", "ladder NSGA-II",
-                                                     "path relinking", "local search",
+                                                     "memory descent", "path relinking",
+                                                     "local search",
                                                      "path relinking"]
     assert sum(s.evaluations for s in timed.result.stages) == timed.result.unique
 
 
 def test_a_relinking_pass_with_no_evaluations_left_is_no_stage(vgg):
     """With a cap of evaluations per stage that the first path relinking spends, the second
-    pass has none left: it is not run, nor listed among the stages (a 0.0 s stage)."""
+    pass has none left: it is not run, nor listed among the stages (a 0.0 s stage); the
+    descent spends the cap it shares with the local search, so neither is that."""
     settings = SearchSettings(population=8, generations=2, workers=1, relink_rounds=2,
                               stage_evaluations=1)
     out = algorithm2(vgg, Evaluation(vgg, make_evaluator(vgg), space=gene_space(vgg, "ladder")), settings)
     stages = out.result.stages
     first = next(s for s in stages if s.name == "path relinking")
     assert first.evaluations >= 1           # the cap of 1 spent (a slice may pass it)
-    assert [s.name for s in stages] == ["binary NSGA-II", "ladder NSGA-II", "path relinking", "local search"]
+    assert next(s for s in stages if s.name == "memory descent").evaluations == 1
+    assert [s.name for s in stages] == ["binary NSGA-II", "ladder NSGA-II", "memory descent",
+                                        "path relinking"]
 
 
 def test_a_search_whose_pace_fits_no_key_still_ends_with_a_front(vgg):
