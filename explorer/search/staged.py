@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from explorer.app.model import SearchSettings
-from explorer.search.effort import Refit
+from explorer.search.effort import Refit, binary_share
 from explorer.search.genetic import SearchResult, nsga2
 from explorer.search.deadline import NONE, Deadline
 from explorer.search.descent import STAGE as DESCENT, descend
@@ -35,12 +35,15 @@ def ladder_search(space: Space, cnns: list[str], evaluate: Batch, settings: Sear
     by-parts layer one rung toward whole), then path relinking once more (up to
     `relink_rounds` rounds: the pairs the local search made); evaluations, distinct
     chromosomes and time are the sum of the stages. The binary run gets 40% of the time
-    left, the ladder run 75% of what is left then (Deadline.share); every stage after them
+    left (15% at the least fitted effort: explorer.search.effort.binary_share), the ladder
+    run 75% of what is left then, the descent half of what is left after it
+    (Deadline.share); every stage after them
     stops between slices once the deadline is over, with the front it has. `refit`
     (explorer.search.effort.Refit) gives the settings of the stages after the binary run
     from the distinct evaluations per second that run observed."""
     first = nsga2(len(space.upper), cnns, Mapped(evaluate, space.binary), settings, progress,
-                  deadline=deadline.share(0.4), stage="binary NSGA-II")
+                  deadline=deadline.share(binary_share(refit.first.level if refit else None)),
+                  stage="binary NSGA-II")
     seeds = list(dict.fromkeys([space.binary(p.genes) for p in first.front] + space.seeds()
                                + [tuple(int(g) for g in e) for e in extra or ()]))
     if refit is not None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from explorer.search.deadline import Deadline
-from explorer.search.descent import BATCH, descend, moves
+from explorer.search.descent import BATCH, descend, move
 from explorer.search.pick import Point
 
 UPPER = [3, 1, 4, 2, 5, 3]
@@ -29,11 +29,12 @@ def point(evaluate, genes) -> Point:
     return Point(tuple(genes), mem, fps)
 
 
-def test_moves_are_to_whole_one_rung_down_one_rung_up_within_the_ladder():
-    assert list(moves((0, 2, 4), [3, 3, 4], 1)) == [(0, 0, 4), (0, 1, 4), (0, 3, 4)]
-    assert list(moves((0, 2, 4), [3, 3, 4], 0)) == [(1, 2, 4)]
-    assert list(moves((0, 1, 4), [3, 3, 4], 1)) == [(0, 0, 4), (0, 2, 4)]
-    assert list(moves((0, 1, 4), [3, 3, 4], 2)) == [(0, 1, 0), (0, 1, 3)]
+def test_moves_are_to_whole_one_rung_toward_parts_one_rung_toward_whole_within_the_ladder():
+    genes, upper = (0, 2, 4), [3, 3, 4]
+    assert [move(genes, upper, kind, 1) for kind in range(3)] == [(0, 0, 4), (0, 3, 4), (0, 1, 4)]
+    assert [move(genes, upper, kind, 0) for kind in range(3)] == [None, (1, 2, 4), None]
+    assert [move(genes, upper, kind, 2) for kind in range(3)] == [(0, 2, 0), None, (0, 2, 3)]
+    assert move((0, 1, 4), upper, 2, 1) is None       # toward whole from rung 1 is to whole
 
 
 @settings(max_examples=25, deadline=None)

@@ -132,3 +132,40 @@ def test_a_search_whose_pace_fits_no_key_still_ends_with_a_front(vgg):
                      deadline=deadline)
     assert out.front and out.chosen in out.front and out.result.stopped
     assert out.result.unique <= 2 * 2               # one slice of the binary stage at most
+
+
+class FakeSpace:
+    """Ladder genes 0..3, the binary twin 0 or 3, one seed."""
+    upper = [3] * 6
+    staged = True
+
+    def seeds(self):
+        return [(1,) * 6]
+
+    def binary(self, bits):
+        return tuple(3 if b else 0 for b in bits)
+
+
+@pytest.mark.parametrize("level, share", [(0.0625, 0.15), (0.125, 0.4), (None, 0.4)])
+def test_the_binary_stage_gets_its_share_of_a_clock_every_evaluation_advances(level, share):
+    """Each evaluation takes 1 s of a clock of the test's own, so the binary stage's
+    distinct evaluations count its seconds: `share` of 100 (explorer.search.effort.
+    binary_share of the fitted level), give or take the slice that crosses its end."""
+    from explorer.search.effort import Effort, Refit
+    from explorer.search.problem import Serial
+    from explorer.search.staged import ladder_search
+    now = [0.0]
+
+    def evaluate(genes):
+        now[0] += 1.0
+        return 10_000 - 7 * sum(genes) + 5 * sum(g == 2 for g in genes), {"c": 100.0 - sum(genes)}
+
+    settings = SearchSettings(population=8, generations=200, workers=1, relink_rounds=2)
+    refit = None if level is None else Refit(settings, Effort(level, 1.0, 1e4, 8, 200, 2))
+    deadline = Deadline(100.0, clock=lambda: now[0])
+    out = ladder_search(FakeSpace(), ["c"], Serial(evaluate), settings, deadline=deadline,
+                        refit=refit)
+    binary = out.stages[0]
+    assert binary.name == "binary NSGA-II"
+    assert share * 100 <= binary.evaluations <= share * 100 + 2
+    assert out.front and out.stopped is not None
