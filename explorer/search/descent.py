@@ -35,10 +35,8 @@ from explorer.search.problem import Evaluate, Key, as_batch
 from explorer.search.progress import GenerationStats, Progress
 
 BATCH = 8          # neighbours evaluated together
+KINDS = 3          # moves of a gene: to whole, one rung toward parts, one rung toward whole
 STAGE = "memory descent"
-
-
-KINDS = 3           # moves of a gene: to whole, one rung toward parts, one rung toward whole
 
 
 def move(genes: Key, upper: list[int], kind: int, i: int) -> Key | None:

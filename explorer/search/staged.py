@@ -28,7 +28,8 @@ def ladder_search(space: Space, cnns: list[str], evaluate: Batch, settings: Sear
     front and `space.seeds()`. Every point of the binary front is a ladder chromosome, so
     the least memory found is never worse than the binary genes'. The two runs' fronts are
     merged, their least-memory point improved gene by gene (explorer/search/descent.py, half
-    the time left then, at most one stage's cap of evaluations), and the front filled in
+    the time left then, at most one stage's cap of evaluations; a local search, so not
+    with `settings.local_rounds` 0), and the front filled in
     by `settings.relink_rounds` rounds of path relinking
     (explorer/search/path_relinking.py: steps between neighbouring front points), then
     `settings.local_rounds` rounds of Pareto local search (explorer/search/local_search.py: one
@@ -60,7 +61,7 @@ def ladder_search(space: Space, cnns: list[str], evaluate: Batch, settings: Sear
     stages = first.stages + second.stages
     cap = settings.stage_evaluations          # explorer/search/effort.py; None = no cap
     counts = {"path relinking": 0, "local search": 0, DESCENT: 0}
-    if cap != 0 and not deadline.over(DESCENT):
+    if settings.local_rounds > 0 and cap != 0 and not deadline.over(DESCENT):
         start = time.perf_counter()
         front, n = descend(front, cnns, evaluate, list(space.upper), seen, deadline.share(0.5),
                            cap, progress)

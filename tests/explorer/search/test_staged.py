@@ -169,3 +169,20 @@ def test_the_binary_stage_gets_its_share_of_a_clock_every_evaluation_advances(le
     assert binary.name == "binary NSGA-II"
     assert share * 100 <= binary.evaluations <= share * 100 + 2
     assert out.front and out.stopped is not None
+
+
+@pytest.mark.parametrize("local_rounds", [0, 1])
+def test_the_descent_is_a_local_search_local_rounds_0_turns_off(local_rounds):
+    from explorer.search.problem import Serial
+    from explorer.search.staged import ladder_search
+
+    def evaluate(genes):     # least memory at genes (1, 2, 1, 2, 1, 2): the seed (1,) * 6 is 3 away
+        return 1000 + sum(abs(g - (1 + i % 2)) for i, g in enumerate(genes)), {"c": 10.0 - sum(genes)}
+
+    settings = SearchSettings(population=8, generations=1, workers=1, relink_rounds=0,
+                              local_rounds=local_rounds)
+    out = ladder_search(FakeSpace(), ["c"], Serial(evaluate), settings)
+    names = [s.name for s in out.stages]
+    assert ("memory descent" in names) == (local_rounds > 0)
+    least = min(p.memory_bytes for p in out.front)
+    assert least == 1000 or local_rounds == 0
