@@ -18,6 +18,8 @@ from explorer.search.pick import Point, merge_fronts
 from explorer.search.problem import Batch, Key, Space
 from explorer.search.progress import Progress, StageTime
 
+DESCENT_SHARE = 0.75    # of the time the NSGA-II stages leave (benchmarks/results/search_budget.md)
+
 
 def ladder_search(space: Space, cnns: list[str], evaluate: Batch, settings: SearchSettings,
                   progress: Progress | None = None, extra: list[Key] | None = None,
@@ -27,8 +29,8 @@ def ladder_search(space: Space, cnns: list[str], evaluate: Batch, settings: Sear
     evaluated as its ladder twin, `space.binary`), then the ladder search seeded with that
     front and `space.seeds()`. Every point of the binary front is a ladder chromosome, so
     the least memory found is never worse than the binary genes'. The two runs' fronts are
-    merged, their least-memory point improved gene by gene (explorer/search/descent.py, half
-    the time left then, at most one stage's cap of evaluations; a local search, so not
+    merged, their least-memory point improved gene by gene (explorer/search/descent.py, 75%
+    of the time left then, at most one stage's cap of evaluations; a local search, so not
     with `settings.local_rounds` 0), and the front filled in
     by `settings.relink_rounds` rounds of path relinking
     (explorer/search/path_relinking.py: steps between neighbouring front points), then
@@ -37,7 +39,7 @@ def ladder_search(space: Space, cnns: list[str], evaluate: Batch, settings: Sear
     `relink_rounds` rounds: the pairs the local search made); evaluations, distinct
     chromosomes and time are the sum of the stages. The binary run gets 40% of the time
     left (15% at the least fitted effort: explorer.search.effort.binary_share), the ladder
-    run 75% of what is left then, the descent half of what is left after it
+    run 75% of what is left then, the descent 75% of what is left after it
     (Deadline.share); every stage after them
     stops between slices once the deadline is over, with the front it has. `refit`
     (explorer.search.effort.Refit) gives the settings of the stages after the binary run
@@ -63,7 +65,7 @@ def ladder_search(space: Space, cnns: list[str], evaluate: Batch, settings: Sear
     counts = {"path relinking": 0, "local search": 0, DESCENT: 0}
     if settings.local_rounds > 0 and cap != 0 and not deadline.over(DESCENT):
         start = time.perf_counter()
-        front, n = descend(front, cnns, evaluate, list(space.upper), seen, deadline.share(0.5),
+        front, n = descend(front, cnns, evaluate, list(space.upper), seen, deadline.share(DESCENT_SHARE),
                            cap, progress)
         counts[DESCENT] = n
         stages.append(StageTime(DESCENT, time.perf_counter() - start, n))
