@@ -109,7 +109,7 @@ def binary_share(level: float | None) -> float:
     `STARVED_BINARY_SHARE`, the rest going to the stages that improve the least memory.
     Measured on PP-OCRv4 detection (level 1/16, 100 s): the binary stage's 37 s ended at
     29.51 MiB and its 13 s at 30.84, and the ladder stage seeded with either front
-    reached 29.35; with the time moved to the descent the run reached 28.64 MiB
+    reached 29.35; with the time moved on to the descent, runs ended at 27.35-28.64 MiB
     (benchmarks/results/search_budget.md)."""
     return STARVED_BINARY_SHARE if level is not None and level <= LEVELS[-1] else BINARY_SHARE
 

@@ -1,6 +1,6 @@
 """The staged search over ladder genes: the paper's binary NSGA-II, the ladder NSGA-II seeded
-with its front, then a descent from its least memory, path relinking, Pareto local search and path relinking again, each stage
-timed and reporting progress, all under one deadline (explorer/search/deadline.py).
+with its front, then a descent from its least memory, path relinking, Pareto local search
+and path relinking again, each stage timed and reporting progress, all under one deadline (explorer/search/deadline.py).
 """
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def ladder_search(space: Space, cnns: list[str], evaluate: Batch, settings: Sear
     counts = {"path relinking": 0, "local search": 0, DESCENT: 0}
     if settings.local_rounds > 0 and cap != 0 and not deadline.over(DESCENT):
         start = time.perf_counter()
-        front, n = descend(front, cnns, evaluate, list(space.upper), seen, deadline.share(DESCENT_SHARE),
-                           cap, progress)
+        front, n = descend(front, cnns, evaluate, list(space.upper), seen,
+                           deadline.share(DESCENT_SHARE), cap, progress)
         counts[DESCENT] = n
         stages.append(StageTime(DESCENT, time.perf_counter() - start, n))
 
