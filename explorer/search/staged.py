@@ -1,6 +1,7 @@
 """The staged search over ladder genes: the paper's binary NSGA-II, the ladder NSGA-II seeded
 with its front, then a descent from its least memory, path relinking, Pareto local search
-and path relinking again, each stage timed and reporting progress, all under one deadline (explorer/search/deadline.py).
+and path relinking again, each stage timed and reporting progress, all under one deadline
+(explorer/search/deadline.py).
 """
 from __future__ import annotations
 
