@@ -12,7 +12,9 @@ network takes tens of seconds on a loaded machine, one derivation several). With
 nothing changes: the same seed gives the same front.
 
 A ladder search shares the budget between its stages (`share`): the binary run gets 40% of
-it, the ladder run 75% of what is left, relinking and local search the rest, so a short
+it (15% at the least fitted effort: explorer.search.effort.binary_share), the ladder run 75%
+of what is left, the descent from the least memory 75% of what is left then, relinking
+and local search the rest, so a short
 budget still yields a ladder front rather than a binary run cut short (a choice: no
 split is prescribed).
 

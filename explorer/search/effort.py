@@ -31,6 +31,9 @@ The rule (docs/search.md, "Effort"):
   (`SearchSettings.stage_evaluations`): their neighbourhoods grow with the front and the
   genes (DenseNet-121 in torchvision's form: 3,950 of 5,132 evaluations, 180 of 208 s).
 
+The binary NSGA-II stage of a ladder search gets 40% of the search's time, 15% at the
+least level (`binary_share`).
+
 Re-fitted as the run goes (`Refit`): after the binary NSGA-II stage of a ladder search, the
 distinct evaluations per second it observed (the workers, the machine's load and the
 network's real chromosomes included) give the level of the stages after it, fitted to 70%
@@ -60,6 +63,8 @@ CALIBRATION_S = 2.0           # seconds after which warming, and timing, stop (1
 LEVELS = (1.0, 0.5, 0.25, 0.125, 0.0625)
 DISTINCT = 0.5                # share of requests that are not cache hits
 SCALED = ("population", "generations", "relink_rounds")
+BINARY_SHARE = 0.4            # share of a ladder search's time its binary NSGA-II stage gets
+STARVED_BINARY_SHARE = 0.15   # the same at the least level (binary_share)
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,18 @@ def speedup(workers: int) -> float:
 def choose_level(predicted_s: float, target_s: float) -> float:
     """The largest level whose share of `predicted_s` fits `target_s` (the smallest if none)."""
     return next((f for f in LEVELS if predicted_s * f <= target_s), LEVELS[-1])
+
+
+def binary_share(level: float | None) -> float:
+    """The share of a ladder search's time (explorer.search.staged) its binary NSGA-II
+    stage gets at the fitted `level` (None: the effort is the user's): `BINARY_SHARE`, and
+    at the least level, where the defaults would take 16 times the time or more,
+    `STARVED_BINARY_SHARE`, the rest going to the stages that improve the least memory.
+    Measured on PP-OCRv4 detection (level 1/16, 100 s): the binary stage's 37 s ended at
+    29.51 MiB and its 13 s at 30.84, and the ladder stage seeded with either front
+    reached 29.35; with the time moved on to the descent, runs ended at 27.35-28.64 MiB
+    (benchmarks/results/search_budget.md)."""
+    return STARVED_BINARY_SHARE if level is not None and level <= LEVELS[-1] else BINARY_SHARE
 
 
 def scaled(settings, level: float):

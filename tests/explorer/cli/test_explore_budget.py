@@ -32,8 +32,8 @@ def test_explore_prints_each_stage_and_keeps_a_tiny_limit(tmp_path, capsys):
     stages = [re.fullmatch(r"(.+) ([0-9.]+) s", part).groups() for part in body.split(", ")]
     names = [name for name, _ in stages]
     assert names[:3] == ["import", "analysis", "calibration"] and names[-1] == "outputs"
-    assert set(names[3:-1]) <= {"binary NSGA-II", "ladder NSGA-II", "path relinking",
-                                "local search", "setup"}
+    assert set(names[3:-1]) <= {"binary NSGA-II", "ladder NSGA-II", "memory descent",
+                                "path relinking", "local search", "setup"}
     assert "binary NSGA-II" in names
     front = json.loads((out / "pareto.json").read_text())
     assert front["stopped_on_time"] and front["time_limit"] == 1.0

@@ -205,3 +205,14 @@ def test_refit_keeps_what_the_user_set_and_needs_an_observation():
     fresh = ef.Refit(base, ef.Effort(0.5, 1.0, 1.0, 40, 42, 8))
     assert fresh(base, 0, 1.0, 60.0) is base and fresh(base, 10, 1.0, None) is base
     assert fresh.chosen is None
+
+
+@pytest.mark.parametrize("rate", [0.5, 2.0, 5.0, 40.0, 1000.0])
+def test_the_binary_share_from_the_measured_rate(monkeypatch, rate):
+    """At the least level (the defaults predicted to take more than 8 times 70% of the
+    budget) the binary stage gets 15% of a ladder search's time, else 40%."""
+    monkeypatch.setattr(ef, "measured_rate", lambda evaluate, upper, seed: rate)
+    _, chosen = ef.fit_effort(FakeApp(), FakeEvaluation(), SearchSettings(workers=1))
+    predicted = (0.5 * 100 * 61 * 2 + 2 * 100 * 61) / rate
+    assert ef.binary_share(chosen.level) == (0.15 if predicted / 8 > 0.7 * 100 else 0.4)
+    assert ef.binary_share(None) == 0.4
