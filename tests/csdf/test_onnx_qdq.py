@@ -118,7 +118,7 @@ def test_every_tensor_between_layers_keeps_its_scale(models):
 def _app(folder: Path, model: Path, precision: str | None):
     from explorer.app.appfile import load_app
     path = folder / f"app_{model.stem}_{precision}.yaml"
-    path.write_text(f"name: q\n" + (f"precision: {precision}\n" if precision else "")
+    path.write_text("name: q\n" + (f"precision: {precision}\n" if precision else "")
                     + f"cnns:\n  - name: net\n    model: {model.name}\n")
     return load_app(path)
 

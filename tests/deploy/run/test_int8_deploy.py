@@ -22,7 +22,6 @@ from deploy.ort.backend import OrtBackend
 from deploy.runtime import manifest as mf
 from deploy.runtime.executor import Executor
 from deploy_fixtures import make_plan
-from explorer.cli.main import main
 from onnx_cases import joins_block
 from test_verdict import run_json, swap_models
 from refusals import redigest, refused
