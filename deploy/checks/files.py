@@ -14,9 +14,9 @@ makes the deployment "damaged or edited". A manifest without digests cannot tell
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
+from csdf.zoo.cache import sha256_file
 from sdf3.errors import InputError
 
 KEY = "files"
@@ -26,12 +26,7 @@ class Damaged(InputError):
     """A file of a deployment is not as `explore deploy` wrote it."""
 
 
-def digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+digest = sha256_file     # a file's SHA-256, hex, read in blocks (the zoo's cache check too)
 
 
 def digests(root: str | Path, rels: list[str]) -> dict[str, str]:
