@@ -87,8 +87,8 @@ def stored_dtype(path: str | Path) -> str:
     half, full = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
     if half in {o.type.tensor_type.elem_type for o in model.graph.output}:
         return "float16"
-    tensors = list(model.graph.initializer) + [
-        a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"]
+    from csdf.onnx_consts import constant_tensors
+    tensors = constant_tensors(model.graph).values()
     count = {half: 0, full: 0}
     for t in tensors:          # dims and type only: external data is never read
         if t.data_type in count:
