@@ -48,6 +48,18 @@ def swap_models(out, first: str, second: str) -> None:
     redigest(out)   # the verdict is tested here, not the load's digests
 
 
+def reverse_window_rows(out, layer: str) -> None:
+    """Make the third step of `layer` gather its window's rows in the wrong order (slot
+    indices still inside the ring, so the manifest check lets it run)."""
+    path = out / "manifest.json"
+    manifest = json.loads(path.read_text())
+    steps = [s for p in manifest["partitions"] for s in p["steps"] if s["layer"] == layer]
+    idx = next(b for b in steps[2]["bind"] if b["kind"] == "const" and b["name"] == "in0_idx")
+    assert len(set(idx["values"])) == 3, idx
+    idx["values"] = idx["values"][::-1]
+    path.write_text(json.dumps(manifest))
+
+
 def run_json(capsys, out) -> tuple[int, dict]:
     capsys.readouterr()
     code = main(["run", str(out), "--frames", "2", "--json", "--in-process"])
