@@ -18,6 +18,14 @@ with one app file per network beside them (`cnns: [{name: NET, model: NET.onnx}]
     PYTHONPATH=$PWD python benchmarks/search_budget.py /work/models/ghostnet_100.yaml \\
         /work/models/mixnet_s.yaml /work/models/googlenet.yaml /work/models/efficientnet_b3.yaml
 
+PaddleOCR's networks (PP-OCRv4 detection at 640x640 alone, and the three-CNN OCR app:
+detection, PP-OCRv4 recognition at 48x320 and the mobile v2.0 direction classifier at
+48x192) are built as app files in a temporary folder from the ONNX files of `--ocr DIR`:
+
+    PYTHONPATH=$PWD python benchmarks/search_budget.py --ocr /work/models --busy 4 --only default
+
+`--busy N` starts N busy processes (`python -c "while True: pass"`) before each run and
+ends them after it, so the run competes for the cores as on a loaded machine.
 `--idle L` waits (polling every 20 s, at most `--wait` seconds) until the 1-minute load
 average is below L before each run; `--cap S` stops a run after S seconds (reported as
 not finished); `--full-limit S` gives the `--effort full` runs `--time-limit S` instead, so
@@ -62,21 +70,54 @@ def layers(app: Path) -> int | None:
     return None
 
 
-def run(app: Path, effort: str, out: Path, cap: float, limit: float | None = None) -> dict:
+OCR = {
+    "ppocr_det": [("det", "ch_PP-OCRv4_det_infer.onnx", [1, 3, 640, 640])],
+    "ppocr_3cnn": [("det", "ch_PP-OCRv4_det_infer.onnx", [1, 3, 640, 640]),
+                   ("rec", "ch_PP-OCRv4_rec_infer.onnx", [1, 3, 48, 320]),
+                   ("cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx", [1, 3, 48, 192])],
+}
+
+
+def ocr_apps(models: Path, folder: Path) -> list[Path]:
+    """The OCR app files (OCR), written into `folder`, models from `models`."""
+    out = []
+    for name, cnns in OCR.items():
+        lines = [f"name: {name}", "platform: jetson-tx2", "cnns:"]
+        for cnn, model, shape in cnns:
+            lines += [f"  - name: {cnn}", f"    model: {(models / model).resolve()}",
+                      f"    input_shape: {shape}"]
+        path = folder / f"{name}.yaml"
+        path.write_text("\n".join(lines) + "\n")
+        out.append(path)
+    return out
+
+
+def busy(n: int) -> list[subprocess.Popen]:
+    """`n` processes that keep a core busy each."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def run(app: Path, effort: str, out: Path, cap: float, limit: float | None = None,
+        competing: int = 0) -> dict:
     """One `explore APP --mem 0` run in its own process: wall seconds, stages line, least
-    memory; `limit`: its `--time-limit`."""
+    memory; `limit`: its `--time-limit`; `competing`: busy processes beside it."""
     argv = [sys.executable, "-m", "explorer.cli.main", str(app), "--mem", "0",
             "--out", str(out), "--force"]
     if effort == "full":
         argv += ["--effort", "full"]
     if limit is not None:
         argv += ["--time-limit", str(limit)]
-    row: dict = {"load_before": loadavg()}
+    hogs = busy(competing)
+    row: dict = {"load_before": loadavg(), "busy": competing}
     start = time.perf_counter()
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=cap, cwd=ROOT)
     except subprocess.TimeoutExpired:
         return row | {"finished": False, "wall": cap, "load_after": loadavg()}
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
     row |= {"wall": time.perf_counter() - start, "load_after": loadavg()}
     if proc.returncode not in (0, 3):
         return row | {"finished": False,
@@ -88,7 +129,8 @@ def run(app: Path, effort: str, out: Path, cap: float, limit: float | None = Non
                   "least": min(p["memory_bytes"] for p in front["points"]),
                   "plan": plan.get("memory_bytes"),
                   "evaluations": front.get("evaluations"), "unique": front.get("unique"),
-                  "effort": front.get("effort"), "stopped": front.get("stopped_on_time")}
+                  "effort": front.get("effort"), "stopped": front.get("stopped_on_time"),
+                  "budget": front.get("budget")}
 
 
 def mib(value) -> str:
@@ -124,6 +166,11 @@ def main() -> None:
     parser.add_argument("--full-limit", type=float,
                         help="--time-limit for the --effort full runs: one that would pass "
                              "--cap ends with the front it has (marked 'stopped on time')")
+    parser.add_argument("--ocr", type=Path, metavar="DIR",
+                        help="also run PaddleOCR's detection alone and the three-CNN OCR app, "
+                             "their ONNX files in DIR")
+    parser.add_argument("--busy", type=int, default=0,
+                        help="busy processes competing for the cores during each run")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--rows", type=Path, nargs="*", default=[],
                         help="rows of earlier runs (--json files) to merge into the table, "
@@ -131,7 +178,8 @@ def main() -> None:
     args = parser.parse_args()
     rows = merged(args.rows)
     with tempfile.TemporaryDirectory() as tmp:
-        for app in args.apps:
+        apps = list(args.apps) + (ocr_apps(args.ocr, Path(tmp)) if args.ocr else [])
+        for app in apps:
             row = next((r for r in rows if r["app"] == app.stem), None)
             if row is None:
                 row = {"app": app.stem, "layers": layers(app)}
@@ -141,7 +189,8 @@ def main() -> None:
                     continue
                 wait_idle(args.idle, args.wait)
                 row[effort] = run(app.resolve(), effort, Path(tmp) / f"{app.stem}-{effort}",
-                                  args.cap, args.full_limit if effort == "full" else None)
+                                  args.cap, args.full_limit if effort == "full" else None,
+                                  args.busy)
                 print(f"{app.stem} {effort}: {json.dumps(row[effort])}", file=sys.stderr)
                 if args.json:
                     args.json.write_text(json.dumps(rows, indent=1))
@@ -152,6 +201,7 @@ def main() -> None:
         d, f = row.get("default", {}), row.get("full", {})
         ratio = f"{d['least'] / f['least']:.4f}" if d.get("least") and f.get("least") else "-"
         load = "; ".join(f"{side} {r['load_before']} / {r['load_after']}"
+                         + (f", {r['busy']} busy" if r.get("busy") else "")
                          for side, r in (("default", d), ("full", f)) if r)
         stages = d.get("stages", "").removeprefix("stages").strip() or "-"
         print(f"| {row['app']} | {row['layers']} | {wall(d)} | {stages} | {wall(f)} "

@@ -1,8 +1,9 @@
 """`explore run`'s verdict over many seeds in one process: per seed the frames `explore run
 DIR --seed S` makes, the deployed outputs of its checked frames against the reference at the
-plan's precision, and the tolerance deploy/run/verdict.py gives them. Prints one line per
-seed and, last, the worst ratio max |diff| / tolerance (a correct deployment should stay
-well below 1; the verdict's margin is its distance from 1).
+plan's precision, the reference's spread (fp16: from the fp32 network; fp32: from the model
+run with ONNX Runtime's optimizations off) and the tolerance deploy/run/verdict.py gives
+them. Prints one line per seed and CNN and, last, the worst ratio max |diff| / tolerance (a
+correct deployment should stay well below 1; the verdict's margin is its distance from 1).
 
     python benchmarks/verdict_seeds.py DEPLOY_DIR [--seeds 100] [--frames 20] [--threads 0]
 
@@ -39,12 +40,18 @@ def main() -> None:
     ort_process.init_runtime(args.threads, True)     # one thread pool, as explore run has
     ex = Executor(manifest, args.dir, registry.backend(manifest.backend).runtime(manifest.dtype, args.threads, True))
     weights = registry.backend(manifest.backend).stored_weights(manifest.precision)    # as explore run's verdict
-    refs, exact, stored = {}, {}, {}
+    refs, other, stored = {}, {}, {}
     for name, info in manifest.cnns.items():
         path = Path(args.dir) / info.reference
         refs[name] = reference.session(path, args.threads, manifest.dtype, weights)
-        exact[name] = reference.session(path, args.threads, weights=weights)
         stored[name] = reference.stored_dtype(path)
+        # the spread's second computation (verdict.rounding): at fp16 the fp32 network, at
+        # fp32 the same model with ONNX Runtime's optimizations off; none for a model stored
+        # in fp16 under an fp32 plan
+        if manifest.dtype != "float32":
+            other[name] = reference.session(path, args.threads, weights=weights)
+        elif stored[name] == "float32":
+            other[name] = reference.session(path, args.threads, weights=weights, plain=True)
     worst = (0.0, None, None)
     for seed in range(args.seeds):
         routed = frames_for(manifest, max(args.frames, len(manifest.cnns)), seed)
@@ -58,7 +65,7 @@ def main() -> None:
                     d = max(d, float(np.max(np.abs(g - w.reshape(g.shape)))))
                     m = max(m, float(np.max(np.abs(w))))
             diff[name], size[name] = d, m
-            noise[name] = 0.0 if manifest.dtype == "float32" else verdict.spread(exact[name], refs[name], checked)
+            noise[name] = verdict.spread(other[name], refs[name], checked) if name in other else 0.0
         for name, v in verdict.judge(diff, size, manifest.dtype, noise, stored).items():
             ratio = v.max_abs_diff / v.tolerance
             print(f"seed {seed:3d} {name}: max |diff| {v.max_abs_diff:.4g} on outputs up to "

@@ -25,6 +25,18 @@ def opsets(model: onnx.ModelProto) -> dict[str, int]:
     return {o.domain or "": int(o.version) for o in model.opset_import}
 
 
+def constant_tensors(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+    """The graph's constant tensors by name, as stored: its initializers and the `value` of
+    its Constant nodes."""
+    consts = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                consts[node.output[0]] = value
+    return consts
+
+
 def _constant_value(node: onnx.NodeProto) -> np.ndarray:
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     if "value" in attrs:

@@ -37,18 +37,24 @@ def absorb(imp, layer, tensor: str) -> str:
         nxt = nodes[j] if j is not None else None
         if nxt is not None and not acts and layer.op == "Conv" \
                 and nxt.op_type == "BatchNormalization" and all(t in imp.consts for t in nxt.input[1:5]):
+            if _kept_apart(imp, layer, tensor, nxt):
+                return tensor
             fold_bn(layer, nxt, imp.consts)
         elif nxt is not None and not acts and layer.hyper.get("from_matmul") and "B" not in layer.params \
-                and nxt.op_type == "Add" and _bias_of(imp, nxt, tensor, layer):
-            pass   # MatMul + constant Add: the Add is the Gemm's bias
+                and nxt.op_type == "Add" and (bias := _bias_of(imp, nxt, tensor, layer)) is not None:
+            if _kept_apart(imp, layer, tensor, nxt):
+                return tensor
+            layer.params["B"] = bias   # MatMul + constant Add: the Add is the Gemm's bias
         elif nxt is not None and nxt.op_type in ACTIVATIONS and act_known(imp, nxt):
+            _point(imp, layer, f"act{len(acts)}", tensor)
             layer.hyper.setdefault("activation", []).append(nxt.op_type)
             layer.hyper.update(act_hyper(imp, nxt))
-        elif (j := _gated(imp, tensor, "Sigmoid")) is not None:
-            layer.hyper.setdefault("activation", []).append("Swish")
-            nxt = nodes[j]
-        elif (j := _gated(imp, tensor, "HardSigmoid")) is not None:
-            layer.hyper.setdefault("activation", []).append("HardSwish")
+        elif (found := _gated(imp, tensor, "Sigmoid") or _gated(imp, tensor, "HardSigmoid")) is not None:
+            j, gate = found
+            _point(imp, layer, f"act{len(acts)}", tensor)
+            _point(imp, layer, f"gate{len(acts)}", nodes[gate].output[0])
+            swish = "Swish" if nodes[gate].op_type == "Sigmoid" else "HardSwish"
+            layer.hyper.setdefault("activation", []).append(swish)
             nxt = nodes[j]
         else:
             return tensor
@@ -57,9 +63,19 @@ def absorb(imp, layer, tensor: str) -> str:
         tensor = nxt.output[0]
 
 
-def _gated(imp, tensor: str, gate: str) -> int | None:
-    """Index of the Mul of x * gate(x) when x feeds exactly that gate and that Mul (a
-    HardSigmoid gate must be HardSwish's: alpha 1/6, beta 1/2); marks the gate done."""
+def _point(imp, layer, point: str, tensor: str) -> None:
+    """Note that `tensor`, computed inside `layer` at `point` ("act<i>": what its i-th fused
+    activation reads; "gate<i>": the gate of its i-th, a Swish or HardSwish), is a
+    quantization point of a QDQ model (`imp.points`): csdf/onnx_qdq.py `attach` keeps its
+    scale, and an int8 step rounds it there."""
+    if tensor in imp.points:
+        imp.inner.setdefault(layer.name, {})[point] = tensor
+
+
+def _gated(imp, tensor: str, gate: str) -> tuple[int, int] | None:
+    """Indices of the Mul of x * gate(x) and of the gate, when x feeds exactly that gate and
+    that Mul (a HardSigmoid gate must be HardSwish's: alpha 1/6, beta 1/2); marks the gate
+    done."""
     users = [u for u in imp.consumers.get(tensor, []) if u not in imp.done]
     if len(users) != 2 or tensor in imp.outputs or any(u in imp.grouped for u in users):
         return None
@@ -76,17 +92,27 @@ def _gated(imp, tensor: str, gate: str) -> int | None:
     if sorted(nodes[mul[0]].input) != sorted([tensor, g_out]) or imp.sole_consumer(g_out) != mul[0]:
         return None
     imp.done.add(g[0])
-    return mul[0]
+    return mul[0], g[0]
 
 
-def _bias_of(imp, add: onnx.NodeProto, tensor: str, layer) -> bool:
+def _kept_apart(imp, layer, tensor: str, nxt: onnx.NodeProto) -> bool:
+    """Whether `nxt` (a BatchNormalization or bias Add that would fold into `layer`) stays a
+    layer of its own because `tensor`, between them, is a quantization point of a QDQ model:
+    folding would change the values that point rounds. Noted in `imp.apart`."""
+    if tensor not in imp.points:
+        return False
+    imp.apart[layer.name] = nxt.op_type
+    return True
+
+
+def _bias_of(imp, add: onnx.NodeProto, tensor: str, layer) -> np.ndarray | None:
+    """The bias a MatMul layer's constant Add gives, or None when it is not one."""
     other = [t for t in add.input if t != tensor]
     const = imp.consts.get(other[0]) if len(other) == 1 else None
     out = layer.params["W"].shape[0]
     if const is None or const.size not in (1, out):
-        return False
-    layer.params["B"] = np.broadcast_to(const.astype(np.float32).reshape(-1), (out,)).copy()
-    return True
+        return None
+    return np.broadcast_to(const.astype(np.float32).reshape(-1), (out,)).copy()
 
 
 def bn_scale_shift(bn: onnx.NodeProto, consts: dict) -> tuple[np.ndarray, np.ndarray]:

@@ -23,11 +23,10 @@ divide its channels.
 
 Shapes come from ONNX shape inference, once the graph inputs are static (the app file's
 `input_shape`, a dynamic batch 1: csdf/onnx_inputs.py), and are padded to 4-D
-[N, C, H, W] with trailing ones. Layer names: see `layer_name` and docs/appfile.md.
+[N, C, H, W] with trailing ones. Layer names: see csdf/node_names.py and docs/appfile.md.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,8 +35,10 @@ import networkx as nx
 import numpy as np
 import onnx
 
-from csdf import onnx_opaque, onnx_qdq
+from csdf import onnx_opaque, onnx_qdq, qdq_checks, shape_checks
+from csdf.layer_attrs import OpaqueAttrs
 from csdf.model import CNN, INPUT, Layer
+from csdf.node_names import layer_name
 from csdf.onnx_consts import fold_constants, live_nodes, opsets, reinfer, static_shapes
 from csdf.onnx_fusion import (ACTIVATIONS, FUSE_ACTIVATION_INTO, absorb, act_hyper,
                               attributes, bn_scale_shift)
@@ -53,8 +54,11 @@ def load_onnx(path: str | Path, name: str, fused: bool = True, input_shape: Any 
     for a model that cannot run as layers (see the module docstring)."""
     path = Path(path)
     model, fixed = _read(path, input_shape)
+    qdq_checks.check(model, path)                    # its scales and zero points are legal
     model, quantized = onnx_qdq.fold(model)          # a QDQ model: its int8 network
-    cnn = onnx_qdq.attach(_Importer(model, path, name, fused).run(), quantized)
+    points = frozenset(quantized.activations) if quantized is not None else frozenset()
+    importer = _Importer(model, path, name, fused, points=points)
+    cnn = onnx_qdq.attach(importer.run(), quantized, importer.inner, importer.apart)
     cnn.input_shapes = dict(fixed.shapes)
     cnn.batch_fixed = fixed.batch_fixed
     return cnn
@@ -71,21 +75,11 @@ def _read(path: Path, input_shape: Any = None) -> tuple[onnx.ModelProto, FixedIn
         raise InputError(f"{path}: not an ONNX model (no graph nodes)")
     fixed = fix_inputs(model, str(path), input_shape)
     try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True), fixed
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception as err:
         raise InputError(f"{path}: ONNX shape inference failed: {str(err).splitlines()[0]}") from None
-
-
-def clean_name(text: str) -> str:
-    """A layer name usable in qualified names, file names and SDF3 XML: every run of
-    characters outside [A-Za-z0-9_] becomes one "_", and leading/trailing "_" go."""
-    return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_")
-
-
-def layer_name(raw: str) -> str:
-    """The layer name of an ONNX node name (docs/appfile.md): `clean_name`, or "layer" when
-    nothing is left. The importer adds "_2", "_3", ... to a name already taken."""
-    return clean_name(raw) or "layer"
+    shape_checks.check(inferred, path, fixed.shapes, layer_name)   # what inference lets through
+    return inferred, fixed
 
 
 def _to4(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -118,6 +112,11 @@ class _Importer:
     grouped: set[int] = field(default_factory=set)            # nodes of opaque groups
     layers: list[Layer] = field(default_factory=list)
     names: set[str] = field(default_factory=set)
+    # a QDQ model's quantization points (csdf/onnx_qdq.py), and where fusion met them
+    # (csdf/onnx_fusion.py): layer -> point -> tensor inside it; layer -> the op kept apart
+    points: frozenset[str] = frozenset()
+    inner: dict[str, dict[str, str]] = field(default_factory=dict)
+    apart: dict[str, str] = field(default_factory=dict)
 
     # ---- set-up -----------------------------------------------------------------------
     def run(self) -> CNN:
@@ -322,6 +321,13 @@ class _Importer:
     def _opaque(self, group: frozenset) -> None:
         for layer, tensor in onnx_opaque.build(self, sorted(group)):
             self._emit(layer, tensor)
+            # a QDQ model's points between the layer's nodes: its steps round there too
+            # (deploy/steps/opaque.py), each point named by its ONNX tensor
+            for raw in OpaqueAttrs.of(layer).nodes:
+                node = onnx.NodeProto.FromString(raw)
+                for t in node.output:
+                    if t in self.points and t != tensor:
+                        self.inner.setdefault(layer.name, {})[t] = t
         self.done |= group
 
     def _conv(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> Layer:

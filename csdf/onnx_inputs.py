@@ -16,6 +16,7 @@ from typing import Any
 
 import onnx
 
+from csdf.machine_bound import check_dims
 from sdf3.errors import InputError
 
 KEY = "input_shape"
@@ -102,6 +103,7 @@ def fix_inputs(model: onnx.ModelProto, where: str, input_shape: Any = None) -> F
             new = [d if isinstance(d, int) else 1 for d in dims]
             if dims and not isinstance(dims[0], int):
                 batch.append(value.name)
+        check_dims(value.name, new, where)      # before shape inference sizes anything
         for dim, size in zip(value.type.tensor_type.shape.dim, new):
             dim.Clear()
             dim.dim_value = size

@@ -22,7 +22,7 @@ precision is int8 (explorer/app/appfile.py, docs/import.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -53,6 +53,24 @@ class Quantized:
     weights: dict[str, Scale] = field(default_factory=dict)
     # from `fold` only: ONNX node (name, else first output) -> the dequantized constants it reads
     readers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # after `attach`: points inside fused layers, by "layer@point" (`inner_key`); the
+    # layers whose BatchNormalization or bias Add the import left unfused, with its op; and
+    # the points neither a layer's output nor inside one (ONNX tensor names; none expected)
+    inner: dict[str, Scale] = field(default_factory=dict)
+    apart: dict[str, str] = field(default_factory=dict)
+    unkept: tuple[str, ...] = ()
+
+    def points_of(self, layer: str) -> tuple[str, ...]:
+        """The points inside `layer` that keep the model's own scales, in the layer's order."""
+        prefix = inner_key(layer, "")
+        return tuple(k[len(prefix):] for k in self.inner if k.startswith(prefix))
+
+
+def inner_key(layer: str, point: str) -> str:
+    """The name of a quantization point inside a layer: "layer@act<i>" (what its i-th fused
+    activation reads), "layer@gate<i>" (the gate of its i-th, Swish or HardSwish), or, in an
+    opaque layer (csdf/onnx_opaque.py), "layer@<ONNX tensor>" (one of its nodes' outputs)."""
+    return f"{layer}@{point}"
 
 
 class _Constants:
@@ -154,17 +172,29 @@ def fold(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Quantized | None]:
     return out, Quantized(activations, weights, {k: v for k, v in readers.items() if v})
 
 
-def attach(cnn: CNN, found: Quantized | None) -> CNN:
-    """`cnn` (imported from `fold`'s model) with `found` kept by layer as `cnn.quantized`."""
+def attach(cnn: CNN, found: Quantized | None, inner: dict[str, dict[str, str]] | None = None,
+           apart: dict[str, str] | None = None) -> CNN:
+    """`cnn` (imported from `fold`'s model) with `found` kept by layer as `cnn.quantized`;
+    `inner`: per layer, the quantization points fused inside it (point -> ONNX tensor,
+    csdf/onnx_fusion.py), kept by `inner_key`; `apart`: the layers fusion stopped at such a
+    point."""
     if found is None:
         return cnn
-    acts, weights = {}, {}
+    acts, weights, points = {}, {}, {}
     for layer in cnn.layers():
         if layer.output_tensor in found.activations:
             acts[layer.name] = found.activations[layer.output_tensor]
+        for point, tensor in (inner or {}).get(layer.name, {}).items():
+            points[inner_key(layer.name, point)] = found.activations[tensor]
         keys = {source: key for key, source in layer.param_sources.items()}
         for node in layer.onnx_nodes:
             for tensor in found.readers.get(node, ()):
-                weights[f"{layer.name}:{keys.get(tensor, tensor)}"] = found.weights[tensor]
-    cnn.quantized = Quantized(acts, weights)
+                key, scale = keys.get(tensor, tensor), found.weights[tensor]
+                if key == "W" and layer.hyper.get("from_matmul") and scale.axis is not None:
+                    # a MatMul's [in, out] tensor is the layer's W transposed: its axes swap
+                    scale = replace(scale, axis=1 - scale.axis % 2)
+                weights[f"{layer.name}:{key}"] = scale
+    kept = {layer.output_tensor for layer in cnn.layers()} | {t for p in (inner or {}).values() for t in p.values()}
+    unkept = tuple(t for t in found.activations if t not in kept)
+    cnn.quantized = Quantized(acts, weights, inner=points, apart=dict(apart or {}), unkept=unkept)
     return cnn

@@ -47,14 +47,16 @@ def unmet_constraints(plan: Plan) -> str:
     return ", ".join(out) or "constraints_met is false"
 
 
-def resolve_plan(plan, point: int | None = None):
+def resolve_plan(plan, point: int | None = None, warn: Callable[[str], None] | None = None):
     """(plan, its application, where it came from) for `plan`: an Exploration (its chosen
-    plan, or point `point` of its front), a Plan, or a plan.json / pareto.json path."""
+    plan, or point `point` of its front), a Plan, or a plan.json / pareto.json path. A point
+    is checked against the app (memtrade/front_check.py); `warn` hears when its listed fps
+    are not the ones its genes give."""
     from explorer.app.appfile import load_app
     from explorer.plan.plan_file import from_json
     from memtrade.exploration import Exploration
     if isinstance(plan, Exploration):
-        chosen = plan.plan if point is None else plan.plan_of(point)
+        chosen = plan.plan if point is None else plan.plan_of(point, warn)
         return chosen, plan.app, plan.app.name
     if isinstance(plan, Plan):
         if point is not None:
@@ -65,7 +67,7 @@ def resolve_plan(plan, point: int | None = None):
                          f"got {type(plan).__name__}")
     if point is not None:
         from memtrade.front_point import plan_of_point
-        chosen = plan_of_point(plan, point)
+        chosen = plan_of_point(plan, point, warn)
     else:
         chosen = from_json(plan)
     return chosen, load_app(chosen.app), str(plan)
@@ -92,7 +94,7 @@ def deploy(plan, out: str | Path, backend: str = "onnxruntime",
         method(calibration_method, "--calibration-method")
     warn = warn or (lambda line: None)
     with claim_dir(out, force) as tmp:      # claimed before any work
-        chosen, app, where = resolve_plan(plan, point)
+        chosen, app, where = resolve_plan(plan, point, warn)
         return _deploy(chosen, app, where, Path(out), tmp, backend, calibration, steps,
                        with_profile, warn, calibration_method)
 

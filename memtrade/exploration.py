@@ -71,11 +71,21 @@ class Exploration:
         """The gene labels ("cnn.layer"), in gene order."""
         return tuple(self._work.outcome.genes)
 
-    def plan_of(self, point: FrontPoint | int) -> Plan:
-        """The plan of a front point (or its index): what `explore deploy --point N` deploys."""
-        p = self.points[point] if isinstance(point, int) else point
+    def plan_of(self, point: FrontPoint | int,
+                warn: Callable[[str], None] | None = None) -> Plan:
+        """The plan of a front point (or its index): what `explore deploy --point N` deploys.
+        A FrontPoint is checked as pareto.json's points are (memtrade/front_check.py): genes
+        of the app in range, fps computed again from them (`warn` hears when they differ)."""
+        from explorer.search.pick import Point
+        from memtrade.front_check import checked_genes, point_index, recomputed_fps
         w = self._work
-        return plan_on_platform(w.problem, w.evaluator, p.genes, dict(p.fps), p.meets)
+        if not isinstance(point, FrontPoint):
+            point = self.points[point_index(point, len(self.points), "the exploration's front")]
+        p, where = point, f"point {point.index}"
+        genes = checked_genes(p.genes, w.problem.space.labels, w.problem.space.upper, where)
+        fps = recomputed_fps(w.problem, genes, dict(p.fps), where, warn)
+        met = meets(Point(genes, p.memory_bytes, fps), self.app.memory, self.app.fps)
+        return plan_on_platform(w.problem, w.evaluator, genes, fps, met)
 
     def summary(self) -> list[str]:
         """The lines `explore` prints (memtrade/summary.py)."""
@@ -106,6 +116,9 @@ class _Work:
     outcome: Outcome
     derived: Any                    # the chosen plan's derivation
     after_search_s: float           # seconds spent after the search (the chosen plan)
+    outputs_estimate_s: float = 0.0  # the outputs' seconds as estimated before the search
+    search_s: float | None = None    # the search's seconds (None: no budget)
+    baselines: dict | None = None    # the report's baseline rows, made before the search
 
 
 def explore(app: Application | str | Path | Mapping, mem: str | int | None = None,
@@ -118,8 +131,8 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
             population: int | None = None, generations: int | None = None,
             workers: int | None = None, relink_rounds: int | None = None,
             local_rounds: int | None = None, say: Callable[[str], None] | None = None,
-            calibration: str | Path | None = None, calibration_method: str | None = None,
-            min_sqnr: float | None = None,
+            started: float | None = None, calibration: str | Path | None = None,
+            calibration_method: str | None = None, min_sqnr: float | None = None,
             _flag: Callable[[str], str] = str) -> Exploration:
     """The methodology on `app` (an Application, an app file or a mapping as memtrade.load_app
     takes): buffer reuse, then Algorithm 2 when reuse alone does not answer the constraints.
@@ -128,12 +141,20 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
     override the app's; the search settings override the app's `search:`. `effort` (None:
     the app's, "auto" unless it says otherwise): "auto" fits population, generations and
     relinking to the measured evaluation rate within the time budget (`time_limit` seconds,
-    default 100), "full" keeps them. `progress` hears each step of the search; `say` hears
-    the bounds line before the search starts (and, with `platform: cpu`, the measuring).
-    With `precision: auto` each layer's precision is searched too, its error estimated from
-    each CNN's sensitivity table measured on the frames of `calibration` (.npy/.npz as
-    `explore deploy --calibration` reads them; None: generated frames, with a warning) with
-    int8 scales by `calibration_method`; `min_sqnr` (dB) overrides the app's `min_sqnr_db`."""
+    default 100), "full" keeps them. The budget counts from `started` (a time.perf_counter
+    reading: `explore` gives its process's start; default now) and covers every stage
+    (explorer/search/run_budget.py): the search gets what import, analysis and calibration
+    left, less the outputs' measured estimate. `progress` hears each step of the search;
+    `say` hears the bounds line before the search starts (and, with `platform: cpu`, the
+    measuring). With `precision: auto` each layer's precision is searched too, its error
+    estimated from each CNN's sensitivity table measured on the frames of `calibration`
+    (.npy/.npz as `explore deploy --calibration` reads them; None: generated frames, with a
+    warning) with int8 scales by `calibration_method`; `min_sqnr` (dB) overrides the app's
+    `min_sqnr_db`."""
+    from explorer.search.deadline import Deadline
+    from explorer.search.effort import Refit, fit_effort, search_runs, time_budget
+    from explorer.search.run_budget import RunClock
+
     app = with_constraints(app if isinstance(app, Application) else load_app(app), mem, fps,
                            prefer, precision, placement)
     if min_sqnr is not None:
@@ -149,6 +170,8 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
                                workers=workers, relink_rounds=relink_rounds,
                                local_rounds=local_rounds)
     tiling = check_tiling(tiling, _flag)
+    clock = RunClock(time_budget(settings), started)
+    clock.stage("import")
     tables = None
     if app.precisions:
         if tiling:
@@ -156,22 +179,37 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
                              f"expected no {_flag('tiling')} with it")
         from memtrade.sensitivity import sensitivity_tables
         tables = sensitivity_tables(app, calibration, calibration_method, say or (lambda line: None))
+        clock.stage("sensitivity")
     elif calibration is not None or calibration_method is not None:
         raise InputError(f"{_flag('calibration')}: measures the sensitivity table of "
                          f"precision: auto; expected none with precision {app.precision.name}")
-    from explorer.search.deadline import Deadline
-    from explorer.search.effort import fit_effort, time_budget
-
     ev = evaluator_for(app, evaluator, quiet=say is None)
-    deadline = Deadline(time_budget(settings))          # the search's, from here
     problem, search = problem_for(app, ev, settings, tiling, tables)
     bound = bounds(problem)
     if say is not None:
         say(bound)
-    started = time.perf_counter()
-    settings, fitted = fit_effort(app, problem, settings)
-    fitting = time.perf_counter() - started
-    outcome = search(app, problem, settings, progress, deadline=deadline)
+    clock.stage("analysis")
+    base = settings
+    after = 0.0
+    marks = None
+    if clock.budget_s is not None and search_runs(app, problem):
+        from memtrade.front_files import measure_outputs
+        from memtrade.summary import baseline_rows
+        marks = baseline_rows(app, getattr(problem, "cache", None))   # the search's outputs
+        after = measure_outputs(problem)                            # can make them now
+    settings, fitted = fit_effort(app, problem, settings, clock.search_seconds(after))
+    if fitted is not None or after:
+        clock.stage("calibration")
+    clock.skip()
+    search_s = clock.search_seconds(after)
+    deadline = Deadline(search_s)                        # the search's, from here
+    refit = Refit(base, fitted) if fitted is not None and tiling is None else None
+    outcome = search(app, problem, settings, progress, deadline=deadline,
+                     **({"refit": refit} if refit is not None else {}))
+    if refit is not None and refit.chosen is not None:
+        fitted = replace(fitted, refit=refit.chosen)
+    # the search's time outside its stages: the reuse-only point, the workers' start and stop
+    setup = clock.since_mark() - sum(s.seconds for s in outcome.result.stages)
     started = time.perf_counter()
     if tables is not None:          # the chosen precisions' rounding measured against min_sqnr_db
         from memtrade.sensitivity import checked
@@ -186,10 +224,12 @@ def explore(app: Application | str | Path | Mapping, mem: str | int | None = Non
                               meets(p, app.memory, app.fps))
                    for i, p in enumerate(outcome.front))
     index = next((p.index for p in points if p.genes == tuple(chosen.genes)), 0)
-    stages = ((StageTime("effort", fitting),) if fitted is not None else ()) + tuple(outcome.result.stages)
-    work = _Work(problem, ev, outcome, derived, time.perf_counter() - started)
+    stages = tuple(clock.stages) + tuple(outcome.result.stages) + (
+        (StageTime("setup", setup),) if setup >= 0.05 else ())
+    work = _Work(problem, ev, outcome, derived, time.perf_counter() - started, after, search_s,
+                 marks)
     return Exploration(app, points, replace(points[index], meets=outcome.met) if points else
                        FrontPoint(0, tuple(chosen.genes), int(chosen.memory_bytes),
                                   MappingProxyType(dict(chosen.fps)), outcome.met),
                        plan, outcome.met, outcome.rule, ev.name, settings, tiling, evaluator,
-                       bound, stages, deadline.seconds, fitted, work)
+                       bound, stages, clock.budget_s, fitted, work)

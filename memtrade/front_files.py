@@ -48,17 +48,47 @@ def write_files(ex, out: Path, final: Path | None = None) -> tuple[list[Path], f
         "rule": outcome.rule, "prefer": app.prefer,
         "time_limit": settings.time_limit, "stopped_on_time": r.stopped,
         "constraints_met": plan.constraints_met,
-        "effort": ex.effort.as_json() if ex.effort is not None else None}, by_parts=by_parts)
+        "effort": ex.effort.as_json() if ex.effort is not None else None,
+        "budget": None if ex.time_budget_s is None else {
+            "seconds": ex.time_budget_s, "search_s": round(w.search_s or 0.0, 2),
+            "outputs_estimate_s": round(w.outputs_estimate_s, 2)}}, by_parts=by_parts)
     write_pareto_csv(outcome.front, cnns, outcome.genes, out / "pareto.csv", by_parts)
     to_json(plan, out / "plan.json")
     xml = write_partitions(app, plan, out, w.evaluator)
     notes = summary_lines(ex)
     write_report_html(out / "report.html", f"memtrade: {app.name}", outcome.front, cnns,
-                      outcome.genes, app.memory, app.fps, baselines_for(app, w.evaluator, w.derived),
+                      outcome.genes, app.memory, app.fps, baselines_for(app, w.evaluator, w.derived,
+                                                                getattr(w.problem, "cache", None),
+                                                                w.baselines),
                       outcome.chosen, outcome.met, notes, memory_pictures(w.problem, plan, w.derived),
                       strips, by_parts)
     paths = written + [out / n for n in ("plan.json", "pareto.json", "pareto.csv", "report.html")]
     return paths + list(xml), w.after_search_s + time.perf_counter() - started
+
+
+def measure_outputs(problem, clock=time.perf_counter) -> float:
+    """Seconds the outputs of a run of `problem` will take, estimated from two measured
+    costs (explorer.search.run_budget.outputs_estimate): the largest plan's derivation and
+    plan (every gene at its last value: every layer row by row, the most steps) and one
+    front figure, each timed the second time it is made, as the outputs make them: the
+    first fills the problem's cache with the largest plan's partitions (the report's
+    all-parts baseline derives them again) and loads the plotting library."""
+    from explorer.search.pick import Point
+    from explorer.search.run_budget import outputs_estimate
+
+    upper = tuple(problem.space.upper)
+    zeros = (0,) * len(upper)
+    memory, fps = problem(zeros)
+    point = Point(zeros, int(memory), dict(fps))
+    cnns = list(problem.app.cnns)
+    seconds = []
+    for make in (lambda: problem.plan(upper, {}, False),
+                 lambda: front_svg([point], cnns, None, {}, [], point)):
+        make()
+        start = clock()
+        make()
+        seconds.append(clock() - start)
+    return outputs_estimate(*seconds)
 
 
 def stages_line(ex, outputs: float) -> str:

@@ -10,7 +10,12 @@ data_bytes, crossing_elements (edges between two partitions of one pipeline set:
 copy, double buffering) and naive_elements = edge_elements + crossing_elements, the paper's
 Table 1 total of one buffer per edge (59,658 for the worked example); input_shapes (each ONNX
 graph input's static shape) and batch_fixed (the inputs whose dynamic batch dimension was
-taken as 1).
+taken as 1). For a model already quantized (QDQ, csdf/onnx_qdq.py): quantization_points,
+the layers that keep the model's own quantization points inside them (layer -> points,
+"act<i>": what its i-th fused activation reads, "gate<i>": the gate of its i-th, Swish or
+HardSwish), and kept_apart, the layers whose BatchNormalization or bias Add the import left
+a layer of its own because a quantization point lies between them (layer -> that op), and
+unkept_points, the model's points that are neither (ONNX tensor names; none expected).
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ def info(app: Application, layers: bool = False) -> dict[str, Any]:
     prec = app.precision
     cnns = {}
     for name, cnn in app.cnns.items():
+        q = cnn.quantized
         edge_elements = cnn.edge_elements_total
         crossing = crossing_elements(app, name)
         entry: dict[str, Any] = {
@@ -54,12 +60,17 @@ def info(app: Application, layers: bool = False) -> dict[str, Any]:
             "batch_fixed": list(cnn.batch_fixed),
             "fps": app.fps.get(name, 0.0),
             "partitions": [p.name for p in app.partitions_of(name)],
+            "quantization_points": {l: list(q.points_of(l)) for l in cnn.order() if q and q.points_of(l)},
+            "kept_apart": dict(q.apart) if q else {},
+            "unkept_points": list(q.unkept) if q else [],
         }
         if layers:
             entry["layer_list"] = [
                 {"name": l.name, "op": l.op, "activation": list(l.hyper.get("activation", [])),
                  "inputs": list(l.inputs), "shape": list(l.output_shape), "params": l.param_count,
                  "onnx_nodes": list(l.onnx_nodes),
+                 **({"quantization_points": list(q.points_of(l.name))} if q and q.points_of(l.name) else {}),
+                 **({"kept_apart": q.apart[l.name]} if q and l.name in q.apart else {}),
                  **({"onnx_ops": list(l.hyper["onnx_ops"]), "per_pixel": bool(l.hyper.get("per_pixel"))}
                     if l.op == "Opaque" else {})}
                 for l in cnn.layers()]

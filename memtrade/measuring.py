@@ -17,11 +17,22 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from deploy.quant.frame_values import check_values
 from deploy.quant.origin import ScalesOrigin
 from deploy.run.verdict import Verdict
 from deploy.run.vs_fp32 import VsFp32
 from memtrade.feeds import per_cnn
 from sdf3.errors import InputError
+
+MAX_SEED = 2**32 - 1        # as the search's seed (explorer/app/appfile.py SEARCH_LIMITS)
+MAX_FRAMES = 10**9          # beyond any measurement; a larger figure is a typing error
+
+
+def check_count(flag: str, value: Any, low: int, high: int) -> int:
+    """`value` as a whole number from `low` to `high`, or one line naming `flag`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise InputError(f"{flag}: expected a whole number from {low} to {high}, got {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,7 @@ def frames_of(cnns: list[str], inputs: Any, where: str = "inputs") -> dict[str, 
         if out[name].ndim != 5 or not len(out[name]):
             raise InputError(f"{where}: frames of CNN {name!r}: expected [F, N, C, H, W] or "
                              f"[N, C, H, W], got shape {list(arr.shape)}")
+        check_values(out[name], f"{where}: frames of CNN {name!r}")
     return out
 
 
@@ -147,6 +159,8 @@ def run(deployment: str | Path, frames: int = 20, seed: int = 0, threads: int = 
     from deploy.runtime import manifest as mf
     from memtrade.feeds import ports
 
+    frames = check_count("--frames", frames, 1, MAX_FRAMES)
+    seed = check_count("--seed", seed, 0, MAX_SEED)
     path = Path(getattr(deployment, "path", deployment))
     manifest = mf.load(path)
     cnns = list(manifest.cnns)

@@ -106,7 +106,7 @@ def cpu_profile(app, cache: ProfileCache | None = None, quiet: bool = False,
         say(f"platform cpu: measured times from {cache.path(key)}")
         return found
     with cache.lock(key, lambda s: say(f"  waiting {s:.0f} s for another run measuring "
-                                       f"the same models ({cache.path(key).name})")):
+                                       f"the same models ({cache.path(key).name})"), on_fail=warn):
         found = cache.get(key, warn)        # the run that held the lock may have stored it
         if found is not None:
             say(f"platform cpu: measured times from {cache.path(key)}")
@@ -117,8 +117,8 @@ def cpu_profile(app, cache: ProfileCache | None = None, quiet: bool = False,
         profile = measure_app(app, settings, say, {"machine": machine})
         took = round(time.monotonic() - begin, 1)
         profile = replace(profile, meta={**profile.meta, "measure_s": took})
-        cache.put(key, profile)
-        say(f"platform cpu: measured in {took:.0f} s, stored {cache.path(key)}")
+        stored = cache.put(key, profile, warn)
+        say(f"platform cpu: measured in {took:.0f} s" + (f", stored {stored}" if stored else ""))
     return profile
 
 

@@ -1,7 +1,8 @@
 """`memtrade.Session`: a deployment loaded once and run on the caller's frames, the shape of
 `onnxruntime.InferenceSession`.
 
-Loading reads and checks the manifest (deploy/checks/manifest_check.py), allocates the one
+Loading reads and checks the manifest (deploy/checks/manifest_check.py: the files against
+their digests, the quantization entries against the step models, among others), allocates the one
 arena of the plan's size and builds every step's ONNX Runtime session bound to its arena
 views (deploy/runtime/executor.py); `run` then copies a frame in, runs the schedule and
 returns the outputs as the unmodified model gives them (memtrade/feeds.py): a list of arrays
@@ -114,6 +115,21 @@ class Session:
             except StepFailed as err:
                 raise _blamed(err, self.manifest, self.path) from None
         return [self.ports[cnn].shaped(outs) for outs in stored]
+
+    def vs_fp32(self, frames, cnn: str | None = None, threads: int = 1):
+        """The deviation of `cnn`'s outputs (default: the app's one CNN) from its fp32 model on
+        `frames` (an array [F, N, C, H, W], or a list of frames): SQNR, cosine and argmax
+        agreement per output, as `memtrade.run` reports them (deploy/run/vs_fp32.py), or the
+        reason there is no fp32 model to compare with. An fp32 deployment compares with its
+        unmodified model."""
+        from deploy.run.vs_fp32 import compare
+        name = self._name(cnn)
+        stack = [self.ports[name].check(np.asarray(f, np.float32)) for f in frames]
+        return compare(self.path, self.manifest, name, stack, self._run(name, stack), threads)
+
+    def _name(self, cnn: str | None) -> str:
+        port = self._ports(cnn)
+        return next(n for n, p in self.ports.items() if p is port)
 
     # -- lifetime ------------------------------------------------------------------------
     def close(self) -> None:

@@ -15,24 +15,34 @@ LABELS = {"none": "no reduction", "pisarchyk": "Pisarchyk & Lee [23]",
           "lower_bound": "lower bound (this plan's schedule)"}
 
 
-def baselines_for(app, evaluator, derived=None) -> list:
+def baseline_rows(app, cache=None) -> dict:
+    """The rows of `explore baselines` the report marks (explorer/report/baselines.py; the
+    all-parts bound left out), none of which depends on the search: a run with a time budget
+    makes them before the search. `cache`: the search problem's RunCache, which their
+    derivations share; {} where the baselines are not installed."""
+    try:
+        from explorer.report.baselines import baselines
+    except ImportError:
+        return {}
+    return baselines(app, cache=cache, all_parts_bound=False)
+
+
+def baselines_for(app, evaluator, derived=None, cache=None, rows: dict | None = None) -> list:
     """The rows of `explore baselines` as report marks, with the fps the evaluator predicts
     for their phases (none for the lower bound, and for Pisarchyk & Lee on a pipelined app:
     it treats the pipeline as sequential stages, which the evaluator does not time). With
     `derived` (the chosen plan's derivation) the lower bound is that plan's own: the most
-    bytes alive at once under its schedules, so the plan never sits below it."""
+    bytes alive at once under its schedules, so the plan never sits below it. `rows`:
+    `baseline_rows` made earlier (else made here with `cache`)."""
     from explorer.plan.derive import uniform_phases
     from explorer.report.pareto import Baseline
-    try:
-        from explorer.report.baselines import baselines
-    except ImportError:
+    rows = dict(baseline_rows(app, cache) if rows is None else rows)
+    if not rows:
         return []
     whole = evaluator.fps(uniform_phases(app, False))
     pipelined = any(len(group) > 1 for group in app.pipelines)
     fps = {"none": whole, "reuse": whole, "pisarchyk": {} if pipelined else whole,
            "all_parts": evaluator.fps(uniform_phases(app, True)), "lower_bound": {}}
-    rows = baselines(app)
-    rows.pop("all_parts_bound", None)
     if derived is not None:
         from explorer.report.baselines import lower_bound
         elements, _ = lower_bound(derived.uses, app.pipelines)

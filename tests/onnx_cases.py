@@ -76,7 +76,7 @@ def mobilenet_block(path: Path) -> Path:
     lo, hi = n.const(0.0), n.const(6.0)          # after the Conv that feeds the Clip
     y = n.op("Clip", [n.bn(c, 8), lo, hi])
     z = n.conv(y, 8, 8, k=1)
-    out = n.op("Add", [x, z])
+    n.op("Add", [x, z])
     n.nodes[-1].output[0] = "output"
     return n.save(path, [("input", [1, 3, 12, 10])], [("output", [1, 8, 12, 10])])
 
@@ -289,3 +289,116 @@ def joins_block(path: Path, h: int = 11) -> Path:
     n.conv(n.op("Concat", [r, p], name="cat", axis=1), 16, 4, name="d")
     n.nodes[-1].output[0] = "output"
     return n.save(path, [("input", [1, 3, h, 9])], [("output", [1, 4, (h + 1) // 2, 5])])
+
+
+def text_detector_head(path: Path, bias: float = -10.0) -> Path:
+    """A text detector's forms as paddle2onnx exports PP-OCRv4's (dynamic N, H, W; opset 11):
+    a stride-2 conv + HardSwish (x * HardSigmoid(x, 0.2, 0.5)), a stride-2 conv, an SE gate
+    whose GlobalAveragePool output is reshaped by a Shape -> Slice -> Concat chain, a
+    nearest Resize by scales 2 (asymmetric, floor) added to the finer map and concatenated
+    with it, a 3x3 conv + BN + Relu, and two ConvTranspose 2x2 stride 2 (bias as an Add, BN +
+    Relu between) to a Sigmoid: with `bias` -10 the map of a random frame lies near 0
+    (outputs up to ~3e-4). Layers named by node (Conv_1 ... Add_30; the Sigmoid fused into
+    Add_30); input_shape [1, 3, 16, 16] gives a [1, 1, 32, 32] map."""
+    n = Net(31)
+    c1 = n.conv("x", 3, 8, strides=[2, 2])
+    a1 = n.op("Mul", [c1, n.op("HardSigmoid", [c1], alpha=0.2, beta=0.5)])
+    c2 = n.conv(a1, 8, 8, strides=[2, 2])
+    g = n.op("GlobalAveragePool", [c2])
+    batch = n.op("Slice", [n.op("Shape", [g]), n.const([0], np.int64), n.const([1], np.int64),
+                           n.const([0], np.int64)])
+    g = n.op("Reshape", [g, n.op("Concat", [batch, n.const([8, 1, 1], np.int64)], axis=0)])
+    se = n.op("Mul", [c2, n.op("HardSigmoid", [n.conv(g, 8, 8, k=1)], alpha=0.2, beta=0.5)])
+    up = n.op("Resize", [se, n.const(np.zeros(0, np.float32)), n.const([1, 1, 2, 2])], mode="nearest",
+              coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    d = n.op("Relu", [n.bn(n.conv(n.op("Concat", [n.op("Add", [up, a1]), up], axis=1), 16, 8), 8)])
+    t = n.op("ConvTranspose", [d, n.weight("t1.w", (8, 4, 2, 2), 8)], kernel_shape=[2, 2], strides=[2, 2])
+    t = n.op("Relu", [n.bn(n.op("Add", [t, n.init("t1.b", n.rng.standard_normal((4, 1, 1)) * 0.1)]), 4)])
+    t = n.op("ConvTranspose", [t, n.weight("t2.w", (4, 1, 2, 2), 4)], kernel_shape=[2, 2], strides=[2, 2])
+    n.op("Sigmoid", [n.op("Add", [t, n.init("t2.b", np.full((1, 1, 1), bias))])])
+    n.nodes[-1].output[0] = "y"
+    return n.save(path, [("x", ["N", 3, "H", "W"])], [("y", ["N", 1, "H", "W"])], opset=11)
+
+
+def qdq_blocks(path: Path) -> Path:
+    """The forms torchvision's EfficientNet and MobileNetV3 export (opset 17), 8x8 frames:
+    Conv + SiLU (x * Sigmoid(x)), a depthwise Conv + SiLU, a squeeze-excitation block
+    (GlobalAveragePool -> 1x1 Conv + SiLU -> 1x1 Conv + Sigmoid -> Mul), a Conv + HardSwish
+    node, a squeeze-excitation block (Relu, HardSigmoid gate), a Conv + x * HardSigmoid(x)
+    (HardSwish by parts, as exported below opset 14) and a last Conv."""
+    n = Net(3)
+
+    def silu(x: str) -> str:
+        return n.op("Mul", [x, n.op("Sigmoid", [x])])
+
+    def se(x: str, c: int, act, gate: str) -> str:
+        s = act(n.conv(n.op("GlobalAveragePool", [x]), c, c // 2, k=1))
+        s = n.op(gate, [n.conv(s, c // 2, c, k=1)], **({"alpha": 1.0 / 6, "beta": 0.5} if gate == "HardSigmoid" else {}))
+        return n.op("Mul", [x, s])
+
+    x = silu(n.conv("input", 3, 8))
+    x = se(silu(n.conv(x, 8, 8, group=8)), 8, silu, "Sigmoid")
+    x = se(n.op("HardSwish", [n.conv(x, 8, 8, k=1)]), 8, lambda s: n.op("Relu", [s]), "HardSigmoid")
+    c = n.conv(x, 8, 8)
+    x = n.op("Mul", [c, n.op("HardSigmoid", [c], alpha=1.0 / 6, beta=0.5)])
+    n.conv(x, 8, 6, k=1)
+    n.nodes[-1].output[0] = "output"
+    return n.save(path, [("input", [1, 3, 8, 8])], [("output", [1, 6, 8, 8])], opset=17)
+
+
+def qdq_export(source: Path, target: Path, frames: int = 4) -> Path:
+    """`source` quantized by ONNX Runtime's quantize_static as a user exports a QDQ model:
+    per-channel int8 weights, int8 activations, calibrated on `frames` seeded normal frames."""
+    from onnxruntime import quantization as q
+    shape = [d.dim_value for d in onnx.load(str(source)).graph.input[0].type.tensor_type.shape.dim]
+
+    class Frames(q.CalibrationDataReader):
+        def __init__(self):
+            self.left = iter({"input": np.random.default_rng(i).standard_normal(shape, dtype=np.float32)}
+                             for i in range(frames))
+
+        def get_next(self):
+            return next(self.left, None)
+
+    q.quantize_static(str(source), str(target), Frames(), quant_format=q.QuantFormat.QDQ, per_channel=True,
+                      activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8)
+    return target
+
+
+def qdq_opaque(folder: Path) -> Path:
+    """Conv -> Erf -> Erf -> Conv quantized by `qdq_export`, with one more quantization point
+    (QuantizeLinear -> DequantizeLinear, int8, scale 1/127) on the first Erf's output: a point
+    between two nodes the import runs as one opaque layer."""
+    n = Net(8)
+    x = n.op("Erf", [n.op("Erf", [n.conv("input", 3, 4)])])
+    n.conv(x, 4, 4, k=1)
+    n.nodes[-1].output[0] = "output"
+    qdq = qdq_export(n.save(folder / "erf.onnx", [("input", [1, 3, 8, 8])], [("output", [1, 4, 8, 8])]),
+                     folder / "erf.qdq.onnx")
+    model = onnx.load(str(qdq))
+    first = next(k for k, node in enumerate(model.graph.node) if node.op_type == "Erf")
+    t = model.graph.node[first].output[0]
+    for node in model.graph.node[first + 1:]:
+        node.input[:] = [f"{t}_dq" if i == t else i for i in node.input]
+    model.graph.initializer.extend([nh.from_array(np.array(1 / 127, np.float32), f"{t}_scale"),
+                                    nh.from_array(np.array(0, np.int8), f"{t}_zero_point")])
+    pair = [h.make_node("QuantizeLinear", [t, f"{t}_scale", f"{t}_zero_point"], [f"{t}_q"]),
+            h.make_node("DequantizeLinear", [f"{t}_q", f"{t}_scale", f"{t}_zero_point"], [f"{t}_dq"])]
+    for k, node in enumerate(pair):
+        model.graph.node.insert(first + 1 + k, node)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(qdq))
+    return qdq
+
+
+def qdq_matmul(folder: Path) -> Path:
+    """Conv + Relu -> GlobalAveragePool -> Flatten -> MatMul -> Add (a Linear layer as some
+    exporters write it), quantized by `qdq_export`: the MatMul's [in, out] weight has one
+    scale per output (axis 1), and its output is a quantization point before the Add."""
+    n = Net(5)
+    f = n.op("Flatten", [n.op("GlobalAveragePool", [n.op("Relu", [n.conv("input", 3, 16)])])], axis=1)
+    w = n.init("fc.w", n.rng.standard_normal((16, 10)) / 4)
+    n.op("Add", [n.op("MatMul", [f, w], name="mm"), n.init("fc.b", n.rng.standard_normal(10) * 0.1)])
+    n.nodes[-1].output[0] = "output"
+    n.save(folder / "mm.onnx", [("input", [1, 3, 8, 8])], [("output", [1, 10])], opset=17)
+    return qdq_export(folder / "mm.onnx", folder / "mm.qdq.onnx")

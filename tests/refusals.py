@@ -67,3 +67,16 @@ def _build(root: Path) -> None:
     assert main([str(root / "tiny.yaml"), "--mem", f"{least}B", "--prefer", "memory", "--quiet",
                  "--out", str(root / "run")]) == 0
     assert main(["deploy", str(root / "run" / "plan.json"), "--out", str(root / "dep")]) == 0
+
+
+def redigest(dep: Path) -> None:
+    """Record the SHA-256 of every file of deployment `dep` as it is now (manifest key
+    "files"), as if `explore deploy` had written the edited files: a damage test of what
+    comes after the digests (ONNX Runtime's refusal, the step that fails) edits a file and
+    re-records it, or the load would refuse the edit first (deploy/checks/files.py)."""
+    from deploy.checks.files import digest
+    path = dep / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["files"] = {rel: digest(dep / rel) if (dep / rel).is_file() else want
+                         for rel, want in manifest["files"].items()}
+    path.write_text(json.dumps(manifest))

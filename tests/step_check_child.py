@@ -15,20 +15,19 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 TAG = "STEPCHECK "
 
 
 def main() -> None:
-    from deploy.checks.step_models import check_model
+    from deploy.checks.step_models import check_entry
     for line in sys.stdin:
         try:
             request = json.loads(line)
             os.chdir(request["cwd"])
             found = None
             for i, path in enumerate(request["paths"]):
-                why = check_model(Path(path))
+                why = check_entry(path)
                 if why is not None:
                     found = [i, why]
                     break

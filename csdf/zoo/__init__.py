@@ -7,7 +7,6 @@ See docs/zoo.md for the published figures each model matches and the counting co
 """
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -73,8 +72,9 @@ def build(name: str, seed: int = DEFAULT_SEED) -> onnx.ModelProto:
 
 def default_cache_dir() -> Path:
     """$MEMTRADE_CACHE/zoo if set, else ~/.cache/memtrade/zoo."""
-    env = os.environ.get("MEMTRADE_CACHE")
-    return Path(env) / "zoo" if env else Path.home() / ".cache" / "memtrade" / "zoo"
+    from csdf.cache_env import env_cache
+    env = env_cache()
+    return env / "zoo" if env is not None else Path.home() / ".cache" / "memtrade" / "zoo"
 
 
 def model_path(name: str, cache_dir: Path | None = None, seed: int = DEFAULT_SEED) -> Path:
@@ -85,6 +85,8 @@ def model_path(name: str, cache_dir: Path | None = None, seed: int = DEFAULT_SEE
     path = directory / f"{name}-v{VERSION}-s{seed}.onnx"
     if cache.verifies(path):
         return path
+    if path.exists() and not path.is_file():
+        raise InputError(f"zoo:{name}: the cache entry {path} is not a file; remove it and run again")
     if path.exists():   # truncated, damaged, or another model saved under the name
         print(f"memtrade: zoo cache entry {path} does not match its digest; rebuilding it",
               file=sys.stderr)

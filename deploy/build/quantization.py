@@ -38,7 +38,9 @@ def deployment_scales(cnns: dict[str, CNN], path: Path | None,
                 warned = True
             origin = ScalesOrigin("generated" if warning else "file", chosen.name, len(frames),
                                   None if path is None else str(Path(path).resolve()))
-            own = calibration.activation_scales(cnn.source, cnn, frames, name, chosen.name, origin)
+            own = calibration.activation_scales(cnn.source, cnn, frames, name,
+                                                None if path is None else str(path),
+                                                method=chosen.name, origin=origin)
         _check_complete(cnn, name, own)
         parts.append(own)
     return calibration.merged(parts)

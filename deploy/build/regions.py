@@ -126,8 +126,22 @@ def prune(cnn: CNN, items: list, ph: dict[str, int], members: set[str]) -> list:
                            for r in range(f.first, f.first + f.count))]
             band.append(replace(f, writes=tuple(w for w, _ in keep),
                                 readers=tuple(rd for _, rd in keep)))
-        out.append(band)
+        out.append(_with_output(item, band))
     return out
+
+
+def _with_output(full: list[Firing], band: list[Firing]) -> list[Firing]:
+    """`band` (pruned) with the writes of its last firing that wrote anything when no firing
+    of it writes a row or a CNN output: a band whose rows no later step reads (a stride-2
+    1x1 conv after it skips its odd rows: ResNet-50's layer3_0 downsample reads rows 0, 2, ..
+    of layer2_3_add) would be a model without outputs, which ONNX Runtime refuses to run. The
+    band was cut with every write in it, so writing those ring slots clashes with nothing."""
+    if any(f.writes or f.sink for f in band):
+        return band
+    for i in range(len(full) - 1, -1, -1):
+        if full[i].writes:
+            return band[:i] + [full[i]] + band[i + 1:]
+    return band
 
 
 def _spans(e: StoredEdge, rows: list[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

@@ -1,5 +1,11 @@
-"""Who is at fault when a deployment cannot run: the digests of the files `explore deploy`
-wrote (manifest key "files": relative path -> SHA-256), and the words for a step that fails.
+"""The digests of the files `explore deploy` wrote (manifest key "files": relative path ->
+SHA-256): verified when a deployment is loaded, and the words for a step that fails.
+
+`verify` runs where a deployment is loaded (`explore run`, `memtrade.Session`, through
+deploy/checks/manifest_check.py): every recorded file hashed once, and every step model
+and reference the manifest names must be among them, so a model or reference with one byte
+changed, or gone, is refused before anything is allocated or run, in one line naming the
+file. A manifest without the key (written by hand) is not verified.
 
 A step model that fails to load or run while every file is as deploy wrote it was made
 wrong by memtrade (the deploy-time check, deploy/checks/step_models.py, missed it): the line
@@ -8,23 +14,52 @@ makes the deployment "damaged or edited". A manifest without digests cannot tell
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
+
+from csdf.zoo.cache import sha256_file
+from sdf3.errors import InputError
 
 KEY = "files"
 
 
-def digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+class Damaged(InputError):
+    """A file of a deployment is not as `explore deploy` wrote it."""
+
+
+digest = sha256_file     # a file's SHA-256, hex, read in blocks (the zoo's cache check too)
 
 
 def digests(root: str | Path, rels: list[str]) -> dict[str, str]:
     """SHA-256 of each file `rels` names under `root`, in sorted order."""
     return {rel: digest(Path(root) / rel) for rel in sorted(set(rels))}
+
+
+def verify(manifest, root: str | Path) -> None:
+    """Raise Damaged for the first file of the deployment (a
+    deploy.runtime.manifest_records.Manifest) that is not as `explore deploy` wrote it."""
+    recorded = manifest.files
+    if not recorded:
+        return
+    root = Path(root)
+
+    def fail(line: str) -> None:
+        raise Damaged(line)
+    named = list(manifest.models) + [c.reference for c in manifest.cnns.values() if c.reference]
+    for rel in named:
+        if rel not in recorded:
+            fail(f"{root / rel}: not among the files `explore deploy` recorded (key '{KEY}'): the "
+                 f"deployment is damaged or was edited; deploy it again")
+    for rel, want in sorted(recorded.items()):
+        path = root / rel
+        try:
+            path.resolve().relative_to(root.resolve())
+        except ValueError:
+            fail(f"{root / 'manifest.json'}: key '{KEY}': {rel!r} leads outside the deployment directory")
+        if not path.is_file():
+            fail(f"{path}: the file is gone: the deployment is damaged or was edited; deploy it again")
+        if digest(path) != want:
+            fail(f"{path}: differs from what `explore deploy` wrote (its SHA-256 is not the one "
+                 f"in key '{KEY}'): the deployment is damaged or was edited; deploy it again")
 
 
 def changed(manifest, root: str | Path) -> list[str] | None:

@@ -11,8 +11,14 @@ reading or writing outside a buffer's region, or running with wrong outputs.
   rows row by row, each row from the first to the last step touching it);
 - paths: every model and reference file relative and inside the deployment directory (a
   deployment reads only its own directory) and present;
+- digests: every file `explore deploy` recorded (key "files") has the SHA-256 it recorded,
+  and every step model and reference is among them (deploy/checks/files.py `verify`);
 - models: each step model parses, and its inputs and outputs (names, element types, shapes)
-  are exactly the step's bindings: a missing, truncated or swapped model is refused;
+  are exactly the step's bindings, with at least one output: a missing, truncated or
+  swapped model is refused;
+- precision and quantization: data_bytes, precision and dtype agree, and an int8
+  deployment's scale and zero point of every stored tensor are the ones its step models
+  hold (deploy/checks/quant_entries.py);
 - memory: the arena and output arrays fit this machine (deploy/arena.check_fits).
 """
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 import onnx
 from onnx import TensorProto
 
+from deploy.checks import files, quant_entries
 from deploy.runtime import arena
 from deploy.runtime.manifest_records import Manifest, Step
 from sdf3.errors import InputError
@@ -60,6 +67,7 @@ def check(manifest: Manifest, deploy_dir: str | Path) -> None:
     _edges(manifest, size, fail)
     _cnns(manifest, root, fail)
     spans = _steps(manifest, root, size, fail)
+    files.verify(manifest, root)
     _live_overlaps(manifest, spans, fail)
     outputs = sum(2 * prod(o.shape) * size for c in manifest.cnns.values() for o in c.outputs)
     arena.check_fits(total + outputs, fail.where, "the arena and output arrays")
@@ -352,15 +360,20 @@ def _signature(step: Step, manifest: Manifest) -> dict[str, tuple[int, list[int]
 
 
 def _models(manifest: Manifest, root: Path, fail) -> None:
-    """Every step model parses and declares exactly the tensors its steps bind."""
+    """Every step model parses and declares exactly the tensors its steps bind; the
+    quantization scales the models hold agree with the manifest's (deploy/checks/quant_entries.py)."""
     seen: dict[str, dict] = {}
+    scales: dict[str, dict] = {}
     for _, _, step in manifest.steps():
+        for tile in step.group.tiles if step.group else ():
+            if tile.model not in scales:
+                scales[tile.model] = _declared(root / tile.model, tile.model, fail)[1]
         rel = step.model
         if rel is None:
             continue
         sig = _signature(step, manifest)
         if rel not in seen:
-            seen[rel] = _declared(root / rel, rel, fail)
+            seen[rel], scales[rel] = _declared(root / rel, rel, fail)
         declared = seen[rel]
         if declared != sig:
             extra = sorted(set(declared) ^ set(sig))
@@ -368,6 +381,7 @@ def _models(manifest: Manifest, root: Path, fail) -> None:
             fail(f"model {rel}: its tensor {name!r} is "
                  f"{_say(declared.get(name))}, the step of {step.layer} binds "
                  f"{_say(sig.get(name))}")
+    quant_entries.check(manifest, scales, fail)
 
 
 def _say(entry) -> str:
@@ -376,7 +390,8 @@ def _say(entry) -> str:
     return f"{TensorProto.DataType.Name(entry[0]).lower()} {entry[1]}"
 
 
-def _declared(path: Path, rel: str, fail) -> dict[str, tuple[int, list[int]]]:
+def _declared(path: Path, rel: str, fail) -> tuple[dict[str, tuple[int, list[int]]], dict]:
+    """(port name -> (element type, shape), the quantization initializers it holds)."""
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as err:   # noqa: BLE001 - protobuf raises several types for damaged files
@@ -390,4 +405,6 @@ def _declared(path: Path, rel: str, fail) -> dict[str, tuple[int, list[int]]]:
         out[v.name] = (t.elem_type, [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim])
     if not model.graph.node:
         fail(f"model {rel}: not a readable ONNX model (no graph nodes)")
-    return out
+    if not model.graph.output:
+        fail(f"model {rel}: it has no output, so ONNX Runtime cannot run its steps")
+    return out, quant_entries.held(model.graph)

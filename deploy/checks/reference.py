@@ -22,16 +22,24 @@ from sdf3.errors import InputError
 
 
 def session(path: str | Path, threads: int = 0, dtype: str = "float32",
-            weights: str = "float32") -> ort.InferenceSession:
+            weights: str = "float32", plain: bool = False) -> ort.InferenceSession:
     """A session on the model at `path`, computing in `dtype` (float32 or float16), with its
     weights as a deployment storing them as `weights` computes with them (float16, int8:
-    deploy/checks/rounding.py `with_held_weights`; a model stored in fp16 keeps its own)."""
+    deploy/checks/rounding.py `with_held_weights`; a model stored in fp16 keeps its own).
+    `plain`: ONNX Runtime's graph optimizations off (ORT_DISABLE_ALL), so every node runs as
+    its own NCHW kernel (a Conv through im2col and GEMM, BatchNorm and activations apart)
+    instead of the fused NCHWc kernels: the same network with its sums taken in another
+    order, the second correct computation the fp32 verdict measures rounding by
+    (deploy/run/verdict.py)."""
     if not Path(path).is_file():
         raise InputError(f"{path}: reference model not found")
     from deploy.ort.process import PROCESS
     opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if PROCESS.pool_threads:   # the process has ORT's global pool: the same threads, shared
+    opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if plain
+                                     else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    opts.log_severity_level = 3     # errors only: an exported model's unused initializers are
+    #                                 a warning line each, which is not the run's business
+    if PROCESS.pool_threads:        # the process has ORT's global pool: the same threads, shared
         opts.use_per_session_threads = False
     else:
         opts.intra_op_num_threads = threads
@@ -79,8 +87,8 @@ def stored_dtype(path: str | Path) -> str:
     half, full = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
     if half in {o.type.tensor_type.elem_type for o in model.graph.output}:
         return "float16"
-    tensors = list(model.graph.initializer) + [
-        a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"]
+    from csdf.onnx_consts import constant_tensors
+    tensors = constant_tensors(model.graph).values()
     count = {half: 0, full: 0}
     for t in tensors:          # dims and type only: external data is never read
         if t.data_type in count:

@@ -163,4 +163,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from sdf3.parent_death import die_with_parent
+    die_with_parent()          # ends with the explore that started it (child_env)
     main()

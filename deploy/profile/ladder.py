@@ -328,6 +328,8 @@ def _held(entry: LadderTimes, held: tuple[int, int], whole: bool, phi: int, band
 
 
 if __name__ == "__main__":
+    from sdf3.parent_death import die_with_parent
+    die_with_parent()          # ends with the explore that started it (child_env)
     import json
     import sys
     d, name, n, th, lay = sys.argv[1:6]

@@ -91,13 +91,19 @@ def _form_transform(backend, key: str, work: str, blocked: list[str], plain: lis
     return lambda m: stripped_step(m, form, ports, everything)
 
 
-def _bind_variant(backend, ex, view_key, job: TimingJob, k: int, work: str):
-    """A call of variant k of `job` bound to the step's views. Each variant is a link of its
-    own to the model file, so the backend keeps their forms and sessions apart."""
+def _variant_key(job: TimingJob, k: int) -> Path:
+    """Variant k of `job`'s model: a link of its own to the model file, so the backend keeps
+    the variants' forms and sessions apart."""
     src = Path(str(job.model))
     key = src.with_name(f"{src.stem}.v{k}{src.suffix}")
     if not key.exists():
         os.link(src, key)
+    return key
+
+
+def _bind_variant(backend, ex, view_key, job: TimingJob, k: int, work: str):
+    """A call of variant k of `job` bound to the step's views."""
+    key = _variant_key(job, k)
     variant = job.variants[k]
     if job.layout == "nchwc":
         transform = _form_transform(backend, str(key), work, list(variant.blocked),
@@ -147,6 +153,9 @@ def time_jobs(deploy_dir: Path, jobs: list[TimingJob], threads: int, repeats: in
     index = {s.layer: i for i, s in enumerate(part.steps)}
     for call in calls:
         call()
+    # every candidate's ONNX Runtime optimisation in one child process, not one child each
+    backend.prefetch([(str(_variant_key(job, v)), "nchwc" if job.layout == "nchwc" else "nchw")
+                      for job in jobs if job.model is not None for v in range(len(job.variants))])
     out = []
     with tempfile.TemporaryDirectory() as work:
         for job in jobs:
@@ -204,4 +213,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from sdf3.parent_death import die_with_parent
+    die_with_parent()          # ends with the explore that started it (child_env)
     sys.exit(main(sys.argv[1:]))

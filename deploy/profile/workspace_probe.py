@@ -268,4 +268,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from sdf3.parent_death import die_with_parent
+    die_with_parent()          # ends with the explore that started it (child_env)
     sys.exit(main(sys.argv[1:]))

@@ -27,11 +27,13 @@ import onnx
 from onnx import TensorProto
 
 from csdf.model import CNN
+from deploy.quant.frame_values import check_values
 from deploy.quant.methods import method as calibration_method
 from deploy.quant.origin import ScalesOrigin
 from deploy.quant.scales import ActivationScales, TensorScale, key
 from sdf3.errors import InputError
 
+S8_TO_U8 = 128      # an int8 zero point's uint8 twin: q_u8 = q_s8 + 128 for every value
 WARNING = ("calibration: no --calibration file; scales from {n} generated frames, which real "
            "input will not match: give frames of real input")
 
@@ -93,8 +95,7 @@ def _split(path: Path, name: str, array: np.ndarray, shape: tuple[int, ...]) -> 
         forms = ", ".join(forms[:-1]) + " or " + forms[-1]
         raise InputError(f"{where} of shape {_dims(array.shape)}, expected {forms} "
                          f"(one frame or F frames of input {_dims(shape)})")
-    if not np.all(np.isfinite(found)):
-        raise InputError(f"{where} holds NaN or infinite values, expected finite frames of input {_dims(shape)}")
+    check_values(found, where)      # before the cast: a float64 1e300 would become inf
     return [np.ascontiguousarray(f, dtype=np.float32) for f in found]
 
 
@@ -118,17 +119,25 @@ def stored(cnn: CNN, model: onnx.ModelProto) -> dict[str, str]:
 
 
 def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str | None = None,
-                      method: str | None = None,
+                      frames_from: str | None = None, method: str | None = None,
                       origin: ScalesOrigin | None = None) -> ActivationScales:
     """The uint8 scale and zero point of every tensor a deployment of `cnn` stores (keys
     "cnn/layer", cnn `name`, else `cnn.name`), from the range ONNX Runtime's calibrator of
     `method` (deploy/quant/methods.py, with that method's options; None: minmax) finds over
     `frames` on the model at `model_path` (`cnn` is its import).
     A frame is an array for the model's one input, or a dict input name -> array. `origin`:
-    where the frames came from, kept with the scales (its method set to `method`)."""
+    where the frames came from, kept with the scales (its method set to `method`).
+
+    ONNX Runtime's MinMax calibrator is first given one frame at a time (its ranges merge by
+    min and max, so the result is that of all the frames at once), and a frame that drives a
+    stored tensor beyond float32's range (finite input, an infinite output) is refused naming
+    the frame (`frames_from`: where the frames came from, default the model): the histogram
+    calibrators cannot bin an infinite value. Those ranges are the answer for minmax; another
+    method's calibrator then reads all the frames."""
     from dataclasses import replace
 
-    from onnxruntime.quantization.calibrate import CalibrationDataReader, create_calibrator
+    from onnxruntime.quantization.calibrate import (CalibrationDataReader, CalibrationMethod,
+                                                    create_calibrator)
     from onnxruntime.quantization.quant_utils import compute_scale_zp, get_qmin_qmax_for_qType
 
     from csdf.onnx_inputs import with_shapes
@@ -144,8 +153,8 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
         raise InputError(f"{model_path}: no calibration frames, expected at least one")
 
     class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.left = iter(feeds)
+        def __init__(self, *feed):
+            self.left = iter(feed)
 
         def get_next(self):
             return next(self.left, None)
@@ -154,12 +163,20 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
         source = Path(tmp) / "model.onnx"
         onnx.save(model, str(source))
         calibrator = create_calibrator(source, augmented_model_path=str(Path(tmp) / "augmented.onnx"),
-                                       calibrate_method=chosen.ort_method(),
-                                       extra_options=chosen.extra_options())
-        with contextlib.redirect_stdout(io.StringIO()):   # the histogram ones print progress
-            calibrator.collect_data(Reader())
-            ranges = calibrator.compute_data()
+                                       calibrate_method=CalibrationMethod.MinMax)
+        for i, feed in enumerate(feeds):
+            calibrator.collect_data(Reader(feed))
+            _finite_ranges(calibrator.compute_data(), tensors, frames_from or str(model_path), i)
+        ranges = calibrator.compute_data()
         del calibrator    # its session holds the augmented model's file open
+        if chosen.ort_method() != CalibrationMethod.MinMax:
+            calibrator = create_calibrator(source, augmented_model_path=str(Path(tmp) / "histogram.onnx"),
+                                           calibrate_method=chosen.ort_method(),
+                                           extra_options=chosen.extra_options())
+            with contextlib.redirect_stdout(io.StringIO()):   # the histogram ones print progress
+                calibrator.collect_data(Reader(*feeds))
+                ranges = calibrator.compute_data()
+            del calibrator
     qmin, qmax = get_qmin_qmax_for_qType(TensorProto.UINT8)
     cnn_name = name or cnn.name
     by_tensor = {}
@@ -174,6 +191,19 @@ def activation_scales(model_path: str | Path, cnn: CNN, frames: list, name: str 
     return ActivationScales("uint8", by_tensor, {cnn_name: origin})
 
 
+def _finite_ranges(ranges, tensors: Mapping[str, str], where: str, frame: int) -> None:
+    """The ranges found after frame `frame` are finite for every stored tensor."""
+    for tensor, layer in tensors.items():
+        found = ranges.data.get(tensor) if tensor in ranges.data else None
+        if found is None:
+            continue
+        lo, hi = (float(np.squeeze(v)) for v in found.range_value)
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise InputError(f"{where}: frame {frame} drives tensor '{tensor}' (output of layer "
+                             f"'{layer}') beyond float32's range ({lo:g} to {hi:g}); expected "
+                             f"frames of the values the model is meant for")
+
+
 def merged(parts: Iterable[ActivationScales]) -> ActivationScales:
     """The scales of several CNNs (each from `activation_scales` or `qdq_scales`) as one
     record, for a deployment of them all: one stored type (uint8 or int8) for every CNN."""
@@ -181,8 +211,7 @@ def merged(parts: Iterable[ActivationScales]) -> ActivationScales:
     dtypes = sorted({p.dtype for p in parts})
     if len(dtypes) > 1:
         raise InputError(f"activation scales stored as {' and '.join(dtypes)}, expected one type "
-                         f"for every CNN of a deployment (a QDQ model of int8 activations with "
-                         f"calibrated uint8 ones: quantize it with uint8 activations)")
+                         f"for every CNN of a deployment")
     return ActivationScales(dtypes[0] if dtypes else "uint8",
                             {k: v for p in parts for k, v in p.by_tensor.items()},
                             {k: v for p in parts for k, v in p.origins.items()})
@@ -190,15 +219,24 @@ def merged(parts: Iterable[ActivationScales]) -> ActivationScales:
 
 def qdq_scales(cnn: CNN, name: str | None = None) -> ActivationScales | None:
     """The scales a model already quantized (QDQ) holds for the tensors between its layers
-    (csdf/onnx_qdq.py: `cnn.quantized.activations`, by layer), keys "cnn/layer"; None for a
-    model that is not quantized. Layers with no QuantizeLinear on their output are absent
-    (the model computes them in fp32). One stored type and one scale per tensor: a model
-    mixing int8 and uint8 activations, or with a per-channel activation scale, is refused."""
+    (csdf/onnx_qdq.py: `cnn.quantized.activations`, by layer), keys "cnn/layer", and for
+    its points inside fused layers (`cnn.quantized.inner`), keys "cnn/layer@point", where a
+    step rounds as the model does; None for a model that is not quantized. Layers with no
+    QuantizeLinear on their output are absent (the model computes them in fp32). One stored
+    type and one scale per tensor: a model mixing int8 and uint8 activations, or with a per-channel activation scale, is refused.
+
+    int8 activations are held as uint8, zero point + 128: the same values, as ONNX Runtime
+    itself converts a model's int8 QuantizeLinear -> DequantizeLinear pairs before it fuses
+    them into its integer kernels (its QDQS8ToU8Transformer). A step reads its inputs from
+    the arena, with no pair to convert, and ONNX Runtime 1.31.1 on x86-64 fuses
+    DequantizeLinear -> Conv -> QuantizeLinear on uint8 data only: held as int8, a step's
+    Conv ran in fp32 where the model's ran as QLinearConv, and rounded an element the other
+    way now and then (docs/precision.md)."""
     found = getattr(cnn, "quantized", None)
     if found is None:
         return None
     where = cnn.source or cnn.name
-    acts = found.activations
+    acts = {**found.activations, **found.inner}
     dtypes = sorted({s.dtype for s in acts.values()})
     if len(dtypes) > 1:
         raise InputError(f"{where}: QDQ activations stored as {' and '.join(dtypes)}, expected one "
@@ -210,6 +248,6 @@ def qdq_scales(cnn: CNN, name: str | None = None) -> ActivationScales | None:
         if s.axis is not None or len(s.scale) != 1 or len(s.zero_point) != 1:
             raise InputError(f"{where}: layer '{layer}': per-channel activation scale ({len(s.scale)} "
                              f"values on axis {s.axis}), expected one scale and zero point per tensor")
-        by_tensor[key(name or cnn.name, layer)] = TensorScale(float(s.scale[0]), int(s.zero_point[0]))
-    return ActivationScales(dtypes[0] if dtypes else "uint8", by_tensor,
-                            {name or cnn.name: ScalesOrigin("model")})
+        shift = S8_TO_U8 if s.dtype == "int8" else 0
+        by_tensor[key(name or cnn.name, layer)] = TensorScale(float(s.scale[0]), int(s.zero_point[0]) + shift)
+    return ActivationScales("uint8", by_tensor, {name or cnn.name: ScalesOrigin("model")})

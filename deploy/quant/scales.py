@@ -30,8 +30,10 @@ class TensorScale:
 @dataclass(frozen=True)
 class ActivationScales:
     """`dtype`: the stored integer type; `by_tensor`: "cnn/layer" -> its output's scale (a
-    CNN's input layer included); `origins`: per CNN where its scales came from (not part of
-    what two records compare: the same scales are the same, however found)."""
+    CNN's input layer included), and for a QDQ model's points inside fused layers
+    "cnn/layer@act<i>" / "cnn/layer@gate<i>" (csdf/onnx_qdq.py `inner_key`), where its steps
+    round without storing; `origins`: per CNN where its scales came from (not part of what
+    two records compare: the same scales are the same, however found)."""
     dtype: str
     by_tensor: Mapping[str, TensorScale] = field(default_factory=dict)
     origins: Mapping[str, ScalesOrigin] = field(default_factory=dict, compare=False)

@@ -166,7 +166,8 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
             if ref_path is None:
                 diff[name] = magnitude[name] = None
                 continue
-            # the unmodified model at the plan's precision (deploy/run/verdict.py)
+            # the reference at the plan's precision: the unmodified model rounded as the
+            # deployment rounds, or the int8 reference (deploy/run/verdict.py)
             sess = reference.session(Path(deploy_dir) / ref_path, threads, manifest.dtype,
                                      registry.backend(manifest.backend)
                                      .stored_weights(manifest.precision))

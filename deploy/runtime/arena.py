@@ -11,7 +11,6 @@ cuDNN alignment) and so may be a little larger.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from sdf3.errors import InputError
@@ -64,11 +63,10 @@ def place_at(offsets: list[int], sizes: list[int], align: int = HOST_ALIGN) -> P
 
 
 def machine_bytes() -> int | None:
-    """Physical memory of this machine (None where the OS does not say)."""
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, OSError, ValueError):
-        return None
+    """Memory of this machine (None where the OS does not say), as the import's size bound
+    counts it (csdf/machine_bound.py: physical memory, or a lower cgroup limit)."""
+    from csdf.machine_bound import total_memory
+    return total_memory()
 
 
 def check_fits(nbytes: int, where: str, what: str = "the arena") -> None:

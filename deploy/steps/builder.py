@@ -144,6 +144,14 @@ class Builder:
         split = int(attrs.get("group", 1)) == 1 and not int8_data
         parts = self.blocks(layer, "W") if split else [None]
         ys = []
+        if int8_data and "B" in layer.params and not self._int32_bias(layer):
+            # its bias beyond int32 at the fused kernel's scale: added after the op, which
+            # keeps ONNX Runtime from fusing it (deploy/quant/bias_range.py)
+            y = self.node(op, [x, self.param(layer, "W")], **attrs)
+            bias = np.asarray(WeightParams.of(layer).bias, np.float32).reshape(-1)
+            shape = [1, -1] + [1] * (2 if op == "Conv" else 0)
+            return self.node("Add", [y, self.const(f"param:{layer.name}:B:apart",
+                                                   bias.reshape(shape))])
         for rows in parts:
             integer = self._integer_form(layer, rows)
             w = integer[0] if integer else self.param(layer, "W", rows)
@@ -164,6 +172,18 @@ class Builder:
                 y = self.node("Mul", [y, self.const(f"{w}:scale", integer[1].reshape(shape))])
             ys.append(y)
         return ys[0] if len(ys) == 1 else self.node("Concat", ys, axis=1)
+
+    def _int32_bias(self, layer: Layer) -> bool:
+        """Whether an int8 step's fused kernel holds `layer`'s bias in int32
+        (deploy/quant/bias_range.py); True where the input's scale is not known here."""
+        from deploy.quant.bias_range import bias_fits, weight_scales
+        src = layer.inputs[0] if layer.inputs else None
+        x_scale = self.scales.get(src) if self.scales is not None and src else None
+        if x_scale is None:
+            return True
+        params = WeightParams.of(layer)
+        scale = self.weights.scales.get(f"{layer.name}:W") if params.weight_source else None
+        return bias_fits(params.bias, x_scale.scale, weight_scales(params.weight, scale))
 
     def _integer_form(self, layer: Layer, rows: tuple[int, int] | None) -> tuple[str, np.ndarray] | None:
         """(name of the fp32 Cast of W's int8 values, its scale per output channel) for

@@ -29,6 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from csdf.layer_attrs import ActivationAttrs, OpAttrs, PadAttrs, WeightParams, WindowAttrs
 from csdf.model import CNN, OPAQUE, Layer
+from csdf.onnx_qdq import inner_key
 from csdf.parts import window
 from deploy.quant.scales import TensorScale
 from deploy.quant.stored import FP32, Weights
@@ -80,9 +81,13 @@ LOWEST = -3.4e38      # a masked MaxPool row: below every real value
 
 
 def _activations(b: Builder, layer: Layer, x: str) -> str:
-    """Fused activations, in order, in opset 13 (HardSwish and Swish decomposed)."""
+    """Fused activations, in order, in opset 13 (HardSwish and Swish decomposed). In an int8
+    step, a QDQ model's quantization points inside the layer (deploy/quant/scales.py
+    "layer@act<i>", "layer@gate<i>") round there, QuantizeLinear -> DequantizeLinear, as the
+    model does: ONNX Runtime then fuses the same groups into the same integer kernels."""
     a = ActivationAttrs.of(layer)
-    for act in a.activation:
+    for i, act in enumerate(a.activation):
+        x = _point(b, layer, f"act{i}", x)
         if act == "Relu":
             x = b.node("Relu", [x])
         elif act == "Clip":
@@ -96,14 +101,21 @@ def _activations(b: Builder, layer: Layer, x: str) -> str:
             x = b.node("HardSigmoid", [x], alpha=a.alpha, beta=a.beta)
         elif act == "HardSwish":
             gate = b.node("HardSigmoid", [x], alpha=1.0 / 6, beta=0.5)
-            x = b.node("Mul", [x, gate])
+            x = b.node("Mul", [x, _point(b, layer, f"gate{i}", gate)])
         elif act == "Swish":
-            x = b.node("Mul", [x, b.node("Sigmoid", [x])])
+            x = b.node("Mul", [x, _point(b, layer, f"gate{i}", b.node("Sigmoid", [x]))])
         elif act == "LeakyRelu":
             x = b.node("LeakyRelu", [x], alpha=a.leaky_alpha)
         else:
             raise InputError(f"layer {layer.name}: fused activation {act!r} cannot be deployed")
     return x
+
+
+def _point(b: Builder, layer: Layer, point: str, x: str) -> str:
+    """`x` rounded at quantization point `point` of `layer` where the step's scales have one
+    (csdf/onnx_qdq.py `inner_key`), else `x`."""
+    name = inner_key(layer.name, point)
+    return storage.rounded(b, x, name) if b.scales is not None and name in b.scales else x
 
 
 def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list[str | None],

@@ -10,11 +10,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from csdf.machine_bound import check_cnn
 from csdf.model import CNN, INPUT
 from csdf.onnx_import import load_onnx
 from csdf.synthetic import build_synthetic
 from explorer.app.model import (EFFORTS, GRANULARITIES, PRECISIONS, PREFER, Application, Partition,
                                 SearchSettings)
+from explorer.app.input_file import not_regular
 from explorer.app.layer_names import resolve
 from explorer.app.layer_precision import AUTO, LADDER
 from explorer.app.units import parse_memory
@@ -115,9 +117,7 @@ def min_sqnr(value: Any, precision: str, where: str) -> float | None:
 
 # ---- reading ------------------------------------------------------------------------------
 def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise InputError(f"{path}: application file not found")
-    doc = load_yaml(path)
+    doc = load_yaml(path, "an application file")
     if not isinstance(doc, dict):
         raise InputError(f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}")
     return doc
@@ -150,7 +150,9 @@ def _load_model(model: Any, name: str, app: Path, entry: str, fused: bool,
         if input_shape is not None:
             raise InputError(f"{app}: {entry}.input_shape: expected only with an ONNX model; "
                              f"a synthetic CNN's shapes are in its own keys")
-        return build_synthetic(model["synthetic"], name, f"{where}.synthetic")
+        cnn = build_synthetic(model["synthetic"], name, f"{where}.synthetic")
+        check_cnn(cnn, where)
+        return cnn
     if not isinstance(model, str) or not model:
         raise InputError(f"{where}: expected zoo:NAME, a path to an .onnx file, or {{synthetic: ...}}")
     if model.startswith("zoo:"):
@@ -158,12 +160,17 @@ def _load_model(model: Any, name: str, app: Path, entry: str, fused: bool,
     else:
         file = (app.parent / model) if not Path(model).is_absolute() else Path(model)
         if not file.is_file():
-            raise InputError(f"{where}: model file {model!r} not found (paths are relative to the app file)")
+            found = not_regular(file)
+            raise InputError(f"{where}: model file {model!r} " + (
+                f"is {found}, expected an ONNX file" if found else
+                "not found (paths are relative to the app file)"))
     try:
-        return load_onnx(file, name, fused=fused, input_shape=input_shape)
+        cnn = load_onnx(file, name, fused=fused, input_shape=input_shape)
     except InputError as err:
         text = str(err).replace("input_shape", f"{entry}.input_shape")
         raise InputError(f"{where}: {text}") from None
+    check_cnn(cnn, where)      # csdf/machine_bound.py: before the search sizes anything
+    return cnn
 
 
 def _zoo_path(zoo_name: str, where: str) -> Path:

@@ -76,9 +76,12 @@ def _is_onnx(raw: bytes) -> bool:
 def kind_of(path: str | Path) -> str | None:
     """The kind of the file at `path` (one of the module's constants), or None when it is
     none of them or cannot be read."""
+    from explorer.app.input_file import not_regular
     path = Path(path)
     if path.is_dir():
         return MANIFEST if (path / "manifest.json").is_file() else None
+    if not_regular(path):          # a FIFO would block the read: never opened
+        return None
     try:
         raw = path.read_bytes()
     except OSError:

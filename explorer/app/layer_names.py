@@ -3,12 +3,12 @@
 A reference is, in this order: a layer name as `explore info APP --layers` prints it; the
 ONNX name of any node the layer holds (a Conv's layer also answers to the names of the
 BatchNormalization and activation fused into it, an opaque layer to each of its nodes); or
-an ONNX node name that `csdf.onnx_import.layer_name` turns into a layer name.
+an ONNX node name that `csdf.node_names.layer_name` turns into a layer name.
 """
 from __future__ import annotations
 
 from csdf.model import CNN
-from csdf.onnx_import import layer_name
+from csdf.node_names import layer_name
 
 
 def resolve(cnn: CNN, ref: str) -> str | None:

@@ -18,6 +18,7 @@ from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 from yaml.events import AliasEvent, CollectionStartEvent
 
+from explorer.app.input_file import read_text
 from sdf3.errors import InputError
 
 MAX_DEPTH = 64               # far beyond any real app file or profile (they nest 4-5 levels)
@@ -72,17 +73,7 @@ def parse_yaml(text: str, where: str) -> Any:
         raise InputError(f"{where}: not valid YAML{at}: {problem}") from None
 
 
-def read_text(path: str | Path) -> str:
-    """A user's text file as UTF-8; InputError with the byte offset otherwise."""
-    try:
-        return Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
-                         f"offset {err.start})") from None
-    except OSError as err:
-        raise InputError(f"{path}: cannot read ({err.strerror})") from None
-
-
-def load_yaml(path: str | Path) -> Any:
-    """The YAML document in the file at `path`, read strictly (see the module docstring)."""
-    return parse_yaml(read_text(path), str(path))
+def load_yaml(path: str | Path, what: str = "a YAML file") -> Any:
+    """The YAML document in the regular file at `path`, read strictly (see the module
+    docstring); `what` names the file's kind in refusals."""
+    return parse_yaml(read_text(path, what), str(path))

@@ -89,6 +89,7 @@ def out_dir(args: argparse.Namespace, app_name: str) -> Staged:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = getattr(args, "started", None)       # explorer.cli.main: the run's clock start
     import memtrade
     from explorer.search.progress import stderr_progress
     from memtrade.front_files import stages_line, write_files
@@ -111,8 +112,9 @@ def run(args: argparse.Namespace) -> int:
             granularity=args.granularity, tiling=args.tiling, placement=args.placement,
             seed=args.seed, population=args.population, generations=args.generations,
             workers=args.workers, relink_rounds=args.relink_rounds,
-            local_rounds=args.local_rounds, say=say, calibration=args.calibration,
-            calibration_method=args.calibration_method, min_sqnr=args.min_sqnr, _flag=cli_flag)
+            local_rounds=args.local_rounds, say=say, started=started,
+            calibration=args.calibration, calibration_method=args.calibration_method,
+            min_sqnr=args.min_sqnr, _flag=cli_flag)
         written, outputs_s = write_files(found, out, staged.final)
     for line in found.summary() + [stages_line(found, outputs_s)]:
         print(line)

@@ -54,6 +54,15 @@ def run(args: argparse.Namespace) -> int:
         for value in c["batch_fixed"]:
             console.print(f"{name}: graph input '{value}' has a dynamic batch dimension: taken as "
                           f"1, shape {c['input_shapes'][value]}")
+        if c["quantization_points"]:
+            console.print(f"{name}: {len(c['quantization_points'])} layers keep the QDQ model's own "
+                          "quantization points inside them (--layers names the points)")
+        if c["unkept_points"]:
+            console.print(f"{name}: {len(c['unkept_points'])} of the QDQ model's quantization points are "
+                          f"not kept, computed through in fp32: {', '.join(c['unkept_points'][:3])}")
+        for layer, op in c["kept_apart"].items():
+            console.print(f"{name}: layer {layer}: its {op} is a layer of its own (a quantization "
+                          "point lies between them)")
         if c["shapes_from_ort"]:
             console.print(f"{name}: shapes of {c['shapes_from_ort']:,} tensors from one ONNX "
                           "Runtime run (ONNX shape inference left them unknown)")
@@ -79,8 +88,11 @@ def _print_layers(cnn: str, layers: list[dict]) -> None:
     lt.add_column("inputs", overflow="fold")
     lt.add_column("output [N, C, H, W]", no_wrap=True)
     lt.add_column("params", no_wrap=True, justify="right")
+    points = any(l.get("quantization_points") for l in layers)
+    if points:
+        lt.add_column("quantization points", no_wrap=True)
     for l in layers:
         op = l["op"] if l["op"] != "Opaque" else f"Opaque({','.join(l.get('onnx_ops', []))})"
-        lt.add_row(l["name"], op, ",".join(l["activation"]), ",".join(l["inputs"]),
-                   str(l["shape"]), f"{l['params']:,}")
+        row = [l["name"], op, ",".join(l["activation"]), ",".join(l["inputs"]), str(l["shape"]), f"{l['params']:,}"]
+        lt.add_row(*row, *([",".join(l.get("quantization_points", []))] if points else []))
     Console(width=max(130, longest + 110), soft_wrap=False).print(lt)

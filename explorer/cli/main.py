@@ -4,11 +4,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 
 from explorer.cli.scratch import scratch_space
 from explorer.cli.heartbeat import heartbeat
 from explorer.cli.signals import exit_status, terminating_as_interrupt, word
 from explorer.report.outputs import interrupt_behind
+from explorer.search.run_budget import process_age
 from sdf3.errors import InputError
 
 SUBCOMMANDS = {
@@ -56,6 +58,9 @@ def wrong_input(args: argparse.Namespace, prog: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # when explore is the process (argv None) its clock began when the process did: the
+    # time budget (explorer/search/run_budget.py) counts the interpreter's start and imports
+    started = time.perf_counter() - (process_age() if argv is None else 0.0)
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         module, help_ = SUBCOMMANDS[argv[0]]
@@ -65,25 +70,27 @@ def main(argv: list[str] | None = None) -> int:
         help_ = ("Trade memory against throughput for a CNN application. Subcommands: "
                  + ", ".join(SUBCOMMANDS) + ".")
     args = _parser(module, prog, help_).parse_args(argv)
+    args.started = started
     # SIGTERM as Ctrl-C (explorer/cli/signals.py); temporary files in one folder removed at
     # the end (explorer/cli/scratch.py); on a terminal never silent for long
     # (explorer/cli/heartbeat.py)
     with terminating_as_interrupt(), scratch_space(), heartbeat(prog):
         try:
-            return int(importlib.import_module(module).run(args) or 0)
-        except InputError as err:
-            print(f"explore: error: {wrong_input(args, prog) or err}", file=sys.stderr)
-            return 2
-        except Exception as err:           # a signal an extension turned into its own error
-            stop = interrupt_behind(err)
-            if stop is None:
-                raise
-            print(f"explore: {word(stop)}{': ' + str(stop) if str(stop) else ''}", file=sys.stderr)
-            return exit_status(stop)
+            try:
+                return int(importlib.import_module(module).run(args) or 0)
+            except InputError as err:
+                # the input's kind is looked at only when it is a regular file
+                # (explorer/app/file_kind.py), so this never blocks on a FIFO
+                print(f"explore: error: {wrong_input(args, prog) or err}", file=sys.stderr)
+                return 2
+            except Exception as err:           # a signal an extension turned into its own error
+                stop = interrupt_behind(err)
+                if stop is None:
+                    raise
+                raise stop from None
         except KeyboardInterrupt as err:   # one line, no traceback; outputs say what they undid
             print(f"explore: {word(err)}{': ' + str(err) if str(err) else ''}", file=sys.stderr)
             return exit_status(err)
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,8 +2,9 @@
 deployment (memtrade.run, memtrade/measuring.py) on seeded random frames or the user's own,
 and report what was measured: fps per CNN, arena and parameter bytes, calls per frame, peak RSS,
 the footprint (peak - the RSS before loading) with its breakdown beside the plan's memory,
-and the largest difference to a plain ONNX Runtime session on the original model, with a
-PASS/FAIL verdict per CNN (deploy/run/verdict.py); exit status 4 when a CNN fails. The
+and the largest difference to a plain ONNX Runtime session on its reference at the plan's
+precision, with a PASS/FAIL verdict per CNN (deploy/run/verdict.py), and at reduced precision
+the deviation from the fp32 model (deploy/run/vs_fp32.py); exit status 4 when a CNN fails. The
 figures and the command's settings are also written to DIR/run.json and DIR/run.html. With
 --input the outputs of every frame are what memtrade.Session.run returns, written to
 --output (explorer/cli/frames_file.py)."""

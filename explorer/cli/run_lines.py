@@ -34,7 +34,7 @@ def memory_lines(res) -> list[str]:
 
 
 def run_lines(res, no_check: bool) -> list[str]:
-    from explorer.cli.vs_fp32_lines import cnn_lines
+    from explorer.cli.vs_fp32_lines import cnn_lines, fail_lines
     from memtrade.platform import plan_made_elsewhere
     out = [f"backend {res.backend}, {res.frames} frames"]
     elsewhere = plan_made_elsewhere(res.plan.platform or "", res.backend)
@@ -61,8 +61,4 @@ def run_lines(res, no_check: bool) -> list[str]:
         out.append(f"  {cnn}: {fps:.1f} fps{beside}, {res.calls_per_frame[cnn]} calls/frame, "
                    f"max |diff| {diff_s}")
         out += cnn_lines(res, cnn, no_check)
-    bad = [c for c, v in res.verdicts.items() if v.verdict == "FAIL"]
-    if bad:
-        out.append(f"FAIL: outputs of {', '.join(bad)} differ from their reference "
-                   f"(named above) beyond the tolerance (exit 4)")
-    return out
+    return out + fail_lines(res)

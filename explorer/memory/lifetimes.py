@@ -28,7 +28,7 @@ a crossing edge is visited with its producer's partition.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 from csdf.model import CNN, edge_name
@@ -48,6 +48,15 @@ class Rows:
     row: int                    # elements per row
     first: tuple[int, ...]
     last: tuple[int, ...]
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # hashed once: placements are cached by their uses (explorer.memory.placement.place),
+        # and a tensor of a plan by rows has thousands of rows
+        object.__setattr__(self, "_hash", hash((self.row, self.first, self.last)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def live(self, step: int) -> tuple[int, int]:
         """[lo, hi): the rows holding data at `step` (lo >= hi: none)."""

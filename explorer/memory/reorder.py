@@ -77,25 +77,40 @@ def best_order(ops: list[str], tensors: list[Tensor], width: int = WIDTH) -> Ord
                 pred[index[c]] |= 1 << p
         for c in t.consumers:
             ins[index[c]].append((t.size, cmask))
-    # the beam's state: mask -> (peak, held, parent mask, op)
-    level: dict[int, tuple[int, int]] = {0: (0, held0)}
+    succ: list[list[int]] = [[] for _ in ops]
+    for c in range(n):
+        for p in range(n):
+            if pred[c] >> p & 1:
+                succ[p].append(c)
+    # the beam's state: mask -> (peak, held, mask of the ops ready in it); only the ready
+    # ops are tried, in index order (as a scan of every op would meet them)
+    ready0 = sum(1 << o for o in range(n) if not pred[o])
+    level: dict[int, tuple[int, int, int]] = {0: (0, held0, ready0)}
     parents: list[dict[int, tuple[int, int]]] = []
     exact = True
     for _ in range(n):
-        nxt: dict[int, tuple[int, int]] = {}
+        nxt: dict[int, tuple[int, int, int]] = {}
         back: dict[int, tuple[int, int]] = {}
-        for s, (pk, held) in level.items():
-            for o in range(n):
-                bit = 1 << o
-                if s & bit or pred[o] & ~s:
-                    continue
+        for s, (pk, held, ready) in level.items():
+            todo = ready
+            while todo:
+                bit = todo & -todo
+                todo ^= bit
+                o = bit.bit_length() - 1
                 ws = held + out[o]
                 s2 = s | bit
                 p2 = pk if pk > ws else ws
                 old = nxt.get(s2)
                 if old is None or p2 < old[0]:
                     freed = sum(size for size, m in ins[o] if not m & ~s2)
-                    nxt[s2] = (p2, ws - freed)
+                    if old is None:
+                        ready2 = ready ^ bit
+                        for c in succ[o]:
+                            if not pred[c] & ~s2:
+                                ready2 |= 1 << c
+                    else:
+                        ready2 = old[2]
+                    nxt[s2] = (p2, ws - freed, ready2)
                     back[s2] = (s, o)
         if len(nxt) > width:
             exact = False
@@ -103,7 +118,7 @@ def best_order(ops: list[str], tensors: list[Tensor], width: int = WIDTH) -> Ord
             nxt = {m: nxt[m] for m in keep}
         level = nxt
         parents.append(back)
-    (s, (pk, _)), = level.items()
+    (s, (pk, _, _)), = level.items()
     order: list[str] = []
     for back in reversed(parents):
         s, o = back[s]

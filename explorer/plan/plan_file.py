@@ -8,7 +8,6 @@ Plans written before the "schema" key load as schema 2: their keys are the same.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -25,11 +24,8 @@ OPTIONAL = ("genes", "placement", "rows", "primitives", "workspace_bytes", "sess
 
 
 def from_json(path: str | Path) -> Plan:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"{path}: cannot read a plan ({err})") from None
-    return from_dict(data, str(path))
+    from explorer.app.input_file import read_json
+    return from_dict(read_json(path, "a plan.json written by `explore APP.yaml`"), str(path))
 
 
 def from_dict(data: Any, where: str = "plan.json") -> Plan:

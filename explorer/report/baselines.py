@@ -25,12 +25,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from csdf.partition_analysis import analyse_partition
 from csdf.parts import all_parts as all_parts_phases
 from csdf.model import edge_name
 from explorer.app.model import Application, Partition
 from explorer.memory.lifetimes import EdgeUse, edge_uses
 from explorer.memory.buffers import Buffer, memory_bytes, naive
+from explorer.memory.cache import RunCache
 from explorer.memory.placement import planner
 from explorer.memory.reuse import algorithm1
 
@@ -171,14 +174,16 @@ def lower_bound(uses: list[EdgeUse], pipelines: list[list[str]]) -> tuple[int, i
     count the rows holding data at each step). Sets of J run one at a time;
     within a set the partitions run in parallel at any offset, so the worst moment of a set
     is every partition at its own worst step, plus the uses spread over several of its
-    partitions (double buffers: alive throughout)."""
+    partitions (double buffers: alive throughout). Each partition's steps are one array per
+    figure (numpy), every use added over its span at once, so a schedule of 100,000 firings
+    costs what a few hundred do per step."""
     best = (0, 0)
     listed = {name for group in pipelines for name in group}
     alone = sorted({s[0] for u in uses for s in u.spans} - listed)
     for members in list(pipelines) + [[name] for name in alone]:
         inside = set(members)
         total, count = 0, 0
-        steps: dict[str, dict[int, tuple[int, int]]] = {p: {} for p in members}
+        mine_of = []
         for use in uses:
             mine = [s for s in use.spans if s[0] in inside]
             if not mine:
@@ -186,16 +191,30 @@ def lower_bound(uses: list[EdgeUse], pipelines: list[list[str]]) -> tuple[int, i
             if len({s[0] for s in mine}) > 1:
                 total, count = total + use.size, count + 1
                 continue
-            p, a, b = mine[0]
-            one = use.rows is not None and len(use.spans) == 1    # row by row (EdgeUse.rows)
-            for t in range(a, b + 1):
-                n = use.alive(t) if one else use.size
-                if n:
-                    e, c = steps[p].get(t, (0, 0))
-                    steps[p][t] = (e + n, c + 1)
-        for p in members:
-            e, c = max(steps[p].values(), default=(0, 0))
-            total, count = total + e, count + c
+            mine_of.append((use, mine[0]))
+        length = {p: 0 for p in members}
+        for _, (p, _, b) in mine_of:
+            length[p] = max(length[p], b + 1)
+        held = {p: (np.zeros(n + 1, dtype=np.int64), np.zeros(n + 1, dtype=np.int64))
+                for p, n in length.items()}
+        for use, (p, a, b) in mine_of:
+            if b < a:
+                continue
+            elements, alive = held[p]
+            if use.rows is not None and len(use.spans) == 1:     # row by row (EdgeUse.rows)
+                steps = np.arange(a, b + 1)
+                rows = (np.searchsorted(use.rows.first, steps, side="right")
+                        - np.searchsorted(use.rows.last, steps, side="left"))
+                n = np.maximum(rows, 0) * use.rows.row
+                elements[a:b + 1] += n
+                alive[a:b + 1] += n != 0
+            elif use.size:
+                elements[a:b + 1] += use.size
+                alive[a:b + 1] += 1
+        for elements, alive in held.values():
+            top = int(elements.max())
+            total += top
+            count += int(alive[elements == top].max()) if top else 0
         best = max(best, (total, count))
     return best
 
@@ -228,11 +247,15 @@ def _bound_row(app: Application, name: str, uses: list[EdgeUse]) -> Baseline:
     return Baseline(name, [Buffer([], 0)] * count, params, lb, params + lb)
 
 
-def baselines(app: Application, with_all_parts: bool = True) -> dict[str, Baseline]:
+def baselines(app: Application, with_all_parts: bool = True, cache: RunCache | None = None,
+              all_parts_bound: bool = True) -> dict[str, Baseline]:
     """Every baseline for `app` under its schedules (explicit, else topological; with a
-    planner that reorders, the schedules the search would choose)."""
+    planner that reorders, the schedules the search would choose). `cache`: the search's
+    RunCache (explorer/memory/cache.py), so the derivations reuse the partitions, layer
+    orders and placements the search already made; `all_parts_bound=False` leaves out the
+    bound of the all-parts schedules (a sweep over its many steps)."""
     if planner(app.placement).reorders:
-        return _placed_baselines(app, with_all_parts)
+        return _placed_baselines(app, with_all_parts, cache, all_parts_bound)
     uses = edge_uses(app)
     rows = {"none": _row(app, "none", naive(uses)),
             "pisarchyk": _row(app, "pisarchyk", pisarchyk(sequential_uses(app))),
@@ -248,7 +271,8 @@ def baselines(app: Application, with_all_parts: bool = True) -> dict[str, Baseli
     return rows
 
 
-def _placed_baselines(app: Application, with_all_parts: bool) -> dict[str, Baseline]:
+def _placed_baselines(app: Application, with_all_parts: bool, cache: RunCache | None = None,
+                      all_parts_bound: bool = True) -> dict[str, Baseline]:
     """The table under an offset planner: `none` and `pisarchyk` as always, `reuse` and
     `all_parts` derived (explorer.plan.derive), each bound under its own schedules."""
     from explorer.plan.derive import derive, uniform_phases
@@ -256,11 +280,12 @@ def _placed_baselines(app: Application, with_all_parts: bool) -> dict[str, Basel
     uses = edge_uses(app)
     rows = {"none": _row(app, "none", naive(uses)),
             "pisarchyk": _row(app, "pisarchyk", pisarchyk(sequential_uses(app)))}
-    whole = derive(app, uniform_phases(app, False))
+    whole = derive(app, uniform_phases(app, False), cache)
     rows["reuse"] = _row(app, "reuse", whole.buffers)
     if with_all_parts:
-        parts = derive(app, uniform_phases(app, True))
+        parts = derive(app, uniform_phases(app, True), cache)
         rows["all_parts"] = _row(app, "all_parts", parts.buffers)
-        rows["all_parts_bound"] = _bound_row(app, "all_parts_bound", parts.uses)
+        if all_parts_bound:
+            rows["all_parts_bound"] = _bound_row(app, "all_parts_bound", parts.uses)
     rows["lower_bound"] = _bound_row(app, "lower_bound", whole.uses)
     return rows

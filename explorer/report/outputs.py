@@ -3,7 +3,9 @@ and nothing half-written is left behind.
 
 `claim_dir` / `claim_file` are called before any work: they refuse a path that cannot be
 written (/proc/x, a path under a regular file) with one line, claim the destination
-atomically (an exclusive claim file, so two runs given one --out cannot both write it), and
+atomically (an exclusive claim file, inside a claimed directory or beside a claimed file as
+`.NAME.memtrade-claim`, so two runs given one --out cannot both write it: the second is
+refused at once, not after its work), and
 hand out a temporary sibling to write into. `Staged.commit()` renames the result into place;
 leaving the `with` block by an error, Ctrl-C or SIGTERM (explorer/cli/signals.py) removes the
 temporary files and the claim, so an interrupted or failed command leaves the destination as
@@ -158,9 +160,10 @@ class Staged:
     def _commit_file(self) -> None:
         if self.force:
             os.replace(self.tmp, self.final)
-            return
-        os.link(self.tmp, self.final)     # fails if the name was taken meanwhile: no overwrite
-        os.unlink(self.tmp)
+        else:
+            os.link(self.tmp, self.final)     # fails if the name was taken meanwhile: no overwrite
+            os.unlink(self.tmp)
+        file_claim(self.final).unlink(missing_ok=True)
 
     def _commit_dir(self) -> None:
         claim = self.final / CLAIM
@@ -187,8 +190,7 @@ class Staged:
             shutil.rmtree(self.tmp, ignore_errors=True)
         elif self.tmp.exists():
             self.tmp.unlink()
-        if self.is_dir:
-            (self.final / CLAIM).unlink(missing_ok=True)
+        (self.final / CLAIM if self.is_dir else file_claim(self.final)).unlink(missing_ok=True)
         _remove_dirs(self.created)
 
 
@@ -333,15 +335,33 @@ def claim_file(path: str | Path, force: bool, flag: str = "--out") -> Staged:
     out = Path(path)
     fresh_file(out, force, flag)
     created = _make_parents(out, flag)
+    claim = file_claim(out)
+    try:
+        _write_claim(claim)
+    except FileExistsError:
+        try:
+            _take_over(claim, flag, out)
+        except InputError:
+            _remove_dirs(created)
+            raise
+    except OSError as err:
+        _remove_dirs(created)
+        raise InputError(f"{flag} {out}: cannot write there ({_why(err)})") from None
     sweep_stale(out.parent, out.stem, out.suffix)
     try:
         fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(out.stem), suffix=out.suffix, dir=out.parent)
         os.close(fd)
         os.chmod(tmp, 0o666 & ~_umask())
     except OSError as err:
+        claim.unlink(missing_ok=True)
         _remove_dirs(created)
         raise InputError(f"{flag} {out}: cannot write there ({_why(err)})") from None
     return Staged(out, Path(tmp), False, force, flag, created)
+
+
+def file_claim(out: Path) -> Path:
+    """The claim file of file `out` while a command writes it: `.NAME.memtrade-claim` beside it."""
+    return out.with_name(f".{out.name}{CLAIM}")
 
 
 def _umask() -> int:

@@ -166,7 +166,7 @@ def legend(parts: list) -> str:
 
 def cnn_rows(record: dict) -> str:
     """One row per CNN: fps predicted and measured, calls per frame, max |diff|,
-    tolerance, verdict."""
+    tolerance, verdict, and the least SQNR against the fp32 model (fp16, mixed, int8)."""
     esc = html.escape
     predicted = record.get("plan_fps") or {}
     verdicts = record.get("verdict") or {}
@@ -181,8 +181,22 @@ def cnn_rows(record: dict) -> str:
                     f"<td>{esc(str((record.get('calls_per_frame') or {}).get(cnn, '')))}</td>"
                     f"<td>{num((record.get('max_abs_diff') or {}).get(cnn), '.3g')}</td>"
                     f"<td>{num(v.get('tolerance'), '.3g')}</td>"
-                    f'<td class="verdict {esc(verdict.replace(" ", "-"))}">{esc(verdict)}</td></tr>')
+                    f'<td class="verdict {esc(verdict.replace(" ", "-"))}">{esc(verdict)}</td>'
+                    f"<td>{esc(vs_fp32_cell((record.get('vs_fp32') or {}).get(cnn)))}</td></tr>")
     return "".join(rows)
+
+
+def vs_fp32_cell(dev: dict | None) -> str:
+    """The least SQNR over a CNN's outputs against the fp32 model (docs/run.md), or why none."""
+    if not dev:
+        return "\u2013"
+    if not dev.get("available"):
+        return "unavailable"
+    outputs = dev.get("outputs") or []
+    if any(o.get("sqnr_db") is None and o.get("max_abs_diff") for o in outputs):
+        return "-inf dB"           # an all-zero fp32 output the deployment does not match
+    finite = [o["sqnr_db"] for o in outputs if o.get("sqnr_db") is not None]
+    return f"{min(finite):.1f} dB" if finite else "identical" if outputs else "\u2013"
 
 
 def run_html(record: dict) -> str:
@@ -227,7 +241,7 @@ negative (loading kept less than the parts counted), laid back from the bar's en
 <p>plan: {legend(plan) or "no plan figures in the manifest"}</p>
 <h2>Per CNN</h2>
 <table><tr><th>CNN</th><th>fps predicted</th><th>fps measured</th><th>calls/frame</th>
-<th>max |diff|</th><th>tolerance</th><th>verdict</th></tr>
+<th>max |diff|</th><th>tolerance</th><th>verdict</th><th>SQNR vs fp32</th></tr>
 {cnn_rows(record)}</table>
 <ul>{notes}</ul>
 </body></html>

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from explorer.app.model import SearchSettings
 from explorer.search.deadline import Deadline
+from explorer.search.effort import Refit
 from explorer.search.genetic import SearchResult, mutate_one_gene, nsga2
 from explorer.search.pick import Point
 from explorer.search.problem import Evaluate, Key, Problem
@@ -48,14 +49,16 @@ def _spread(evaluate: Evaluate, settings: SearchSettings):
 
 def algorithm2(app, problem: Problem, settings: SearchSettings | None = None,
                progress: Progress | None = None, seeds: list[Key] | None = None,
-               seeded: bool = True, deadline: Deadline | None = None) -> Outcome:
+               seeded: bool = True, deadline: Deadline | None = None,
+               refit: Refit | None = None) -> Outcome:
     """Algorithm 2 as published: early exit when reuse alone (every layer one phase) meets
     M^c; otherwise NSGA-II over the problem's genes; then the pick. `seeds` go to NSGA-II's
     initial population. A staged space (`problem.space.staged`: ladder genes) runs
     explorer.search.staged.ladder_search (the binary search first, its front and the space's
     seeds in the ladder population, `seeds` after them); `seeded=False` runs the plain
     NSGA-II on it instead. `deadline`: the run's time budget (default: the settings'
-    `time_limit` from now)."""
+    `time_limit` from now); `refit`: the effort of a ladder search's later stages fitted
+    again from its binary stage's rate (explorer.search.effort.Refit)."""
     from explorer.search.pick import pick, pick_rule, search_needed
 
     settings = settings or app.search
@@ -74,7 +77,8 @@ def algorithm2(app, problem: Problem, settings: SearchSettings | None = None,
     else:
         with _spread(problem, settings) as spread:
             if seeded and space.staged:
-                result = ladder_search(space, cnns, spread, settings, progress, seeds, deadline)
+                result = ladder_search(space, cnns, spread, settings, progress, seeds, deadline,
+                                       refit)
             else:
                 result = nsga2(upper, cnns, spread, settings, progress, seeds, deadline)
     chosen, met = pick(result.front, app.memory, app.fps, app.prefer)

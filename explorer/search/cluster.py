@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from explorer.search.parallel import Key, Result
 from sdf3.errors import InputError
+from sdf3.parent_death import ENV as PARENT_ENV
 
 TIMEOUT = 10          # seconds to reach the scheduler
 SLICES_PER_WORKER = 2  # tasks per worker and batch: balance against per-task round trips
@@ -149,19 +150,22 @@ def local_processes(workers: int = 2, start_timeout: float = 60.0) -> Iterator[s
     with tempfile.TemporaryDirectory() as tmp:
         info = Path(tmp) / "scheduler.json"
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-        procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
+        # each started through sdf3/parent_death.py, so it ends with this process
+        parent = {PARENT_ENV: str(os.getpid())}
+        ends_with_us = [sys.executable, "-m", "sdf3.parent_death"]
+        procs = [subprocess.Popen(ends_with_us + ["distributed.cli.dask_scheduler",
                                    "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                    "--scheduler-file", str(info)],
-                                  env=WORKER_ENV | dict(os.environ), **quiet)]
+                                  env=WORKER_ENV | dict(os.environ) | parent, **quiet)]
         try:
             deadline = time.monotonic() + start_timeout
             while not info.is_file() and time.monotonic() < deadline:
                 time.sleep(0.1)
             address = json.loads(info.read_text())["address"]
-            procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
+            procs.append(subprocess.Popen(ends_with_us + ["distributed.cli.dask_worker",
                                            address, "--nworkers", str(workers), "--nthreads", "1",
                                            "--no-dashboard", "--local-directory", tmp],
-                                          env=WORKER_ENV | dict(os.environ), **quiet))
+                                          env=WORKER_ENV | dict(os.environ) | parent, **quiet))
             with Client(address, timeout=f"{TIMEOUT}s", set_as_default=False) as client:
                 client.wait_for_workers(workers, timeout=start_timeout)
             yield address

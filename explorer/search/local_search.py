@@ -29,7 +29,7 @@ from explorer.search.problem import Evaluate, Key, as_batch
 from explorer.search.progress import GenerationStats, Progress
 
 Moves = Callable[[list[Point], set[Key]], Iterable[Key]]
-SLICE = 32        # chromosomes evaluated between time-limit checks in a round
+SLICE = 32        # most chromosomes evaluated between time-limit checks in a round
 
 
 def improve(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int,
@@ -38,7 +38,7 @@ def improve(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int
             progress: Progress | None = None) -> tuple[list[Point], int]:
     """The loop both last stages share: up to `rounds` rounds, each asking `moves(front,
     fresh)` for the chromosomes next to the points that entered the front last round (every
-    point at first), evaluating the ones never seen (in slices of SLICE, as one batch each:
+    point at first), evaluating the ones never seen (in slices of at most SLICE, each one batch:
     explorer.search.problem.Batch) and keeping the non-dominated union; stops early when a
     round asks or adds nothing. Returns (the front, chromosomes evaluated); `seen` is
     updated. `deadline` ends it between slices once the search's time is spent
@@ -72,14 +72,11 @@ def improve(front: list[Point], cnns: list[str], evaluate: Evaluate, rounds: int
             break
         before = {p.genes for p in front}
         # a slice at a time, the deadline asked between them (a round can be long)
-        for i in range(0, len(keys), SLICE):
-            part = keys[i:i + SLICE]
+        for part in deadline.slices(keys, f"{stage} round {k}", SLICE):
             evaluated += len(part)
             front = merge_fronts(front, [Point(g, int(m), {c: float(f.get(c, 0.0)) for c in cnns})
                                          for g, (m, f) in zip(part, many(part))])
             report(k, False)
-            if i + SLICE < len(keys) and deadline.over(f"{stage} round {k}"):
-                break
         fresh = {p.genes for p in front} - before
         if not fresh:
             break

@@ -13,8 +13,9 @@ cached here by chromosome (NSGA-II meets the same genes often); `weights` are DE
 (-1 minimised, +1 maximised). DEAP's operators draw from the module `random`; it is seeded
 from `seed` for the run and its previous state restored afterwards, so a seed gives the
 same front every time. `deadline` (explorer/search/deadline.py) ends the run before a
-generation once the time is spent, and a large initial population is evaluated in slices
-with the deadline asked between them.
+generation once the time is spent, and every batch (the initial population, a generation's
+offspring) is evaluated in slices with the deadline asked between them: a generation the
+deadline stops selects among the parents and the offspring evaluated.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from explorer.search.deadline import NONE, Deadline
 from explorer.search.problem import Key
 
 Objectives = Callable[[Sequence[Key]], list[tuple[float, ...]]]
-SLICE = 16        # initial-population chromosomes evaluated between time-limit checks
+SLICE = 32        # most chromosomes of a batch evaluated between time-limit checks
 
 
 @dataclass(frozen=True)
@@ -84,43 +85,50 @@ def clone(individual):
     return twin
 
 
-def evaluate_all(run: Run, individuals: list, objectives: Objectives) -> None:
-    """Fitness of every individual; chromosomes not met before are evaluated as one batch."""
+def evaluate_all(run: Run, individuals: list, objectives: Objectives,
+                 deadline: Deadline = NONE, stage: str = "NSGA-II") -> bool:
+    """Fitness of every individual; chromosomes not met before are evaluated as one batch,
+    in slices with the deadline asked between them (Deadline.in_slices). True when every
+    individual has its fitness, False when the deadline stopped the batch (those left have
+    none)."""
     new = list(dict.fromkeys(tuple(ind) for ind in individuals if tuple(ind) not in run.cache))
-    for key, values in zip(new, objectives(new)):
+    answers = deadline.in_slices(objectives, new, stage, SLICE)
+    for key, values in zip(new, answers):
         run.cache[key] = values
     for ind in individuals:
-        run.requests += 1
-        ind.fitness.values = run.cache[tuple(ind)]
+        values = run.cache.get(tuple(ind))
+        if values is not None:
+            run.requests += 1
+            ind.fitness.values = values
+    return len(answers) == len(new)
 
 
 def initial_population(run: Run, pop: list, objectives: Objectives, deadline: Deadline,
                        stage: str) -> list:
     """The initial population evaluated (in slices with a deadline: a large seeded
     population is a long batch); the part evaluated when the deadline stops it."""
-    if deadline.seconds is None:
-        evaluate_all(run, pop, objectives)
+    if evaluate_all(run, pop, objectives, deadline, f"{stage} initial population"):
         return pop
-    done: list = []
-    for i in range(0, len(pop), SLICE):
-        evaluate_all(run, pop[i:i + SLICE], objectives)
-        done += pop[i:i + SLICE]
-        if deadline.over(f"{stage} initial population"):
-            break
-    return done
+    return [ind for ind in pop if ind.fitness.valid]
 
 
-def generation(run: Run, pop: list, mu: int, objectives: Objectives, ops: Operators) -> list:
-    """One generation: tournament, variation, evaluation, archive, selection."""
+def generation(run: Run, pop: list, mu: int, objectives: Objectives, ops: Operators,
+               deadline: Deadline = NONE, stage: str = "NSGA-II") -> tuple[list, bool]:
+    """One generation: tournament, variation, evaluation, archive, selection; (the
+    population, whether every offspring was evaluated). When the deadline stops the
+    evaluation, the selection is over the parents and the offspring evaluated."""
     offspring = [clone(ind) for ind in tools.selTournamentDCD(pop, len(pop))]
     ops.vary(offspring)
-    evaluate_all(run, [ind for ind in offspring if not ind.fitness.valid], objectives)
+    complete = evaluate_all(run, [ind for ind in offspring if not ind.fitness.valid],
+                            objectives, deadline, stage)
+    if not complete:
+        offspring = [ind for ind in offspring if ind.fitness.valid]
     if not ops.archive_survivors:
         run.hall.update(offspring)                 # every evaluated point, kept or not
     pop = tools.selNSGA2(pop + offspring, mu)
     if ops.archive_survivors:
         run.hall.update(pop)
-    return pop
+    return pop, complete
 
 
 def run_nsga2(weights: tuple[float, ...], ops: Operators, objectives: Objectives, mu: int,
@@ -144,10 +152,15 @@ def run_nsga2(weights: tuple[float, ...], ops: Operators, objectives: Objectives
             if deadline.over(f"{stage} generation {gen}"):
                 run.stopped = True
                 break
-            pop = generation(run, pop, mu, objectives, ops)
+            pop, complete = generation(run, pop, mu, objectives, ops, deadline,
+                                       f"{stage} generation {gen}")
             run.generations = gen
+            if not complete:
+                run.stopped = True
             if step:
-                step(run, gen == generations)
+                step(run, gen == generations or not complete)
+            if not complete:
+                break
     finally:
         random.setstate(state)
     return run

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
 from explorer.search.problem import Key, Result, as_batch
+from sdf3.parent_death import die_with_parent
 
 MAX_WORKERS = 8            # beyond this a generation's batch (~30 new chromosomes) is too short
 
@@ -56,14 +57,16 @@ class Mapped:
 WORKER_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def _quiet_worker() -> None:
+def _quiet_worker(parent: int | None = None) -> None:
     """Ctrl-C is the parent's to handle (it stops the pool); workers would each print a
     traceback otherwise. SIGTERM ends a worker at once (the default: the parent's handler,
     inherited by fork, would raise in the worker). Both arrive blocked (evaluation_pool forks
     with them blocked) and are unblocked only once these are set: a SIGTERM sent by the
     pool's terminate before then (a search that ends at once) waits and then ends the
     worker, where it would otherwise reach the parent's handler, be dropped, and leave the
-    parent joining a worker that never ends."""
+    parent joining a worker that never ends. A worker ends with its parent, silently, even
+    when the parent is killed outright (sdf3/parent_death.py)."""
+    die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_SIGNALS)
@@ -109,7 +112,8 @@ def evaluation_pool(evaluate: Callable[[Key], Result], workers: int) -> Iterator
     gc.freeze()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_SIGNALS)   # see _quiet_worker
     try:
-        pool = multiprocessing.get_context("fork").Pool(n, initializer=_quiet_worker)
+        pool = multiprocessing.get_context("fork").Pool(n, initializer=_quiet_worker,
+                                                        initargs=(os.getpid(),))
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         gc.unfreeze()

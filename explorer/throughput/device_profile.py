@@ -243,9 +243,8 @@ def profile_from_dict(data: Any, where: str = "<profile>") -> DeviceProfile:
 
 def load_profile(path: str | Path) -> DeviceProfile:
     """Read a profile file (.yaml, .yml or .json)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: device profile file not found")
+    from explorer.app.input_file import regular_file
+    path = regular_file(path, "a device profile file")
     try:
         text = path.read_text()
         data = (json.loads(text) if path.suffix == ".json"

@@ -33,8 +33,9 @@ ENV = "MEMTRADE_CACHE"
 
 
 def cache_dir() -> Path:
-    """$MEMTRADE_CACHE when set, else ~/.cache/memtrade/profiles."""
-    return Path(os.environ.get(ENV) or DEFAULT_DIR).expanduser()
+    """$MEMTRADE_CACHE when set (a folder: csdf/cache_env.py), else ~/.cache/memtrade/profiles."""
+    from csdf.cache_env import env_cache
+    return env_cache() or DEFAULT_DIR.expanduser()
 
 
 def cpu_model() -> str:
@@ -118,6 +119,8 @@ class ProfileCache:
         `on_corrupt` gets one line saying so, and the entry is measured again)."""
         path = self.path(key)
         if not path.is_file():
+            if path.exists() and on_corrupt is not None:
+                on_corrupt(f"{path}: cache entry is not a file, measuring again")
             return None
         try:
             profile = load_profile(path)
@@ -131,28 +134,50 @@ class ProfileCache:
             return None
         return profile
 
-    def put(self, key: ProfileKey, profile: DeviceProfile) -> Path:
-        """Store `profile` under `key`: written whole to a temporary sibling, then renamed."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+    def put(self, key: ProfileKey, profile: DeviceProfile,
+            on_fail: Callable[[str], None] | None = None) -> Path | None:
+        """Store `profile` under `key`: written whole to a temporary sibling, then renamed.
+        None when it cannot be stored (the entry's name taken by a folder, a cache folder
+        that cannot be written): `on_fail` hears why, and the caller keeps the profile."""
         profile = replace(profile, meta={**profile.meta, "cache_key": key.digest})
-        fd, tmp = tempfile.mkstemp(prefix=f".{key.digest}.", suffix=".json", dir=self.folder)
-        os.close(fd)
+        tmp = None
         try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{key.digest}.", suffix=".json", dir=self.folder)
+            os.close(fd)
             save_profile(profile, tmp)
             os.replace(tmp, self.path(key))
+        except OSError as err:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            if on_fail is not None:
+                on_fail(f"{self.path(key)}: cannot store the measured profile ({err.strerror or err}); "
+                        f"it serves this run only")
+            return None
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
             raise
         return self.path(key)
 
     @contextmanager
     def lock(self, key: ProfileKey, waiting: Callable[[float], None] | None = None,
-             every_s: float = 5.0) -> Iterator[None]:
+             every_s: float = 5.0, on_fail: Callable[[str], None] | None = None) -> Iterator[None]:
         """Hold the key's lock file (fcntl.flock, exclusive) for the block; while another
-        process holds it, `waiting(seconds waited)` is called every `every_s` seconds."""
+        process holds it, `waiting(seconds waited)` is called every `every_s` seconds. A lock
+        file that cannot be opened (a folder in its place, a read-only cache) is no reason to
+        lose the work: `on_fail` hears why and the block runs unlocked."""
         import time
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / f"{key.digest}.lock", "a+") as handle:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            handle = open(self.folder / f"{key.digest}.lock", "a+")
+        except OSError as err:        # a folder in the lock's place, a read-only cache
+            if on_fail is not None:
+                on_fail(f"{self.folder / (key.digest + '.lock')}: cannot lock the cache entry "
+                        f"({err.strerror or err}); measuring without it")
+            yield
+            return
+        with handle:
             start = last = time.monotonic()
             while True:
                 try:

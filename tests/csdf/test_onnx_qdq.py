@@ -118,7 +118,7 @@ def test_every_tensor_between_layers_keeps_its_scale(models):
 def _app(folder: Path, model: Path, precision: str | None):
     from explorer.app.appfile import load_app
     path = folder / f"app_{model.stem}_{precision}.yaml"
-    path.write_text(f"name: q\n" + (f"precision: {precision}\n" if precision else "")
+    path.write_text("name: q\n" + (f"precision: {precision}\n" if precision else "")
                     + f"cnns:\n  - name: net\n    model: {model.name}\n")
     return load_app(path)
 
@@ -146,9 +146,10 @@ def test_a_qdq_model_at_another_precision_is_one_line(models):
 
 @pytest.mark.parametrize("mem", ["1GB", "0"])
 def test_a_qdq_model_deploys_with_its_own_scales_and_passes(models, tmp_path, capsys, mem):
-    """Reuse only and the least memory: no calibration (no warning), the arena in the model's
-    int8 with the plan's bytes, its QuantizeLinear scales in the manifest, the weights held
-    at one byte, the outputs those of the QDQ model itself within one step of its scale."""
+    """Reuse only and the least memory: no calibration (no warning), the arena at one byte
+    with the plan's bytes, the model's QuantizeLinear scales in the manifest (its int8 held
+    as uint8, zero point + 128: the same values), the weights held at one byte, the outputs
+    those of the QDQ model itself within one step of its scale."""
     import json
     from deploy.runtime import manifest as mf
     from explorer.cli.main import main
@@ -159,9 +160,10 @@ def test_a_qdq_model_deploys_with_its_own_scales_and_passes(models, tmp_path, ca
     assert "calibration" not in capsys.readouterr().err
     manifest = mf.load(tmp_path / "dep")
     own = app.cnns["net"].quantized.activations
-    assert manifest.dtype == "int8" and {k.split("/", 1)[1]: (v.scale, v.zero_point)
-                                         for k, v in manifest.quantization.by_tensor.items()} \
-        == {layer: (s.scale[0], s.zero_point[0]) for layer, s in own.items()}
+    assert {s.dtype for s in own.values()} == {"int8"}
+    assert manifest.dtype == "uint8" and {k.split("/", 1)[1]: (v.scale, v.zero_point)
+                                          for k, v in manifest.quantization.by_tensor.items()} \
+        == {layer: (s.scale[0], s.zero_point[0] + 128) for layer, s in own.items()}
     assert main(["run", str(tmp_path / "dep"), "--frames", "2", "--json", "--in-process"]) == 0
     res = json.loads(capsys.readouterr().out)
     v = res["verdict"]["net"]
@@ -175,9 +177,9 @@ def test_a_qdq_model_deploys_with_its_own_scales_and_passes(models, tmp_path, ca
     assert res["param_bytes"] < 2 * res["plan_param_bytes"]
 
 
-def test_a_weight_folded_with_batchnorm_keeps_its_scales_by_tensor(tmp_path):
-    """Conv + BatchNorm, quantized with the BatchNorm left in place: the import folds it into
-    the Conv's W, so W's int8 scales are kept under the ONNX tensor they belong to."""
+def _conv_bn_qdq(tmp_path: Path) -> tuple[Path, Path]:
+    """Conv + BatchNorm, and its QDQ export by quantize_static with the BatchNorm left in
+    place: a quantization point between them (the Conv's output) and after the BatchNorm."""
     rng = np.random.default_rng(1)
     inits = [nh.from_array(a.astype(np.float32), n) for n, a in (
         ("w", rng.standard_normal((4, 3, 3, 3)) / 5), ("g", rng.uniform(0.8, 1.2, 4)),
@@ -191,9 +193,61 @@ def test_a_weight_folded_with_batchnorm_keeps_its_scales_by_tensor(tmp_path):
     onnx.save(model, str(tmp_path / "bn.onnx"))
     quantization.quantize_static(str(tmp_path / "bn.onnx"), str(tmp_path / "bn.qdq.onnx"), Frames(),
                                  quant_format=quantization.QuantFormat.QDQ, per_channel=True)
-    qdq, fp32 = load_onnx(tmp_path / "bn.qdq.onnx", "net"), load_onnx(tmp_path / "bn.onnx", "net")
+    return tmp_path / "bn.onnx", tmp_path / "bn.qdq.onnx"
+
+
+def test_a_batchnorm_after_a_quantization_point_stays_a_layer(tmp_path):
+    """The Conv's output is rounded before the BatchNorm reads it: folding the BatchNorm into
+    the Conv would skip that rounding, so the import keeps it a layer, with both scales."""
+    fp32_path, qdq_path = _conv_bn_qdq(tmp_path)
+    qdq, fp32 = load_onnx(qdq_path, "net"), load_onnx(fp32_path, "net")
+    assert [(l.name, l.op) for l in fp32.layers()] == [("input", "Input"), ("conv", "Conv")]
+    assert [(l.name, l.op, l.inputs) for l in qdq.layers()] == \
+        [("input", "Input", []), ("conv", "Conv", ["input"]), ("bn", "BatchNormalization", ["conv"])]
+    assert qdq.quantized.apart == {"conv": "BatchNormalization"} and not qdq.quantized.inner
+    stored = {t.name: nh.to_array(t) for t in onnx.load(str(qdq_path)).graph.initializer}
+    assert qdq.quantized.activations["conv"].scale == (float(stored["c_scale"]),)
+    assert qdq.quantized.weights["conv:W"].axis == 0 and len(qdq.quantized.weights["conv:W"].scale) == 4
+
+
+def test_a_weight_folded_with_batchnorm_keeps_its_scales_by_tensor(tmp_path):
+    """The same model with no quantization point between Conv and BatchNorm (its Conv
+    output's QuantizeLinear -> DequantizeLinear taken out): the import folds the BatchNorm
+    into the Conv's W, so W's int8 scales are kept under the ONNX tensor they belong to."""
+    fp32_path, qdq_path = _conv_bn_qdq(tmp_path)
+    model = onnx.load(str(qdq_path))
+    pair = [n for n in model.graph.node if "c" in n.input or any(i.startswith("c_QuantizeLinear") for i in n.input)]
+    assert [n.op_type for n in pair] == ["QuantizeLinear", "DequantizeLinear"]
+    bn = next(n for n in model.graph.node if n.op_type == "BatchNormalization")
+    bn.input[0] = "c"
+    for n in pair:
+        model.graph.node.remove(n)
+    onnx.save(model, str(tmp_path / "bn.folded.onnx"))
+    qdq, fp32 = load_onnx(tmp_path / "bn.folded.onnx", "net"), load_onnx(fp32_path, "net")
     assert [(l.name, l.op) for l in qdq.layers()] == [(l.name, l.op) for l in fp32.layers()] \
         == [("input", "Input"), ("conv", "Conv")]
-    weight = next(n for n in onnx.load(str(tmp_path / "bn.qdq.onnx")).graph.node if n.op_type == "Conv").input[1]
+    assert not qdq.quantized.apart
+    weight = next(n for n in model.graph.node if n.op_type == "Conv").input[1]
     assert qdq.quantized.weights[f"conv:{weight}"].axis == 0
     assert len(qdq.quantized.weights[f"conv:{weight}"].scale) == 4
+
+
+def test_a_matmul_weight_keeps_its_scales_on_the_layers_output_axis(tmp_path):
+    """A MatMul's [in, out] tensor quantized per output (axis 1) is the Gemm layer's W
+    transposed: its scales are kept on W's axis 0, one per output, and give back the model's
+    integers; the MatMul's output is a quantization point, so its bias Add stays a layer."""
+    from onnx_cases import qdq_matmul
+    path = qdq_matmul(tmp_path)
+    qdq = load_onnx(path, "net")
+    assert [(l.name, l.op) for l in qdq.layers()][-2:] == [("mm", "Gemm"), ("Add_6", "Add")]
+    assert qdq.quantized.apart == {"mm": "Add"}
+    model = onnx.load(str(path))
+    stored = {t.name: nh.to_array(t) for t in model.graph.initializer}
+    dq = next(n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.input[0] == "fc.w_quantized")
+    assert next(a.i for a in dq.attribute if a.name == "axis") == 1
+    scale = qdq.quantized.weights["mm:W"]
+    assert scale.axis == 0 and len(scale.scale) == 10
+    w = qdq.layer("mm").params["W"]
+    assert w.shape == (10, 16)
+    per_out = np.asarray(scale.scale, np.float32).reshape(-1, 1)
+    np.testing.assert_array_equal(np.rint(w / per_out).astype(np.int8), stored["fc.w_quantized"].T)

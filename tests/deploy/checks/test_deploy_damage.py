@@ -1,5 +1,5 @@
 """Damaged deployments and refused step models get one line and exit 2, never a traceback:
-step models damaged on disk after `explore deploy` (a truncated file, an op
+step models damaged on disk after `explore deploy`, their digests re-recorded (a truncated file, an op
 swapped for one with another output shape, a part that computes more rows than the manifest
 declares, weights of the wrong shape), and a step model ONNX Runtime refuses when `explore
 deploy` writes it."""
@@ -18,7 +18,7 @@ from onnx import helper, numpy_helper
 import deploy.build.layer_step as build
 from deploy.runtime.child import child_env
 from explorer.cli.main import main
-from refusals import one_line, refused, tiny_least_memory
+from refusals import one_line, redigest, refused, tiny_least_memory
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +34,13 @@ def _copy(deployed: Path, tmp_path: Path) -> Path:
 
 
 def _edit(path: Path, change) -> None:
+    """`change` a step model of a deployment and re-record its digest (tests/refusals.py
+    `redigest`): what ONNX Runtime and the executor make of the edit is tested here; the
+    load refuses an edit it was not told of first (tests/deploy/checks/test_files.py)."""
     model = onnx.load(str(path))
     change(model)
     onnx.save(model, str(path))
+    redigest(path.parents[2])
 
 
 def _one_line(capsys, argv: list[str], *words: str) -> str:
@@ -56,6 +60,7 @@ def test_a_truncated_model_file(deployed, tmp_path, capsys):
     dep = _copy(deployed, tmp_path)
     model = dep / "models" / "tiny" / "conv2.part.onnx"
     model.write_bytes(model.read_bytes()[:100])
+    redigest(dep)
     _one_line(capsys, ["run", str(dep), "--frames", "2"], "models/tiny/conv2.part.onnx")
 
 

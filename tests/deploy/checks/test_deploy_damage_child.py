@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 import deploy.build.layer_step as build
 from deploy.runtime.child import child_env
 from explorer.cli.main import main
-from refusals import one_line, tiny_least_memory
+from refusals import one_line, redigest, tiny_least_memory
 
 PART = "models/tiny/conv1.part.onnx"
 
@@ -38,6 +38,7 @@ def _damaged(deployed: Path, tmp_path: Path, damage) -> Path:
     target = tmp_path / "dep"
     shutil.copytree(deployed, target)
     damage(target)
+    redigest(target)    # what comes after the digests is tested here (tests/refusals.py)
     return target
 
 

@@ -62,6 +62,49 @@ def test_a_step_that_fails_on_unchanged_files_is_memtrades_fault(deployed, tmp_p
     model = onnx.load(str(dep / rel))
     model.producer_name = "an editor"
     onnx.save(model, str(dep / rel))
+    with pytest.raises(files.Damaged, match=f"{rel}: differs from what `explore deploy` wrote"):
+        measure(dep, frames=1)           # refused at load, before any step is built
+    # a file edited after the load verified it: the failing step blames the edit
+    monkeypatch.setattr(files, "verify", lambda manifest, root: None)
     with pytest.raises(StepFailed, match=f"{rel} differ from what `explore deploy` wrote: the "
                                          f"deployment is damaged or was edited"):
         measure(dep, frames=1)
+
+
+def _flip_one_byte(path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_one_byte_changed_in_any_file_is_refused_at_load(deployed, tmp_path, capsys):
+    """Every model and the reference, one byte flipped in the middle (a weight, mostly: the
+    file still parses): `explore run` and memtrade.Session refuse the deployment at load in
+    one line naming the file, exit 2; the file put back, it runs."""
+    import memtrade
+    from refusals import refused
+    dep = tmp_path / "dep"
+    shutil.copytree(deployed, dep)
+    rels = sorted(mf.load(dep).files)
+    assert len(rels) >= 3
+    for rel in rels:
+        kept = (dep / rel).read_bytes()
+        _flip_one_byte(dep / rel)
+        refused(capsys, ["run", str(dep), "--frames", "1", "--in-process"], f"{dep / rel}: differs",
+                "damaged or was edited")
+        with pytest.raises(files.Damaged, match=f"{rel}: differs"):
+            memtrade.Session(dep)
+        (dep / rel).write_bytes(kept)
+    files.verify(mf.load(dep), dep)        # all put back: nothing to refuse
+
+
+def test_a_model_left_out_of_the_digests_is_refused(deployed, tmp_path):
+    import json
+    dep = tmp_path / "dep"
+    shutil.copytree(deployed, dep)
+    manifest = json.loads((dep / "manifest.json").read_text())
+    rel = sorted(manifest["models"])[0]
+    del manifest["files"][rel]
+    (dep / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(files.Damaged, match=f"{rel}: not among the files"):
+        files.verify(mf.load(dep), dep)

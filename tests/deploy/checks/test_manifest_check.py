@@ -20,6 +20,7 @@ from deploy.runtime import manifest as mf
 from explorer.cli.main import main
 from sdf3.errors import InputError
 from deploy_fixtures import make_plan, tiny_cnn
+from refusals import redigest
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,7 @@ def _damaged(deployed, tmp_path, change):
     manifest = json.loads((out / "manifest.json").read_text())
     change(manifest, out)
     (out / "manifest.json").write_text(json.dumps(manifest))
+    redigest(out)     # the checks after the digests are tested here (tests/refusals.py)
     return out
 
 

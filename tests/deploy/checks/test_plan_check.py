@@ -134,11 +134,15 @@ def test_schema(cnn, parts_plan, tmp_path, damage, match):
 
 
 def huge_onnx(path, side: int) -> str:
-    """A 1x1 conv over a declared [1, 64, side, side] input: sized, never run."""
+    """Three 1x1 convs over a declared [1, 64, side, side] input: sized, never run. The middle
+    conv's input and output are live together in the arena (the first reads the caller's
+    input, the last writes the caller's output)."""
     w = numpy_helper.from_array(np.ones([64, 64, 1, 1], np.float32), "w")
+    names = ["x", "a", "b", "y"]
+    nodes = [helper.make_node("Conv", [names[i], "w"], [names[i + 1]], name=f"conv{i}",
+                              kernel_shape=[1, 1]) for i in range(3)]
     graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[1, 1])], "huge",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, side, side])],
+        nodes, "huge", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, side, side])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, side, side])], [w])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
@@ -147,9 +151,10 @@ def huge_onnx(path, side: int) -> str:
 
 
 def test_arena_larger_than_the_machine(tmp_path):
-    """A declared shape whose whole-layer plan needs more than this machine's memory."""
+    """A declared shape whose whole-layer plan needs more than this machine's memory, each
+    of its tensors alone less (a larger one is refused at import: csdf/machine_bound.py)."""
     total = arena.machine_bytes()
-    side = int((total / (64 * 4)) ** 0.5) + 16     # one [1, 64, side, side] fp32 edge > memory
+    side = int((0.75 * total / (64 * 4)) ** 0.5)    # [1, 64, side, side] fp32: 3/4 of memory
     cnn = load_onnx(huge_onnx(tmp_path / "huge.onnx", side), "huge")
     plan = make_plan([cnn], {"huge": {n: 1 for n in cnn.order()}})
     assert plan["buffer_bytes"] > total

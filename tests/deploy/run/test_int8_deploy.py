@@ -22,9 +22,9 @@ from deploy.ort.backend import OrtBackend
 from deploy.runtime import manifest as mf
 from deploy.runtime.executor import Executor
 from deploy_fixtures import make_plan
-from explorer.cli.main import main
 from onnx_cases import joins_block
 from test_verdict import run_json, swap_models
+from refusals import redigest, refused
 
 H = 11
 
@@ -91,6 +91,8 @@ def test_damage_fails_at_int8(net, tmp_path, capsys):
     shutil.copytree(out, pristine)
 
     # a wrong scale: the stored scale of layer c's output doubled in the step that writes it
+    # (its digest re-recorded): the model and the manifest's entry disagree, refused at load
+    # (deploy/checks/quant_entries.py)
     rel = next(r for r, m in json.loads((out / "manifest.json").read_text())["models"].items()
                if m["layer"] == "c")
     model = onnx.load(str(out / rel))
@@ -98,7 +100,9 @@ def test_damage_fails_at_int8(net, tmp_path, capsys):
         if t.name == "scale:c":
             model.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * 2, t.name))
     onnx.save(model, str(out / rel))
-    assert run_json(capsys, out)[1]["verdict"]["net"]["verdict"] == "FAIL"
+    redigest(out)
+    refused(capsys, ["run", str(out), "--frames", "2", "--in-process"],
+            "key 'quantization.tensors.net/c'", rel)
 
     # a wrong weight: the int8 weights of output channel 0 of layer a's first step model
     # moved by 20 steps of their scale
@@ -117,6 +121,7 @@ def test_damage_fails_at_int8(net, tmp_path, capsys):
     else:
         raise AssertionError(f"no int8 weight in {rel}")
     onnx.save(model, str(out / rel))
+    redigest(out)
     assert run_json(capsys, out)[1]["verdict"]["net"]["verdict"] == "FAIL"
 
     # two step models of equal ports swapped (the 1x1 convs c and c2)

@@ -15,6 +15,7 @@ from deploy.run.verdict import NOISE, RTOL, ULPS, judge
 from explorer.cli.main import main
 from onnx_cases import Net
 from deploy_fixtures import make_plan
+from refusals import redigest
 
 
 def three_convs(tmp_path):
@@ -44,6 +45,19 @@ def swap_models(out, first: str, second: str) -> None:
     data_a, data_b = a.read_bytes(), b.read_bytes()
     a.write_bytes(data_b)
     b.write_bytes(data_a)
+    redigest(out)   # the verdict is tested here, not the load's digests
+
+
+def reverse_window_rows(out, layer: str) -> None:
+    """Make the third step of `layer` gather its window's rows in the wrong order (slot
+    indices still inside the ring, so the manifest check lets it run)."""
+    path = out / "manifest.json"
+    manifest = json.loads(path.read_text())
+    steps = [s for p in manifest["partitions"] for s in p["steps"] if s["layer"] == layer]
+    idx = next(b for b in steps[2]["bind"] if b["kind"] == "const" and b["name"] == "in0_idx")
+    assert len(set(idx["values"])) == 3, idx
+    idx["values"] = idx["values"][::-1]
+    path.write_text(json.dumps(manifest))
 
 
 def run_json(capsys, out) -> tuple[int, dict]:
@@ -57,7 +71,9 @@ def test_pass_then_fail_after_a_swap(tmp_path, capsys):
     code, res = run_json(capsys, out)
     v = res["verdict"]["net"]
     assert code == 0 and v["verdict"] == "PASS" and v["reference_dtype"] == "float32"
-    assert v["max_abs_diff"] <= v["tolerance"] == RTOL["float32"] * v["max_abs_output"]
+    assert v["rounding"] > 0          # the plain-kernel reference's distance from the reference
+    assert v["max_abs_diff"] <= v["tolerance"] == max(RTOL["float32"] * v["max_abs_output"],
+                                                      NOISE * v["rounding"])
     swap_models(out, "b", "c")
     code, res = run_json(capsys, out)
     assert code == 4 and res["verdict"]["net"]["verdict"] == "FAIL"
@@ -77,6 +93,11 @@ def test_judge_tolerance_is_relative():
     v = judge({"a": 1e-5, "b": 1e-3, "c": None}, sizes, "float32", {"a": 0.0, "b": 0.0, "c": None})
     assert [v[k].verdict for k in "abc"] == ["PASS", "FAIL", "n/a"]   # 1e-4 vs 2.5e-4 relative
     assert np.isclose(v["b"].relative_diff, 2.5e-4)
+    # fp32: NOISE x the reference's spread where that exceeds RTOL x the outputs (a map near 0)
+    near0 = judge({"a": 1.8e-7, "b": 1.8e-7}, {"a": 8e-4, "b": 8e-4}, "float32",
+                  {"a": 1.8e-7, "b": 1e-8})
+    assert near0["a"].verdict == "PASS" and np.isclose(near0["a"].tolerance, NOISE * 1.8e-7)
+    assert near0["b"].verdict == "FAIL" and np.isclose(near0["b"].tolerance, RTOL["float32"] * 8e-4)
     v16 = judge({"a": 5e-3, "b": 1e-3, "c": None}, sizes, "float16", {"a": 3e-3, "b": 0.0, "c": None})
     # fp16 against the rounded reference: NOISE x its spread, at least ULPS fp16 units
     assert v16["a"].verdict == "PASS" and np.isclose(v16["a"].tolerance, NOISE * 3e-3)

@@ -147,3 +147,33 @@ def test_explore_run_json_carries_vs_fp32(deployed, capsys):
     dev = got["vs_fp32"]["tiny"]
     assert dev["available"] and dev["frames"] == 3 and dev["outputs"][0]["output"] == "out"
     assert got["verdict"]["tiny"]["reference"] == got["references"]["tiny"]
+
+
+def test_a_session_s_vs_fp32_equals_the_run_s(deployed):
+    """memtrade.Session.vs_fp32 on the same frames gives the record memtrade.run reports."""
+    _, out, frames = deployed
+    res = memtrade.run(out["int8"], inputs=frames, threads=1)
+    with memtrade.Session(out["int8"]) as sess:
+        got = sess.vs_fp32(frames)
+    assert got.model == res.vs_fp32["tiny"].model and got.frames == FRAMES
+    for a, b in zip(got.outputs, res.vs_fp32["tiny"].outputs):
+        assert a.output == b.output and a.argmax_agreement == b.argmax_agreement
+        assert a.sqnr_db == pytest.approx(b.sqnr_db, rel=1e-9) and a.cosine == pytest.approx(b.cosine)
+
+
+@pytest.mark.parametrize("source, words", [
+    (None, "records no source model"),
+    ("qdq", "already quantized (QDQ)"),
+    ("float16", "stored in fp16"),
+])
+def test_an_int8_source_without_an_fp32_form_is_unavailable(deployed, source, words):
+    from dataclasses import replace
+
+    from deploy.run.vs_fp32 import fp32_model
+    from deploy.runtime import manifest as mf
+    manifest = mf.load(deployed[1]["int8"])
+    info = manifest.cnns["tiny"]
+    changed = None if source is None else replace(info.source, kind=source)
+    manifest = replace(manifest, cnns={"tiny": replace(info, source=changed)})
+    path, reason = fp32_model(deployed[1]["int8"], manifest, "tiny")
+    assert path is None and words in reason and "\n" not in reason

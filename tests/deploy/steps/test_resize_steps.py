@@ -58,14 +58,12 @@ def test_the_deploy_check_loads_each_step_as_the_run_does(tmp_path, monkeypatch)
     """With the scales left in the side file (the fault this file guards against), `explore
     deploy`'s check refuses the Resize step in one line that names it and says whose fault
     it is; the check runs in this process here so that the patched rule applies."""
-    from pathlib import Path
-
     from deploy.checks import step_models
     from deploy.ort import weights
     cnn = load_onnx(resize_net(tmp_path / "r.onnx", "nearest", "initializer"), "r")
     monkeypatch.setattr(weights, "SHAPE_INPUTS", {})
     monkeypatch.setattr(step_models, "first_refused", lambda paths: next(
-        ((i, why) for i, p in enumerate(paths) if (why := step_models.check_model(Path(p)))), None))
+        ((i, why) for i, p in enumerate(paths) if (why := step_models.check_entry(p))), None))
     plan = make_plan([cnn], {"r": {n: 1 for n in cnn.order()}})
     with pytest.raises(step_models.StepModelRefused) as err:
         derive(plan, {"r": cnn}, tmp_path / "dep")

@@ -26,6 +26,7 @@ from deploy.runtime.executor import Executor
 from explorer.app.model import PRECISIONS
 from explorer.cli.main import main
 from deploy_fixtures import make_app, plan_of
+from refusals import redigest
 
 STORED = {"fp16": "float16", "mixed": "int8"}
 C = 64
@@ -144,6 +145,7 @@ def _damage(out: Path, layer: str) -> None:
                 w[0] = -w[0]
                 model.graph.initializer[k].CopyFrom(numpy_helper.from_array(w, t.name))
         onnx.save(model, str(out / rel))
+    redigest(out)
 
 
 @pytest.mark.parametrize("parts", [False, True], ids=["whole", "parts"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from csdf.onnx_import import clean_name, layer_name
+from csdf.node_names import clean_name, layer_name
 from explorer.app.appfile import load_app
 from explorer.cli.main import main
 from onnx_cases import Net

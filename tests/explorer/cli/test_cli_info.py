@@ -64,3 +64,34 @@ def test_bad_input_exits_2_with_one_line(capsys, tmp_path):
     assert err == f"explore: error: {app}: cnns[0].gpu: unknown key; expected one of name, model, fps, partitions, input_shape"
     assert main(["info", str(APPS / "worked_example.yaml"), "--mem=-1MB"]) == 2
     assert "negative" in capsys.readouterr().err
+
+
+def test_a_qdq_model_names_the_layers_that_keep_quantization_points(capsys, tmp_path):
+    """quantize_static of SiLU, squeeze-excitation and HardSwish blocks: each layer's points
+    in --json --layers as the import keeps them, a line saying how many layers keep some,
+    and a Conv + BatchNorm with a point between them: the BatchNorm kept a layer, said so."""
+    import pytest
+    pytest.importorskip("onnxruntime.quantization")
+    from csdf.onnx_import import load_onnx
+    from onnx_cases import Net, qdq_blocks, qdq_export
+    qdq_export(qdq_blocks(tmp_path / "net.onnx"), tmp_path / "net.qdq.onnx")
+    n = Net(4)
+    n.op("Relu", [n.bn(n.conv("input", 3, 4, name="conv"), 4)])
+    n.nodes[-1].output[0] = "output"
+    n.save(tmp_path / "bn.onnx", [("input", [1, 3, 8, 8])], [("output", [1, 4, 8, 8])])
+    qdq_export(tmp_path / "bn.onnx", tmp_path / "bn.qdq.onnx")
+    app = tmp_path / "app.yaml"
+    app.write_text(yaml.safe_dump({"cnns": [{"name": "net", "model": "net.qdq.onnx"},
+                                            {"name": "bn", "model": "bn.qdq.onnx"}]}))
+    info = _info(capsys, str(app), "--layers")
+    cnn = load_onnx(tmp_path / "net.qdq.onnx", "net")
+    want = {l.name: list(cnn.quantized.points_of(l.name)) for l in cnn.layers() if cnn.quantized.points_of(l.name)}
+    assert info["cnns"]["net"]["quantization_points"] == want and len(want) >= 6
+    assert {l["name"]: l["quantization_points"] for l in info["cnns"]["net"]["layer_list"]
+            if "quantization_points" in l} == want
+    assert info["cnns"]["bn"]["kept_apart"] == {"conv": "BatchNormalization"}
+    assert [l["kept_apart"] for l in info["cnns"]["bn"]["layer_list"] if "kept_apart" in l] == ["BatchNormalization"]
+    assert main(["info", str(app)]) == 0
+    out = capsys.readouterr().out
+    assert f"net: {len(want)} layers keep the QDQ model's own quantization points" in out
+    assert "bn: layer conv: its BatchNormalization is a layer of its own" in out

@@ -46,6 +46,6 @@ def test_progress_on_a_terminal_only(deployed):
     assert code == 0
     assert lines == [f"explore run: loading {models} step models",
                      "explore run: running tiny: 3 warm-up and 2 timed frames",
-                     "explore run: comparing the outputs with the unmodified model's"]
+                     "explore run: comparing the outputs with the reference's"]
     code, err = _run(deployed, terminal=False)
     assert code == 0 and err == ""

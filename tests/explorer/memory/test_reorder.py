@@ -70,6 +70,59 @@ def test_dp_is_optimal_and_never_above_topological(case):
     assert valid(beam.order, tensors) and beam.peak == peak(beam.order, tensors) >= best.peak
 
 
+def plain_best_order(ops, tensors, width):
+    """The DP as Liberis & Lane state it, every op tried in every state: the reference for
+    best_order, which tries only the ops ready in a state."""
+    index = {o: i for i, o in enumerate(ops)}
+    n = len(ops)
+    out, pred, held0 = [0] * n, [0] * n, 0
+    ins = [[] for _ in ops]
+    for t in tensors:
+        cmask = sum(1 << index[c] for c in t.consumers)
+        if t.producer is None:
+            held0 += t.size
+        else:
+            out[index[t.producer]] += t.size
+            for c in t.consumers:
+                pred[index[c]] |= 1 << index[t.producer]
+        for c in t.consumers:
+            ins[index[c]].append((t.size, cmask))
+    level, parents, exact = {0: (0, held0)}, [], True
+    for _ in range(n):
+        nxt, back = {}, {}
+        for s, (pk, held) in level.items():
+            for o in range(n):
+                if s >> o & 1 or pred[o] & ~s:
+                    continue
+                ws, s2 = held + out[o], s | 1 << o
+                p2 = max(pk, ws)
+                if s2 not in nxt or p2 < nxt[s2][0]:
+                    nxt[s2] = (p2, ws - sum(z for z, m in ins[o] if not m & ~s2))
+                    back[s2] = (s, o)
+        if len(nxt) > width:
+            exact = False
+            nxt = {m: nxt[m] for m in sorted(nxt, key=lambda m: (nxt[m][0], nxt[m][1], m))[:width]}
+        level = nxt
+        parents.append(back)
+    (s, (pk, _)), = level.items()
+    order = []
+    for back in reversed(parents):
+        s, o = back[s]
+        order.append(ops[o])
+    return order[::-1], pk, exact
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags(), st.integers(1, 6))
+def test_ready_ops_only_gives_the_plain_dp(case, width):
+    """Trying only the ready ops changes nothing: the same order, peak and exactness as the
+    plain DP, with the exact DP and with a beam that cuts in."""
+    ops, tensors = case
+    for w in (width, 2000):
+        got = best_order(ops, tensors, width=w)
+        assert (got.order, got.peak, got.exact) == plain_best_order(ops, tensors, w)
+
+
 def _branchy(height: int, split: list[bool]) -> tuple[CNN, dict[str, int]]:
     """An input, a stem conv, two branches of different lengths joined by an Add, and a
     concat-free tail: enough for the policies to differ."""

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from explorer.app.appfile import load_app
 from explorer.report.baselines import all_parts_inputs, baselines, greedy_by_size, lower_bound, pisarchyk, sequential_uses
 from explorer.cli.main import main
-from explorer.memory.lifetimes import edge_uses
+from explorer.memory.lifetimes import EdgeUse, Rows, edge_uses
 from explorer.memory.reuse import algorithm1
 from explorer.memory.validity import check_plan
 from conftest import data_path
@@ -159,3 +160,60 @@ def test_cli_json_and_table(capsys):
 def test_cli_bad_input_exits_2(tmp_path, capsys):
     assert main(["baselines", str(tmp_path / "missing.yaml")]) == 2
     assert "missing.yaml" in capsys.readouterr().err
+
+
+def plain_lower_bound(uses, pipelines):
+    """The bound by its definition, step by step: the reference of lower_bound's sweep."""
+    best = (0, 0)
+    listed = {name for group in pipelines for name in group}
+    alone = sorted({s[0] for u in uses for s in u.spans} - listed)
+    for members in list(pipelines) + [[name] for name in alone]:
+        total, count = 0, 0
+        steps = {p: {} for p in members}
+        for use in uses:
+            mine = [s for s in use.spans if s[0] in set(members)]
+            if not mine:
+                continue
+            if len({s[0] for s in mine}) > 1:
+                total, count = total + use.size, count + 1
+                continue
+            p, a, b = mine[0]
+            one = use.rows is not None and len(use.spans) == 1
+            for t in range(a, b + 1):
+                n = use.alive(t) if one else use.size
+                if n:
+                    e, c = steps[p].get(t, (0, 0))
+                    steps[p][t] = (e + n, c + 1)
+        for p in members:
+            e, c = max(steps[p].values(), default=(0, 0))
+            total, count = total + e, count + c
+        best = max(best, (total, count))
+    return best
+
+
+@st.composite
+def edge_use_sets(draw):
+    """Uses over partitions a, b (one pipeline set) and c (alone), some across two, some
+    whole tensors stored by rows (nondecreasing first and last steps per row)."""
+    out = []
+    for i in range(draw(st.integers(1, 12))):
+        parts = draw(st.lists(st.sampled_from("abc"), min_size=1, max_size=2, unique=True))
+        spans = []
+        for p in parts:
+            a = draw(st.integers(0, 30))
+            spans.append((p, a, a + draw(st.integers(-1, 30))))
+        rows = None
+        if len(spans) == 1 and draw(st.booleans()):
+            k = draw(st.integers(1, 6))
+            first = sorted(draw(st.lists(st.integers(0, 60), min_size=k, max_size=k)))
+            last = sorted(f + draw(st.integers(0, 20)) for f in first)
+            rows = Rows(draw(st.integers(1, 9)), tuple(first), tuple(last))
+        out.append(EdgeUse(f"e{i}", "x", draw(st.integers(0, 500)), tuple(spans), rows))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(edge_use_sets())
+def test_lower_bound_sweep_equals_the_step_by_step_definition(uses):
+    assert lower_bound(uses, [["a", "b"]]) == plain_lower_bound(uses, [["a", "b"]])
+    assert lower_bound(uses, []) == plain_lower_bound(uses, [])

@@ -179,3 +179,16 @@ def test_a_negative_part_is_drawn_at_its_size_back_from_the_end():
     end = run_report.LABEL_PX + 1000 * scale
     assert float(m["sessions_other_bytes"].get("x")) == pytest.approx(end - 100 * scale)
     assert float(bars["plan"]["plan_buffer_bytes"].get("width")) == pytest.approx(250 * scale)
+
+
+@pytest.mark.parametrize("dev, want", [
+    (None, "\u2013"),                                                    # fp32 plan
+    ({"available": False, "reason": "gone"}, "unavailable"),
+    ({"available": True, "outputs": [{"sqnr_db": 12.34, "max_abs_diff": 0.1},
+                                     {"sqnr_db": 3.21, "max_abs_diff": 0.2}]}, "3.2 dB"),
+    ({"available": True, "outputs": [{"sqnr_db": None, "max_abs_diff": 0.0}]}, "identical"),
+    ({"available": True, "outputs": [{"sqnr_db": None, "max_abs_diff": 0.5},
+                                     {"sqnr_db": 20.0, "max_abs_diff": 0.1}]}, "-inf dB"),
+])
+def test_the_vs_fp32_cell_is_the_least_sqnr_over_the_outputs(dev, want):
+    assert run_report.vs_fp32_cell(dev) == want

@@ -122,3 +122,97 @@ def test_fit_effort_caps_the_last_stages(monkeypatch):
     assert chosen.as_json()["stage_evaluations"] == fitted.stage_evaluations
     fixed = SearchSettings(workers=1, relink_rounds=4, fixed=("relink_rounds",))
     assert ef.fit_effort(FakeApp(), FakeEvaluation(), fixed)[0].stage_evaluations is None
+
+
+class StepClock:
+    """A clock that moves only when told."""
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_the_rate_is_measured_warm():
+    """The first derivation of a network is slow (its caches fill): it is not timed, so the
+    rate is that of the warm ones. Here it takes 5 s, past CALIBRATION_S, so the warming
+    ends with it."""
+    clock, calls = StepClock(), []
+
+    def evaluate(genes):
+        calls.append(genes)
+        clock.t += 5.0 if len(calls) == 1 else 0.1
+        return 1, {}
+
+    rate = ef.measured_rate(evaluate, [3] * 8, seed=1, clock=clock)
+    assert len(calls) == 1 + ef.CALIBRATION and len(set(calls)) == len(calls)
+    assert rate == pytest.approx(ef.CALIBRATION / (0.1 * ef.CALIBRATION))
+    calls.clear()
+    clock.t = 0.0
+
+    def fast(genes):                   # warm from the start: WARM untimed, then timed
+        calls.append(genes)
+        clock.t += 0.2 if len(calls) <= ef.WARM else 0.1
+        return 1, {}
+
+    assert ef.measured_rate(fast, [3] * 8, seed=1, clock=clock) == pytest.approx(10.0)
+    assert len(calls) == ef.WARM + ef.CALIBRATION
+
+
+def test_a_slow_network_is_timed_for_a_bounded_while():
+    """Derivations of 1.5 s each: warming and timing each end after CALIBRATION_S seconds
+    (2 chromosomes here), the rate still theirs."""
+    clock, calls = StepClock(), []
+
+    def evaluate(genes):
+        calls.append(genes)
+        clock.t += 1.5
+        return 1, {}
+
+    rate = ef.measured_rate(evaluate, [3] * 8, seed=1, clock=clock)
+    assert 1.5 < ef.CALIBRATION_S <= 2 * 1.5 and len(calls) == 2 + 2
+    assert rate == pytest.approx(1 / 1.5)
+
+
+@pytest.mark.parametrize("evaluations, seconds, left, level", [
+    (100, 1.0, 60.0, 0.25),      # default rest 15,250 evaluations: 152.5 s; 0.7 x 60 = 42
+    (10_000, 1.0, 60.0, 1.0),    # faster than calibrated: back up to the defaults
+    (10, 1.0, 60.0, 0.0625),     # far slower: the least level
+    (100, 1.0, 400.0, 1.0)])
+def test_refit_from_the_observed_rate(evaluations, seconds, left, level):
+    base = SearchSettings(workers=2)
+    first = ef.Effort(0.0625, 10.0, 1000.0, 24, 15, 2, 384)
+    refit = ef.Refit(base, first)
+    ran = ef.scaled(base, 0.0625)
+    got = refit(ran, evaluations, seconds, left)
+    rate = evaluations / seconds
+    rest = (0.5 * 100 * 61 + 2 * 100 * 61) / rate      # ladder NSGA-II, relinking, local search
+    assert refit.chosen.predicted_s == pytest.approx(rest) and refit.chosen.level == level
+    assert rest * level <= 0.7 * left or level == ef.LEVELS[-1]
+    assert level == 1 or rest * 2 * level > 0.7 * left
+    want = ef.scaled(base, level) if level < 1 else base
+    assert (got.population, got.generations, got.relink_rounds) == (
+        want.population, want.generations, want.relink_rounds)
+    assert got.stage_evaluations == want.population * (want.generations + 1)
+    assert got.workers == 2
+
+
+def test_refit_keeps_what_the_user_set_and_needs_an_observation():
+    base = SearchSettings(population=40, fixed=("population",))
+    refit = ef.Refit(base, ef.Effort(0.5, 1.0, 1.0, 40, 42, 8))
+    got = refit(base, 10, 1.0, 60.0)
+    assert got.population == 40 and got.generations == ef.scaled(base, refit.chosen.level).generations
+    fresh = ef.Refit(base, ef.Effort(0.5, 1.0, 1.0, 40, 42, 8))
+    assert fresh(base, 0, 1.0, 60.0) is base and fresh(base, 10, 1.0, None) is base
+    assert fresh.chosen is None
+
+
+@pytest.mark.parametrize("rate", [0.5, 2.0, 5.0, 40.0, 1000.0])
+def test_the_binary_share_from_the_measured_rate(monkeypatch, rate):
+    """At the least level (the defaults predicted to take more than 8 times 70% of the
+    budget) the binary stage gets 15% of a ladder search's time, else 40%."""
+    monkeypatch.setattr(ef, "measured_rate", lambda evaluate, upper, seed: rate)
+    _, chosen = ef.fit_effort(FakeApp(), FakeEvaluation(), SearchSettings(workers=1))
+    predicted = (0.5 * 100 * 61 * 2 + 2 * 100 * 61) / rate
+    assert ef.binary_share(chosen.level) == (0.15 if predicted / 8 > 0.7 * 100 else 0.4)
+    assert ef.binary_share(None) == 0.4

@@ -55,7 +55,8 @@ def test_ladder_search_relinks_its_front(app):  # noqa: F811
     plain, relinked = ladder_searches(app, "relink_rounds", (0, 4))
     assert relinked.result.unique > plain.result.unique
     assert all(any(weakly_dominated(p, q) for q in relinked.front) for p in plain.front)
-    assert len(relinked.front) > len(plain.front)
+    # relinking finds a point the front without it does not hold or dominate
+    assert any(not any(weakly_dominated(p, q) for q in plain.front) for p in relinked.front)
 
 
 

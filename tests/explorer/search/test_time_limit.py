@@ -87,10 +87,11 @@ def test_progress_off_a_terminal_is_one_line_per_stage(tmp_path, capsys):
     bounds, *lines = capsys.readouterr().err.strip().splitlines()
     assert bounds.startswith("bounds  the weights alone ")
     assert [line.split(":")[0] for line in lines] == ["binary NSGA-II", "ladder NSGA-II",
-                                                      "path relinking", "local search",
-                                                      "path relinking"]
+                                                      "memory descent", "path relinking",
+                                                      "local search", "path relinking"]
     assert all("gen   3/3" in line for line in lines[:2])
-    assert all("round" in line and "/16" in line for line in (lines[2], lines[4]))
+    assert "batch" in lines[2]
+    assert all("round" in line and "/16" in line for line in (lines[3], lines[5]))
     assert all("s left in this stage" in line for line in lines)
     assert main([str(APP1), "--mem", "0", "--time-limit", "1", "--workers", "1", "--effort", "full",
                  "--out", str(tmp_path / "late")]) == 0
