@@ -130,7 +130,8 @@ def fp32_model(deploy_dir: str | Path, manifest, name: str) -> tuple[Path | None
     info = manifest.cnns[name]
     if info.reference is None:
         return None, "no ONNX model (a zoo network): nothing to compare with"
-    if manifest.quantization is None:         # fp16, mixed: the reference is the model's copy
+    own = manifest.quantization is not None or manifest.per_layer   # the source model itself
+    if not own:                               # fp16, mixed: the reference is the model's copy
         path = Path(deploy_dir) / info.reference
         if stored_dtype(path) != "float32":
             return None, f"the app's model ({info.reference}) is stored in fp16: it has no fp32 form"
@@ -164,5 +165,5 @@ def compare(deploy_dir: str | Path, manifest, name: str, frames: Iterable[np.nda
     acc = Accumulator([p.tensor or p.layer for p in info.outputs])
     for frame, got in zip(frames, outputs):
         acc.add(got, reference.run(sess, frame))
-    shown = str(path) if manifest.quantization is not None else info.reference
+    shown = str(path) if manifest.quantization is not None or manifest.per_layer else info.reference
     return VsFp32(shown, acc.frames, acc.result())
