@@ -5,6 +5,7 @@ deploy/steps/tiles.py: fused-tiled groups), and manifest.json.
 """
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,9 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
         plan_fps={k: float(v) for k, v in plan.fps.items()}, plan_platform=plan.platform,
         quantization=scales,
         layer_precisions={c: dict(v) for c, v in layers.precisions.items()} if layers else {},
-        tensor_dtypes={c: dict(v) for c, v in layers.tensors.items()} if layers else {})
+        tensor_dtypes={c: dict(v) for c, v in layers.tensors.items()} if layers else {},
+        plan_sqnr_estimate_db={c: float(v) for c, v in plan.sqnr_estimate_db.items()
+                               if v is not None and math.isfinite(v)})
     return _finish(manifest, cnns, dtype, out, backend, with_profile, where)
 
 

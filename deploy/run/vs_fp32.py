@@ -63,6 +63,7 @@ class VsFp32:
     frames: int = 0
     outputs: tuple[OutputDeviation, ...] = ()
     reason: str | None = None
+    estimate_db: float | None = None     # a per-layer plan's SQNR estimate (explore's)
 
     @property
     def available(self) -> bool:
@@ -72,14 +73,16 @@ class VsFp32:
         if not self.available:
             return {"available": False, "reason": self.reason}
         return {"available": True, "model": self.model, "frames": self.frames,
-                "outputs": [o.to_dict() for o in self.outputs]}
+                "outputs": [o.to_dict() for o in self.outputs],
+                **({"sqnr_estimate_db": self.estimate_db} if self.estimate_db is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "VsFp32":
         if not data.get("available"):
             return cls(reason=str(data.get("reason")))
         return cls(data.get("model"), int(data.get("frames", 0)),
-                   tuple(OutputDeviation.from_dict(o) for o in data.get("outputs", ())))
+                   tuple(OutputDeviation.from_dict(o) for o in data.get("outputs", ())),
+                   estimate_db=data.get("sqnr_estimate_db"))
 
 
 class Accumulator:
@@ -166,4 +169,4 @@ def compare(deploy_dir: str | Path, manifest, name: str, frames: Iterable[np.nda
     for frame, got in zip(frames, outputs):
         acc.add(got, reference.run(sess, frame))
     shown = str(path) if manifest.quantization is not None or manifest.per_layer else info.reference
-    return VsFp32(shown, acc.frames, acc.result())
+    return VsFp32(shown, acc.frames, acc.result(), estimate_db=manifest.plan_sqnr_estimate_db.get(name))

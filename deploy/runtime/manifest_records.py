@@ -300,6 +300,8 @@ class Manifest:
     # included; explorer/app/layer_precision.py); empty for one precision everywhere
     layer_precisions: dict[str, dict[str, str]] = field(default_factory=dict)
     tensor_dtypes: dict[str, dict[str, str]] = field(default_factory=dict)
+    # the plan's estimate of each CNN's output SQNR against fp32 (explorer/plan/sensitivity.py)
+    plan_sqnr_estimate_db: dict[str, float] = field(default_factory=dict)
 
     PLAN_KEYS = ("plan_buffer_bytes", "plan_param_bytes", "plan_memory_bytes",
                  "plan_workspace_bytes", "plan_session_bytes", "plan_output_bytes")
@@ -344,6 +346,8 @@ class Manifest:
         if self.per_layer:
             out["layer_precisions"] = {c: dict(v) for c, v in self.layer_precisions.items()}
             out["tensor_dtypes"] = {c: dict(v) for c, v in self.tensor_dtypes.items()}
+        if self.plan_sqnr_estimate_db:
+            out["plan_sqnr_estimate_db"] = dict(self.plan_sqnr_estimate_db)
         return out
 
     @classmethod
@@ -393,6 +397,9 @@ class Manifest:
         plan_fps = r.dict("plan_fps") if r.has("plan_fps") else {}
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in plan_fps.values()):
             raise InputError(f"{where}: key 'plan_fps' must map CNN names to frames per second")
+        estimate = r.dict("plan_sqnr_estimate_db") if r.has("plan_sqnr_estimate_db") else {}
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in estimate.values()):
+            raise InputError(f"{where}: key 'plan_sqnr_estimate_db' must map CNN names to dB")
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
             raise InputError(f"{where}: key 'files' must map file paths to SHA-256 digests")
         return cls(r.str("name", ""), r.str("backend", "onnxruntime"), r.str("precision", "fp32"),
@@ -402,7 +409,8 @@ class Manifest:
                    profile=profile, files=dict(files),
                    plan_fps={k: float(v) for k, v in plan_fps.items()},
                    plan_platform=r.str("plan_platform", ""), quantization=quantization,
-                   layer_precisions=layers, tensor_dtypes=tensors, **{k: v for k, v in plan.items() if r.has(k)})
+                   layer_precisions=layers, tensor_dtypes=tensors,
+                   plan_sqnr_estimate_db={k: float(v) for k, v in estimate.items()}, **{k: v for k, v in plan.items() if r.has(k)})
 
 
 def _by_layer(r: Fields, key: str, allowed: tuple[str, ...]) -> dict[str, dict[str, str]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -64,11 +65,13 @@ MIXES = [({"a": "int8", "b": "fp16", "s": "fp32", "c": "int8"}, True),
          ({"a": "int8", "b": "int8", "s": "int8", "c": "fp32"}, False)]
 
 
-def _deploy(app, mix, parts, out):
+def _deploy(app, mix, parts, out, estimate=None):
     app, scales = app
     cnn = app.cnns["n"]
     phases = {"n": all_parts(cnn) if parts else {k: 1 for k in cnn.order()}}
     plan = plan_for(app, derive(app, phases, layers=LayerPrecisions.of({"n": mix})), {"n": 1.0}, True)
+    if estimate is not None:                 # as explore's search leaves it
+        plan = replace(plan, sqnr_estimate_db={"n": estimate})
     shutil.rmtree(out, ignore_errors=True)
     return plan, deploy_plan(plan.to_dict(), app.cnns, out, scales=scales, regions=True)
 
@@ -109,10 +112,11 @@ def test_each_layer_at_its_precision_computes_the_per_layer_reference(app, tmp_p
 def test_a_precision_edited_in_the_manifest_is_refused(app, tmp_path, capsys):
     mix = MIXES[0][0]
     out = tmp_path / "dep"
-    _deploy(app, mix, True, out)
+    _deploy(app, mix, True, out, estimate=31.5)
     code, res = run_json(capsys, out)
     assert code == 0 and res["verdict"]["n"]["verdict"] == "PASS", res["verdict"]
-    assert res["vs_fp32"]["n"]["outputs"][0]["sqnr_db"] > 10
+    vs = res["vs_fp32"]["n"]       # measured against the fp32 model, beside the plan's estimate
+    assert vs["outputs"][0]["sqnr_db"] > 10 and vs["sqnr_estimate_db"] == 31.5
     path = out / "manifest.json"
     pristine = path.read_text()
     data = json.loads(pristine)
