@@ -79,6 +79,12 @@ kernels: a QLinearConv on a band of rows (its halo rows read, not padded) gives 
 bit for bit what it gives on the whole map (tests/deploy/checks/test_quantized.py), and the
 difference is then 0.
 
+A plan with a precision per layer (docs/precision.md "Per layer") is judged against its
+per-layer reference (deploy/checks/layer_reference.py) at the type its CNN's output is stored
+in: int8 as above, in steps of the output's scale; fp16 or fp32 with the formulas above, its
+`spread` the per-layer reference against itself with ONNX Runtime's graph optimizations off
+(its QDQ groups in fp32, its sums in another order).
+
 Exit status EXIT_MISMATCH (4) when any CNN fails (docs/run.md).
 """
 from __future__ import annotations
