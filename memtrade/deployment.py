@@ -111,6 +111,11 @@ def _deploy(plan: Plan, app, where: str, final: Path, out: Path, backend: str,
     scales = None
     int8 = (any(p == "int8" for v in plan.layer_precisions.values() for p in v.values())
             if plan.layer_precisions else plan.data_bytes == 1)
+    if plan.layer_precisions:
+        from memtrade.sensitivity import calibration_warning
+        differs = calibration_warning(plan, calibration, calibration_method)
+        if differs:
+            warn(f"plan {where}: {differs}")
     if int8:
         from deploy.build.quantization import deployment_scales
         scales = deployment_scales(app.cnns, Path(calibration) if calibration is not None else None,

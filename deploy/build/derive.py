@@ -96,6 +96,9 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
                          f"to deploy, got {plan.data_bytes!r}")
     chosen = registry.backend(backend)
     layers = None
+    if plan.layer_precisions and with_profile:
+        raise InputError(f"{where}: --with-profile writes one-precision profile models; a plan "
+                         f"with a precision per layer (key 'layer_precisions') has none")
     if plan.layer_precisions:      # bytes of each tensor at its layer's precision
         from deploy.build.layer_storage import LayerStorage
         layers = LayerStorage.of(LayerPrecisions.of(plan.layer_precisions), cnns, scales,
