@@ -140,3 +140,20 @@ def test_a_backend_without_per_layer_precision_refuses_the_plan(app, tmp_path):
     plan, _ = _deploy(app, MIXES[0][0], False, tmp_path / "dep")
     with pytest.raises(InputError, match="precision per layer.*--backend onnxruntime"):
         check_backend(plan, "tensorrt")
+
+
+def test_two_step_models_swapped_fail_on_the_rms_verdict(app, tmp_path, capsys):
+    """a and b (both int8, equal ports, other weights) exchanged: a silent error the
+    verdict's root mean square difference finds (deploy/run/verdict.py)."""
+    from test_verdict import swap_models
+    out = tmp_path / "dep"
+    _deploy(app, MIXES[2][0], False, out)
+    code, res = run_json(capsys, out)
+    v = res["verdict"]["n"]
+    assert code == 0 and v["verdict"] == "PASS" and v["statistic"] == "rms", v
+    step = app[1].of("n", "c").scale if MIXES[2][0]["c"] == "int8" else None
+    floor = 2e-4 * v["max_abs_output"] if step is None else 6 * step
+    assert v["tolerance"] == pytest.approx(max(floor, 3 * v["rounding"]))
+    swap_models(out, "a", "b")
+    code, res = run_json(capsys, out)
+    assert code == 4 and res["verdict"]["n"]["verdict"] == "FAIL", res["verdict"]
