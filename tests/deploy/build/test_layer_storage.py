@@ -89,11 +89,14 @@ def test_each_layer_at_its_precision_computes_the_per_layer_reference(app, tmp_p
         src = EdgeId.parse(name).src
         n, c, _, w = e.shape
         assert e.dtype == want[src] and e.row_bytes == n * c * w * np.dtype(want[src]).itemsize
-    for rel, m in manifest.models.items():           # each step's weights at its layer's precision
-        if m.layer in ("a", "b", "c"):
-            held = {numpy_helper.to_array(t).dtype for t in onnx.load(str(tmp_path / "dep" / rel)).graph.initializer
-                    if len(t.dims) == 4}
-            assert held == {np.dtype(WEIGHT[mix[m.layer]])}, (rel, held)
+    held = {}                    # each layer's weights at its precision, in every model
+    for rel in manifest.models:      # (a region step's model holds several layers')
+        for t in onnx.load(str(tmp_path / "dep" / rel)).graph.initializer:
+            if len(t.dims) == 4:        # "param:onnx:wa": conv a's W (ONNX tensor wa)
+                layer = t.name.split(":")[2][1:]
+                held.setdefault(layer, set()).add(numpy_helper.to_array(t).dtype)
+    assert held == {l: {np.dtype(WEIGHT[mix[l]])} for l in ("a", "b", "c")}, held
+    assert any(s.region for _, _, s in manifest.steps()) == parts     # by parts: region steps
 
     ex = Executor(manifest, tmp_path / "dep", OrtBackend(manifest.dtype, threads=1))
     sess = reference.session(tmp_path / "dep" / manifest.cnns["n"].reference, 1)
