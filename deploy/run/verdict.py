@@ -83,7 +83,7 @@ A plan with a precision per layer (docs/precision.md "Per layer") is judged agai
 per-layer reference (deploy/checks/layer_reference.py) on the root mean square of the
 difference over every output element of the frames compared:
 
-    rms(deployed - reference)  <=  max(floor, NOISE_RMS * rms(plain - reference)),   NOISE_RMS = 3
+    rms(deployed - reference)  <=  max(floor, NOISE_RMS * rms(plain - reference)),   NOISE_RMS = 2
 
 `floor` the one-precision tolerance above at the type the CNN's output is stored in (int8: 6
 steps of its scale; fp16: 4 units; fp32: 2e-4 relative), `plain` the per-layer reference run
@@ -91,11 +91,12 @@ with ONNX Runtime's graph optimizations off (its QDQ groups in fp32 instead of i
 kernels, its sums in another order). Not the largest difference: in a deep network mixing
 precisions a last-bit difference of an fp32 sum rounds an fp16 or int8 tensor the other way,
 and each such flip is carried on, so two correct computations differ on a few elements by
-most of the output's range (PP-OCRv4's detector at 320 px, fp16 and int8 layers mixed: the
-plain-kernel reference lies up to 0.59-0.82 from the reference on 0.8-1.4 % of the text
-map's elements, the deployment 0.62-0.88 on as many) while their rms stays a small, stable
-figure (0.014-0.020 and 0.013-0.023, the deployment's 0.92-1.28 times the plain kernels'):
-NOISE_RMS leaves a factor of 2.3 on the worst.
+most of the output's range (PP-OCRv4's detector at 320 px, 151 fp16 and 130 int8 layers: the
+plain-kernel reference lies up to 0.59-0.82 from the reference on about 1 % of the text map's
+elements, the deployment 0.62-0.88), while the rms is a stable figure: the deployment's
+0.82-1.36 times the plain kernels' over 6 sets of 4 rendered text frames, so NOISE_RMS leaves
+a factor of 1.47 on the worst; two conv step models of equal ports swapped measure 2.9 and
+23 times it (benchmarks/results/per_layer_verdict.md).
 
 Exit status EXIT_MISMATCH (4) when any CNN fails (docs/run.md).
 """
@@ -115,7 +116,7 @@ RTOL = {"float32": 2e-4, "float16": 1e-2}
 ULPS = 4           # fp16 units at the output's magnitude: the floor of the rounded reference's tolerance
 NOISE = 6.0        # times the reference's spread, fp32 and fp16 (module docstring)
 NOISE_STORED = 2.0   # times the fp16-stored model's own rounding
-NOISE_RMS = 3.0      # times the per-layer reference's own rms spread (module docstring)
+NOISE_RMS = 2.0      # times the per-layer reference's own rms spread (module docstring)
 INT8_UNITS = 6       # steps of the output tensor's scale: the int8 tolerance (module docstring)
 EXIT_MISMATCH = 4
 
