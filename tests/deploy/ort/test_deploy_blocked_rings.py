@@ -93,7 +93,7 @@ def test_rings_chosen_by_the_rule_and_outputs_equal(tmp_path):
     want = _expected_rings(cnn, manifest, block)
     assert "blocky.widen->dw" in want and "blocky.dw->pw" not in want
     assert rings == want, sorted(rings ^ want)
-    check_equal(measure(tmp_path / "dep", frames=3, layout="blocked"), plan)
+    check_equal(measure(tmp_path / "dep", frames=3, layout="blocked", threads=1), plan)
 
 
 def test_window_ops_with_padding_rows(tmp_path):
@@ -107,7 +107,7 @@ def test_window_ops_with_padding_rows(tmp_path):
         rings = {e for e in be.blocked_edges if manifest.edges[e].layout == "hncw"}
         assert rings == _expected_rings(cnn, manifest, block)
         assert {"pools.stem->maxp", "pools.maxp->dw", "pools.dw->avgp"} <= rings
-        check_equal(measure(tmp_path / f"dep{rows}", frames=3, layout="blocked"), plan)
+        check_equal(measure(tmp_path / f"dep{rows}", frames=3, layout="blocked", threads=1), plan)
 
 
 def test_rewritten_step_has_no_reorders_and_no_arena_copies(tmp_path):
@@ -168,4 +168,4 @@ def test_one_result_into_two_rings(tmp_path):
         assert rings == _expected_rings(cnn, manifest, block)
         if rows == 2:
             assert {"fork.fork->left", "fork.fork->right"} <= rings
-        check_equal(measure(tmp_path / where, frames=2, layout="blocked"), plan)
+        check_equal(measure(tmp_path / where, frames=2, layout="blocked", threads=1), plan)
