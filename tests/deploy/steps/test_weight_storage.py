@@ -98,7 +98,7 @@ def held_by_type(out: Path) -> dict[str, int]:
 
 def verdict(capsys, out: Path) -> tuple[int, dict]:
     capsys.readouterr()
-    code = main(["run", str(out), "--frames", "3", "--json", "--in-process"])
+    code = main(["run", str(out), "--frames", "3", "--json", "--in-process", "--threads", "1"])
     return code, json.loads(capsys.readouterr().out)["verdict"]["net"]
 
 
