@@ -80,7 +80,7 @@ def test_blocked_edges_and_outputs(tmp_path):
     cnn = load_onnx(blocky_onnx(tmp_path / "blocky.onnx"), "blocky")
     plan = make_plan([cnn], {cnn.name: {name: 1 for name in cnn.order()}})
     manifest = derive(plan, {cnn.name: cnn}, tmp_path / "dep")
-    be = OrtBackend("float32", layout="blocked")
+    be = OrtBackend("float32", threads=1, layout="blocked")
     Executor(mf.load(tmp_path / "dep"), tmp_path / "dep", be)
     blocked = {eid.split(".", 1)[1] for eid in be.blocked_edges}
     # both ends NCHWc kernels (conv, depthwise, pool, global pool) or neutral (add, concat),
@@ -140,7 +140,7 @@ def test_add_of_a_constant_is_not_passed_through_blocked(tmp_path):
     cnn = load_onnx(str(tmp_path / "shift.onnx"), "shift")
     plan = make_plan([cnn], {"shift": {name: 1 for name in cnn.order()}})
     derive(plan, {"shift": cnn}, tmp_path / "dep")
-    be = OrtBackend(layout="blocked")
+    be = OrtBackend(threads=1, layout="blocked")
     Executor(mf.load(tmp_path / "dep"), tmp_path / "dep", be)
     # the constant Add keeps its edges plain (before the fix all five edges went blocked)
     assert not be.blocked_edges & {"shift.c1->shift", "shift.shift->c2", "shift.shift->res"}

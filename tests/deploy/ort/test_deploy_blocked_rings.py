@@ -29,7 +29,7 @@ def _deploy(cnn, rows: int, folder):
     phases = phases_for_rows(cnn, {name: rows for name in cnn.order()})
     plan = make_plan([cnn], {cnn.name: phases})
     manifest = derive(plan, {cnn.name: cnn}, folder)
-    be = OrtBackend("float32", layout="blocked")
+    be = OrtBackend("float32", threads=1, layout="blocked")
     Executor(mf.load(folder), folder, be)
     return plan, manifest, be
 
@@ -162,7 +162,7 @@ def test_one_result_into_two_rings(tmp_path):
         phases = phases_for_rows(cnn, {name: rows for name in cnn.order() if name != "fork"})
         plan = make_plan([cnn], {cnn.name: {**phases, "fork": 1}})
         manifest = derive(plan, {cnn.name: cnn}, tmp_path / where)
-        be = OrtBackend("float32", layout="blocked")
+        be = OrtBackend("float32", threads=1, layout="blocked")
         Executor(mf.load(tmp_path / where), tmp_path / where, be)
         rings = {e for e in be.blocked_edges if manifest.edges[e].layout == "hncw"}
         assert rings == _expected_rings(cnn, manifest, block)

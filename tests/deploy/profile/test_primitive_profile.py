@@ -127,7 +127,7 @@ def test_deployed_primitives_match_the_model(tmp_path, assign):
     from deploy.ort.backend import OrtBackend
     from deploy.runtime.executor import Executor
     import onnxruntime as ort
-    be = OrtBackend("float32")
+    be = OrtBackend("float32", threads=1)
     Executor(mf.load(tmp_path / "dep"), tmp_path / "dep", be)
     block = ob.block_size(ort.SessionOptions())
     # one stored tensor per producer, one layout: blocked when every reader is
