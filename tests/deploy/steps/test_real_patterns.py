@@ -40,7 +40,7 @@ def phases_diff(cnn, out, phases: dict, order_of_one=(0.3, 30)) -> float:
     shutil.rmtree(out, ignore_errors=True)
     derive(plan, {cnn.name: cnn}, out)
     # one thread: the same outputs; ONNX Runtime's default gives each of the dozens of step
-    # sessions a thread pool of its own, whose making and joining were 90% of the run
+    # sessions a thread pool of its own, whose making and joining are most of the run
     result = measure(out, frames=2, threads=1)
     assert result["arena_bytes"] == plan["buffer_bytes"]
     size = result["max_abs_output"][cnn.name]
