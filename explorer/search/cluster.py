@@ -158,10 +158,7 @@ def local_processes(workers: int = 2, start_timeout: float = 60.0) -> Iterator[s
                                    "--scheduler-file", str(info)],
                                   env=WORKER_ENV | dict(os.environ) | parent, **quiet)]
         try:
-            deadline = time.monotonic() + start_timeout
-            while not info.is_file() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            address = json.loads(info.read_text())["address"]
+            address = _scheduler_address(info, time.monotonic() + start_timeout)
             procs.append(subprocess.Popen(ends_with_us + ["distributed.cli.dask_worker",
                                            address, "--nworkers", str(workers), "--nthreads", "1",
                                            "--no-dashboard", "--local-directory", tmp],
@@ -170,7 +167,20 @@ def local_processes(workers: int = 2, start_timeout: float = 60.0) -> Iterator[s
                 client.wait_for_workers(workers, timeout=start_timeout)
             yield address
         finally:
+            # the workers first, while their scheduler still answers: a worker process whose
+            # scheduler is gone waits out its reconnection (8.4 s measured, against 1.0 s)
             for proc in reversed(procs):
                 proc.terminate()
-            for proc in procs:
                 proc.wait(timeout=30)
+
+
+def _scheduler_address(info: Path, deadline: float) -> str:
+    """The address in the scheduler's `--scheduler-file`, once the file is whole: the
+    scheduler creates it before writing it, so a read in between finds it empty."""
+    while True:
+        try:
+            return json.loads(info.read_text())["address"]
+        except (OSError, ValueError, KeyError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)

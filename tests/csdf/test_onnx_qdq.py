@@ -164,7 +164,7 @@ def test_a_qdq_model_deploys_with_its_own_scales_and_passes(models, tmp_path, ca
     assert manifest.dtype == "uint8" and {k.split("/", 1)[1]: (v.scale, v.zero_point)
                                           for k, v in manifest.quantization.by_tensor.items()} \
         == {layer: (s.scale[0], s.zero_point[0] + 128) for layer, s in own.items()}
-    assert main(["run", str(tmp_path / "dep"), "--frames", "2", "--json", "--in-process"]) == 0
+    assert main(["run", str(tmp_path / "dep"), "--frames", "2", "--json", "--in-process", "--threads", "1"]) == 0
     res = json.loads(capsys.readouterr().out)
     v = res["verdict"]["net"]
     assert v["verdict"] == "PASS" and v["reference_dtype"] == "int8"

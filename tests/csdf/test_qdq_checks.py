@@ -104,6 +104,6 @@ def test_an_extreme_activation_scale_deploys_and_passes(qdq, tmp_path, capsys):
              if any(t.name.endswith(":B:apart") for t in onnx.load(str(out / rel)).graph.initializer)}
     assert apart == {"conv1", "dw2"}
     capsys.readouterr()
-    assert main(["run", str(out), "--frames", "2", "--json", "--in-process"]) == 0
+    assert main(["run", str(out), "--frames", "2", "--json", "--in-process", "--threads", "1"]) == 0
     v = json.loads(capsys.readouterr().out)["verdict"]["net"]
     assert v["verdict"] == "PASS" and v["max_abs_output"] > 0.1, v

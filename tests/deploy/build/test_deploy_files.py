@@ -46,7 +46,7 @@ def test_force_over_an_older_deployment_leaves_no_stale_models(tmp_path, capsys)
     assert _models_on_disk(out) == sorted(manifest["models"])
     assert set(before) - set(manifest["models"])          # the older ones were there to go
     capsys.readouterr()
-    assert main(["run", str(out), "--frames", "2", "--json", "--in-process"]) == 0
+    assert main(["run", str(out), "--frames", "2", "--json", "--in-process", "--threads", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["max_abs_diff"]["tiny"] < 1e-4
 
 
@@ -62,5 +62,5 @@ def test_force_into_the_directory_of_its_own_reference_model(tmp_path, capsys):
     assert main(["deploy", str(plan), "--out", str(out), "--force"]) == 0
     assert model.read_bytes() == data
     capsys.readouterr()
-    assert main(["run", str(out), "--frames", "2", "--json", "--in-process"]) == 0
+    assert main(["run", str(out), "--frames", "2", "--json", "--in-process", "--threads", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["max_abs_diff"]["tiny"] < 1e-4

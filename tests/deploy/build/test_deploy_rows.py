@@ -35,7 +35,7 @@ def test_k_row_parts_equal_reference(cnn, tmp_path, mode):
     phases = mixed(cnn) if mode == "mixed" else rows_everywhere(cnn, int(mode[1:]))
     plan = make_plan([cnn], {cnn.name: phases})
     manifest = derive(plan, {cnn.name: cnn}, tmp_path)
-    result = measure(tmp_path, frames=2)
+    result = measure(tmp_path, frames=2, threads=1)
     for name, diff in result["max_abs_diff"].items():
         assert diff is not None and diff < TOL, (name, diff)
     assert result["arena_bytes"] == plan["buffer_bytes"]
@@ -70,7 +70,7 @@ def test_every_op_in_parts_of_k_rows(key, tmp_path):
         plan = make_plan([cnn], {"m": phases})
         out = tmp_path / f"dep{i}"
         derive(plan, {"m": cnn}, out)
-        result = measure(out, frames=2)
+        result = measure(out, frames=2, threads=1)
         assert result["max_abs_diff"]["m"] < TOL, (key, k_op, result["max_abs_diff"])
         assert result["arena_bytes"] == plan["buffer_bytes"]
         assert result["calls_per_frame"]["m"] == len(plan["firings"]["m.all"])

@@ -67,7 +67,7 @@ def deployed(cnn, tmp_path, k: int, every_band: bool = True, **kw):
 @pytest.mark.parametrize("k", [1, 2, 3], ids=["rows", "parts-of-2", "parts-of-3"])
 def test_region_steps_compute_what_onnx_runtime_computes(cnn, tmp_path, k, layout):
     plan, manifest = deployed(cnn, tmp_path, k)
-    result = measure(tmp_path / "dep", frames=2, layout=layout)
+    result = measure(tmp_path / "dep", frames=2, layout=layout, threads=1)
     assert result["max_abs_diff"][NAME] < 1e-4
     assert result["arena_bytes"] == plan["buffer_bytes"]
     # every firing of the plan exactly once, in the plan's order; fewer calls than firings
@@ -143,14 +143,14 @@ def test_weights_are_held_once_across_region_models(cnn, tmp_path):
         for layer in info.layers or [info.layer]:
             holders[layer] = holders.get(layer, 0) + 1
     assert max(holders.values()) > 1          # some layer's weights are in several models
-    result = measure(tmp_path / "dep", frames=1, layout="nchw")
+    result = measure(tmp_path / "dep", frames=1, layout="nchw", threads=1)
     assert result["param_bytes"] == plan["param_bytes"]
 
 
 @pytest.mark.parametrize("k", [1, 3], ids=["rows", "parts-of-3"])
 def test_region_steps_in_a_pipeline(cnn, tmp_path, k):
     plan, manifest = deployed(cnn, tmp_path, k, split={NAME: 3}, pipelined=True)
-    result = measure(tmp_path / "dep", frames=3)
+    result = measure(tmp_path / "dep", frames=3, threads=1)
     assert result["max_abs_diff"][NAME] < 1e-4
     assert result["arena_bytes"] == plan["buffer_bytes"]
     assert fired(manifest) == planned(plan)
@@ -159,7 +159,7 @@ def test_region_steps_in_a_pipeline(cnn, tmp_path, k):
 def test_region_steps_in_fp16(cnn, tmp_path):
     plan, manifest = deployed(cnn, tmp_path, 1, data_bytes=2)
     assert any(s.region for p in manifest.partitions for s in p.steps)
-    result = measure(tmp_path / "dep", frames=2)
+    result = measure(tmp_path / "dep", frames=2, threads=1)
     assert result["max_abs_diff"][NAME] <= RTOL["float16"] * result["max_abs_output"][NAME]
     assert result["arena_bytes"] == plan["buffer_bytes"]
 

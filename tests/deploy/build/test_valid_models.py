@@ -25,7 +25,7 @@ def deploy_diff(cnn, tmp_path, phases=None) -> dict:
     out = tmp_path / f"dep{sum(phases.values())}"
     shutil.rmtree(out, ignore_errors=True)
     derive(plan, {cnn.name: cnn}, out)
-    result = measure(out, frames=2)
+    result = measure(out, frames=2, threads=1)
     assert result["arena_bytes"] == plan["buffer_bytes"]
     assert result["max_abs_output"][cnn.name] > 0.1
     return result

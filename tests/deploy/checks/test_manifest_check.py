@@ -43,14 +43,14 @@ def _damaged(deployed, tmp_path, change):
 
 def _refused(capsys, out, match):
     capsys.readouterr()
-    assert main(["run", str(out), "--frames", "1", "--in-process", "--no-check"]) == 2
+    assert main(["run", str(out), "--frames", "1", "--in-process", "--threads", "1", "--no-check"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("explore: error: ") and err.count("\n") == 1, err
     assert match in err, err
 
 
 def test_an_undamaged_deployment_runs(deployed, capsys):
-    assert main(["run", str(deployed), "--frames", "2", "--in-process", "--json"]) == 0
+    assert main(["run", str(deployed), "--frames", "2", "--in-process", "--threads", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["max_abs_diff"]["tiny"] < 1e-4
 
 
@@ -139,6 +139,6 @@ def test_frames_are_made_as_used(deployed, capsys):
     assert len({id(stream[f]) for f in range(0, 100_000, 7)}) <= measure_mod.POOL
     assert np.array_equal(stream[3], stream[3 + measure_mod.POOL])
     assert not np.array_equal(stream[0], stream[1])
-    assert main(["run", str(deployed), "--frames", "40", "--in-process", "--json"]) == 0
+    assert main(["run", str(deployed), "--frames", "40", "--in-process", "--threads", "1", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["frames"] == 40 and res["max_abs_diff"]["tiny"] < 1e-4

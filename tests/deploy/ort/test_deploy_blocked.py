@@ -80,7 +80,7 @@ def test_blocked_edges_and_outputs(tmp_path):
     cnn = load_onnx(blocky_onnx(tmp_path / "blocky.onnx"), "blocky")
     plan = make_plan([cnn], {cnn.name: {name: 1 for name in cnn.order()}})
     manifest = derive(plan, {cnn.name: cnn}, tmp_path / "dep")
-    be = OrtBackend("float32", layout="blocked")
+    be = OrtBackend("float32", threads=1, layout="blocked")
     Executor(mf.load(tmp_path / "dep"), tmp_path / "dep", be)
     blocked = {eid.split(".", 1)[1] for eid in be.blocked_edges}
     # both ends NCHWc kernels (conv, depthwise, pool, global pool) or neutral (add, concat),
@@ -90,7 +90,7 @@ def test_blocked_edges_and_outputs(tmp_path):
     assert blocked == want, sorted(blocked)
     assert all(manifest.edges[e].shape[1] % ob.block_size(ort.SessionOptions()) == 0
                for e in be.blocked_edges)
-    check_equal(measure(tmp_path / "dep", frames=3, layout="blocked"), plan)
+    check_equal(measure(tmp_path / "dep", frames=3, layout="blocked", threads=1), plan)
 
 
 def test_blocked_mixed_with_parts(tmp_path):
@@ -99,7 +99,7 @@ def test_blocked_mixed_with_parts(tmp_path):
     cnn = load_onnx(blocky_onnx(tmp_path / "blocky.onnx"), "blocky")
     plan = make_plan([cnn], {cnn.name: alternate(cnn)})
     derive(plan, {cnn.name: cnn}, tmp_path / "dep")
-    check_equal(measure(tmp_path / "dep", frames=3, layout="blocked"), plan)
+    check_equal(measure(tmp_path / "dep", frames=3, layout="blocked", threads=1), plan)
 
 
 def test_strip_removes_only_the_chosen_reorders(tmp_path):
@@ -140,9 +140,9 @@ def test_add_of_a_constant_is_not_passed_through_blocked(tmp_path):
     cnn = load_onnx(str(tmp_path / "shift.onnx"), "shift")
     plan = make_plan([cnn], {"shift": {name: 1 for name in cnn.order()}})
     derive(plan, {"shift": cnn}, tmp_path / "dep")
-    be = OrtBackend(layout="blocked")
+    be = OrtBackend(threads=1, layout="blocked")
     Executor(mf.load(tmp_path / "dep"), tmp_path / "dep", be)
     # the constant Add keeps its edges plain (before the fix all five edges went blocked)
     assert not be.blocked_edges & {"shift.c1->shift", "shift.shift->c2", "shift.shift->res"}
-    result = measure(tmp_path / "dep", frames=2, layout="blocked")
+    result = measure(tmp_path / "dep", frames=2, layout="blocked", threads=1)
     check_equal(result, plan)

@@ -29,7 +29,7 @@ def _deploy(cnn, rows: int, folder):
     phases = phases_for_rows(cnn, {name: rows for name in cnn.order()})
     plan = make_plan([cnn], {cnn.name: phases})
     manifest = derive(plan, {cnn.name: cnn}, folder)
-    be = OrtBackend("float32", layout="blocked")
+    be = OrtBackend("float32", threads=1, layout="blocked")
     Executor(mf.load(folder), folder, be)
     return plan, manifest, be
 
@@ -93,7 +93,7 @@ def test_rings_chosen_by_the_rule_and_outputs_equal(tmp_path):
     want = _expected_rings(cnn, manifest, block)
     assert "blocky.widen->dw" in want and "blocky.dw->pw" not in want
     assert rings == want, sorted(rings ^ want)
-    check_equal(measure(tmp_path / "dep", frames=3, layout="blocked"), plan)
+    check_equal(measure(tmp_path / "dep", frames=3, layout="blocked", threads=1), plan)
 
 
 def test_window_ops_with_padding_rows(tmp_path):
@@ -107,7 +107,7 @@ def test_window_ops_with_padding_rows(tmp_path):
         rings = {e for e in be.blocked_edges if manifest.edges[e].layout == "hncw"}
         assert rings == _expected_rings(cnn, manifest, block)
         assert {"pools.stem->maxp", "pools.maxp->dw", "pools.dw->avgp"} <= rings
-        check_equal(measure(tmp_path / f"dep{rows}", frames=3, layout="blocked"), plan)
+        check_equal(measure(tmp_path / f"dep{rows}", frames=3, layout="blocked", threads=1), plan)
 
 
 def test_rewritten_step_has_no_reorders_and_no_arena_copies(tmp_path):
@@ -162,10 +162,10 @@ def test_one_result_into_two_rings(tmp_path):
         phases = phases_for_rows(cnn, {name: rows for name in cnn.order() if name != "fork"})
         plan = make_plan([cnn], {cnn.name: {**phases, "fork": 1}})
         manifest = derive(plan, {cnn.name: cnn}, tmp_path / where)
-        be = OrtBackend("float32", layout="blocked")
+        be = OrtBackend("float32", threads=1, layout="blocked")
         Executor(mf.load(tmp_path / where), tmp_path / where, be)
         rings = {e for e in be.blocked_edges if manifest.edges[e].layout == "hncw"}
         assert rings == _expected_rings(cnn, manifest, block)
         if rows == 2:
             assert {"fork.fork->left", "fork.fork->right"} <= rings
-        check_equal(measure(tmp_path / where, frames=2, layout="blocked"), plan)
+        check_equal(measure(tmp_path / where, frames=2, layout="blocked", threads=1), plan)

@@ -69,6 +69,8 @@ def test_outputs_equal_reference(cnn, deployed, mode):
     phases = {"whole": whole, "all_parts": all_parts, "alternate": alternate}[mode](cnn)
     plan = make_plan([cnn], {cnn.name: phases})
     _, dep = deployed(plan)
+    # ONNX Runtime's default threads (a pool per step session, kernels splitting their rows
+    # and channels over the cores) here and in the pipelined runs; elsewhere one thread
     result = measure(dep, frames=3)
     check_equal(result, plan)
     # what the sessions hold: NCHWc kernels keep conv weights reordered (channels padded
@@ -104,7 +106,7 @@ def test_reuse_shares_regions(cnn, tmp_path):
     for a in range(len(plan["buffers"])):
         for b in range(a + 1, len(plan["buffers"])):
             assert arena.disjoint(place, a, b)
-    check_equal(measure(tmp_path, frames=2), plan)
+    check_equal(measure(tmp_path, frames=2, threads=1), plan)
 
 
 def test_device_offsets_aligned():
@@ -135,7 +137,7 @@ def test_sequential_partitions(tmp_path):
     cnn = tiny_cnn(tmp_path)
     plan = make_plan([cnn], {cnn.name: alternate(cnn)}, split={cnn.name: 5})
     derive(plan, {cnn.name: cnn}, tmp_path / "dep")
-    check_equal(measure(tmp_path / "dep", frames=2), plan)
+    check_equal(measure(tmp_path / "dep", frames=2, threads=1), plan)
 
 
 def test_multi_cnn_round_robin(tmp_path):
@@ -143,7 +145,7 @@ def test_multi_cnn_round_robin(tmp_path):
     b = tiny_cnn(tmp_path, "b", seed=2, shape=(1, 3, 12, 20), classes=5)
     plan = make_plan([a, b], {"a": all_parts(a), "b": whole(b)})
     derive(plan, {"a": a, "b": b}, tmp_path / "dep")
-    result = measure(tmp_path / "dep", frames=5)
+    result = measure(tmp_path / "dep", frames=5, threads=1)
     check_equal(result, plan)
     assert set(result["fps"]) == {"a", "b"}
     # the two CNNs never run at the same time: their edges share arena bytes
@@ -159,7 +161,7 @@ def test_fp16_arena(cnn, deployed, tmp_path):
     assert plan["buffer_bytes"] * 2 == fp32["buffer_bytes"]
     manifest = derive(plan, {cnn.name: cnn}, tmp_path)
     assert manifest.dtype == "float16"
-    result = measure(tmp_path, frames=2)
+    result = measure(tmp_path, frames=2, threads=1)
     assert result["arena_bytes"] == plan["buffer_bytes"]
     # fp16 storage: relative error about 2^-11 per rounding; softmax outputs are <= 1
     assert result["max_abs_diff"][cnn.name] < 5e-3
@@ -167,7 +169,7 @@ def test_fp16_arena(cnn, deployed, tmp_path):
     # fp16 (biases and BatchNorm vectors in fp32), in the same NCHWc blocks as the fp32
     # deployment's (padded to whole blocks): about half its bytes
     assert any("fp32" in note for note in result["notes"])
-    full = measure(deployed(fp32)[1], frames=2)["param_bytes"]
+    full = measure(deployed(fp32)[1], frames=2, threads=1)["param_bytes"]
     assert 0.5 * full <= result["param_bytes"] <= 0.6 * full, (result["param_bytes"], full)
 
 
@@ -234,7 +236,7 @@ def test_no_border_variant_models_and_one_weight_copy(cnn, deployed):
     layers = [m.layer for m in manifest.models.values()]
     assert len(layers) == len(set(layers))
     assert all(m.variant in ("whole", "part") for m in manifest.models.values())
-    result = measure(dep, frames=2, layout="nchw")
+    result = measure(dep, frames=2, layout="nchw", threads=1)
     assert result["param_bytes"] == 4 * cnn.param_count
     assert result["max_abs_diff"][cnn.name] < TOL
 
@@ -278,9 +280,9 @@ def test_layouts_give_equal_outputs(cnn, deployed, layout):
     from deploy.runtime.executor import Executor
     plan = make_plan([cnn], {cnn.name: alternate(cnn)})
     manifest, dep = deployed(plan)
-    check_equal(measure(dep, frames=2, layout=layout), plan)
+    check_equal(measure(dep, frames=2, layout=layout, threads=1), plan)
     if layout == "auto":
-        be = OrtBackend("float32", layout="auto")
+        be = OrtBackend("float32", threads=1, layout="auto")
         Executor(mf.load(dep), dep, be)
         used = {str(dep / s.model) for p in manifest.partitions for s in p.steps
                 if s.model}
@@ -364,4 +366,4 @@ def test_offsets_arena_is_the_plan(cnn, deployed, mode):
     assert clobbers == []
     if mode != "whole":
         assert finer > 0
-    check_equal(measure(dep, frames=2), plan)
+    check_equal(measure(dep, frames=2, threads=1), plan)

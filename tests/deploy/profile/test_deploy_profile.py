@@ -20,23 +20,48 @@ from deploy_fixtures import tiny_app_file, tiny_onnx
 
 @pytest.fixture(scope="module")
 def app_file(tmp_path_factory):
-    return tiny_app_file(tmp_path_factory.mktemp("app"))
+    """The tiny app on an 8 x 12 input: ladder rows 1, 2 and 4 (11 ladder deployments; 16 x 12
+    adds row 8 and 4 more deployments, of the same kinds: at the top rung only the tallest
+    layers go by parts, one group alone)."""
+    folder = tmp_path_factory.mktemp("app")
+    path = tiny_app_file(folder)
+    tiny_onnx(folder / "tiny.onnx", shape=(1, 3, 8, 12))
+    return path
+
+
+@pytest.fixture(scope="module")
+def measured(app_file, tmp_path_factory):
+    """The module's one real `explore profile` of the tiny app (8 x 12: ladder rows 1, 2,
+    4, 11 deployments), one call per firing, one thread, two frames: the ladder's
+    figures (test_profile_measures_the_ladder_in_run_layout) and the evaluator's reading of
+    the file (test_profile_file_feeds_the_evaluator) are asserted on the same measurement.
+    Each test reads its own copy."""
+    out = tmp_path_factory.mktemp("measured") / "prof.yaml"
+    assert main(["profile", str(app_file), "--out", str(out), "--repeats", "1",
+                 "--frames", "2", "--threads", "1", "--steps", "layers"]) == 0
+    return out
+
+
+@pytest.fixture
+def profile_file(measured, tmp_path):
+    """A copy of the module's measured profile in this test's folder."""
+    out = tmp_path / "prof.yaml"
+    out.write_bytes(measured.read_bytes())
+    return out
 
 
 @pytest.fixture(scope="module")
 def small_app_file(tmp_path_factory):
-    """The tiny app on a 4 x 4 input: ladder rows 1 and 2, 9 ladder deployments where
-    16 x 12 has 15; every rule of the evaluator's reading still applies."""
+    """The tiny app on a 4 x 4 input: ladder rows 1 and 2, 7 ladder deployments where
+    8 x 12 has 11 (the rounds test times none of them)."""
     folder = tmp_path_factory.mktemp("small")
     path = tiny_app_file(folder)
     tiny_onnx(folder / "tiny.onnx", shape=(1, 3, 4, 4))
     return path
 
 
-def test_profile_file_feeds_the_evaluator(small_app_file, tmp_path):
-    app_file = small_app_file
-    out = tmp_path / "prof.yaml"
-    assert main(["profile", str(app_file), "--out", str(out), "--repeats", "2"]) == 0
+def test_profile_file_feeds_the_evaluator(app_file, profile_file, tmp_path):
+    out = profile_file
     profile = load_profile(out)
     app = load_app(app_file)
     cnn = app.cnns["tiny"]
@@ -126,23 +151,21 @@ def test_profile_measures_conv_workspace():
     assert plain < tensor // 4
 
 
-def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
-    """Every layer by parts at Φ = ceil(H / k) for k = 1, 2, 4, 8 (H up to 16), measured in
+def test_profile_measures_the_ladder_in_run_layout(app_file, profile_file):
+    """Every layer by parts at Φ = ceil(H / k) for k = 1, 2, 4 (H up to 8), measured in
     deployments; the evaluator's frame time at k = 2 everywhere is the measured sum."""
-    out = tmp_path / "prof.yaml"
-    assert main(["profile", str(app_file), "--out", str(out), "--repeats", "1",
-                 "--frames", "2", "--threads", "1", "--steps", "layers"]) == 0
+    out = profile_file
     profile = load_profile(out)
     assert profile.meta["layout"] == "blocked" and profile.meta["threads"] == 1
     assert profile.meta["steps"] == "layers"   # one call per firing (regions: test_region_steps.py)
     assert profile.meta["rounds"] == 1         # rounds: test_profile_flags_reach_the_measurement
-    assert profile.meta["ladder_rows"]["tiny"] == [1, 2, 4, 8]
+    assert profile.meta["ladder_rows"]["tiny"] == [1, 2, 4]
     app = load_app(app_file)
     cnn = app.cnns["tiny"]
     table = profile.models["tiny"]
     for name in cnn.order():
         h = cnn.layer(name).output_shape[2]
-        want = {-(-h // k) for k in (1, 2, 4, 8) if k < h} if can_split(cnn.layer(name)) else set()
+        want = {-(-h // k) for k in (1, 2, 4) if k < h} if can_split(cnn.layer(name)) else set()
         assert set(table[name].by_phases) == want, name
         assert set(table[name].alone) == want == set(table[name].region), name
     # one record per deployment: whole first, then every k (each followed by its runs of
@@ -150,7 +173,7 @@ def test_profile_measures_the_ladder_in_run_layout(app_file, tmp_path):
     # the whole run's layers are whole_ms
     everything = profile.meta["ladder_runs"]["tiny"]
     runs = [r for r in everything if "alone" not in r]
-    assert [r["rows"] for r in runs] == [0, 1, 2, 4, 8]
+    assert [r["rows"] for r in runs] == [0, 1, 2, 4]
     for r in runs:
         ph = ({n: 1 for n in cnn.order()} if r["rows"] == 0 else
               phases_for_rows(cnn, {n: r["rows"] for n in cnn.order()}))

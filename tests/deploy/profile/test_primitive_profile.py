@@ -127,7 +127,7 @@ def test_deployed_primitives_match_the_model(tmp_path, assign):
     from deploy.ort.backend import OrtBackend
     from deploy.runtime.executor import Executor
     import onnxruntime as ort
-    be = OrtBackend("float32")
+    be = OrtBackend("float32", threads=1)
     Executor(mf.load(tmp_path / "dep"), tmp_path / "dep", be)
     block = ob.block_size(ort.SessionOptions())
     # one stored tensor per producer, one layout: blocked when every reader is
@@ -135,6 +135,6 @@ def test_deployed_primitives_match_the_model(tmp_path, assign):
             if assign.get(s) == "ort_nchwc" and cnn.edge_shape(s, d)[1] % block == 0
             and all(assign.get(r) == "ort_nchwc" for r in cnn.graph.successors(s))}
     assert be.blocked_edges == want
-    result = measure(tmp_path / "dep", frames=3)
+    result = measure(tmp_path / "dep", frames=3, threads=1)
     check_equal(result, plan)
     assert np.isfinite(list(result["max_abs_diff"].values())).all()

@@ -24,7 +24,9 @@ def explore_deploy_run(tmp_path: Path, app: str, *extra: str) -> tuple[dict, dic
     assert status in (0, 3)
     plan = json.loads((tmp_path / "x" / "plan.json").read_text())
     assert main(["deploy", str(tmp_path / "x" / "plan.json"), "--out", str(tmp_path / "d")]) == 0
-    res = measure(tmp_path / "d", frames=1, warmup=1)
+    # one thread: `explore run` shares one pool among the step sessions, the library's
+    # default makes one per session (66 here), and making and joining them outweighs the run
+    res = measure(tmp_path / "d", frames=1, warmup=1, threads=1)
     res["manifest"] = mf.load(tmp_path / "d")
     return plan, res
 

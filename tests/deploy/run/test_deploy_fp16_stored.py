@@ -77,9 +77,9 @@ def deployed(tmp_path: Path, fp16_io: bool, parts: bool) -> Path:
 def run(capsys, out: Path) -> tuple[int, dict, str]:
     """`explore run --json` and the plain `explore run` line of the CNN."""
     capsys.readouterr()
-    code = main(["run", str(out), "--frames", "3", "--json", "--in-process"])
+    code = main(["run", str(out), "--frames", "3", "--json", "--in-process", "--threads", "1"])
     result = json.loads(capsys.readouterr().out)
-    assert main(["run", str(out), "--frames", "3", "--in-process"]) == code
+    assert main(["run", str(out), "--frames", "3", "--in-process", "--threads", "1"]) == code
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  net: "))
     return code, result, line
 

@@ -120,6 +120,6 @@ def test_op_by_parts_deploys_and_matches(key, tmp_path):
         plan = make_plan([cnn], {"m": phases})
         out = tmp_path / f"dep{i}"
         derive(plan, {"m": cnn}, out)
-        result = measure(out, frames=2)
+        result = measure(out, frames=2, threads=1)
         assert result["max_abs_diff"]["m"] < TOL, (key, i, result["max_abs_diff"])
         assert result["calls_per_frame"]["m"] == len(plan["firings"]["m.all"])

@@ -49,7 +49,7 @@ def test_resize_deploys_and_runs_in_every_layout(tmp_path, mode, scales_as, roi)
         out = tmp_path / f"dep{i}"
         derive(plan, {"r": cnn}, out, regions=regions)
         for layout in LAYOUTS:
-            result = measure(out, frames=2, layout=layout)
+            result = measure(out, frames=2, layout=layout, threads=1)
             assert result["max_abs_output"]["r"] > 0.1
             assert result["max_abs_diff"]["r"] <= 1e-5 * result["max_abs_output"]["r"], (i, layout)
 

@@ -91,14 +91,14 @@ def deployed(cnn, folder: Path, precision: str, parts: bool) -> tuple[Path, dict
 def held_by_type(out: Path) -> dict[str, int]:
     """Bytes of the weights ONNX Runtime's sessions hold, by element type, once loaded."""
     manifest = mf.load(out)
-    backend = OrtBackend(manifest.dtype)
+    backend = OrtBackend(manifest.dtype, threads=1)
     Executor(manifest, out, backend)
     return backend.param_bytes_by_type()
 
 
 def verdict(capsys, out: Path) -> tuple[int, dict]:
     capsys.readouterr()
-    code = main(["run", str(out), "--frames", "3", "--json", "--in-process"])
+    code = main(["run", str(out), "--frames", "3", "--json", "--in-process", "--threads", "1"])
     return code, json.loads(capsys.readouterr().out)["verdict"]["net"]
 
 

@@ -122,7 +122,7 @@ def test_fan_out_deploys_writing_each_tensor_once(cnn, tmp_path, label):
     plan = make_plan([cnn], {"fan": phases})
     out = tmp_path / "dep"
     manifest = deploy(plan, {"fan": cnn}, out)
-    result = measure(out, frames=2)
+    result = measure(out, frames=2, threads=1)
     assert result["max_abs_diff"]["fan"] < TOL
     assert result["arena_bytes"] == plan["buffer_bytes"]
     for layer in cnn.order():
@@ -135,7 +135,7 @@ def test_fan_out_deploys_writing_each_tensor_once(cnn, tmp_path, label):
     shutil.rmtree(out)
     paired = deploy(pair, {"fan": cnn}, out)       # the paper's model: once per reader
     assert _writes(paired, _stem(cnn))[0] == [3] * phases[_stem(cnn)]
-    assert measure(out, frames=1)["max_abs_diff"]["fan"] < TOL
+    assert measure(out, frames=1, threads=1)["max_abs_diff"]["fan"] < TOL
 
 
 @pytest.mark.parametrize("parts", [False, True])
@@ -155,7 +155,7 @@ def test_fan_out_crossing_a_pipeline_is_double_buffered_once(cnn, tmp_path, part
         assert sorted(plan["buffers"][k]["edges"]) == sorted(n for n, e in held.items()
                                                             if e["buffer"] == k)
     deploy(plan, {"fan": cnn}, tmp_path / "dep")
-    result = measure(tmp_path / "dep", frames=3)
+    result = measure(tmp_path / "dep", frames=3, threads=1)
     assert result["max_abs_diff"]["fan"] < TOL
     assert result["arena_bytes"] == plan["buffer_bytes"]
 

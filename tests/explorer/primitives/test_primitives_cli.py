@@ -19,8 +19,7 @@ from test_deploy_blocked import blocky_onnx
 
 def small_blocky(path) -> None:
     """blocky_onnx on a 2 x 2 input: every primitive of every layer still timed (the same
-    candidates as at 10 x 8, Winograd's one tile included), and a profile ladder of row 1
-    (5 ladder deployments; 4 x 4 adds row 2, 9 of them; 10 x 8 rows 4 and 8, a minute)."""
+    candidates as at 10 x 8, Winograd's one tile included)."""
     blocky_onnx(path)
     model = onnx.load(str(path))
     dims = model.graph.input[0].type.tensor_type.shape.dim
@@ -29,13 +28,21 @@ def small_blocky(path) -> None:
     onnx.save(model, str(path))
 
 
-def test_profile_primitives_deploy_run(tmp_path, capsys):
+def test_profile_primitives_deploy_run(tmp_path, capsys, monkeypatch):
     small_blocky(tmp_path / "blocky.onnx")
     app_path = tmp_path / "app.yaml"
     app_path.write_text("name: blocky\nprecision: fp32\ncnns:\n  - name: b\n    model: blocky.onnx\n")
     prof = tmp_path / "p.yaml"
+    # `explore profile` without its ladder: nothing below reads the ladder's figures (the
+    # primitives' study reads the profile's primitives alone), and its 5 deployments, each
+    # timed in a child process, cost twice what the rest of the test does; the ladder
+    # through this same command is test_deploy_profile.py's (and test_platform_cpu.py's)
+    import deploy.profile.ladder as ladder
+    laddered = []
+    monkeypatch.setattr(ladder, "profile_ladder", lambda cnn, *a, **kw: laddered.append(cnn.name) or {})
     assert main(["profile", str(app_path), "--primitives", "--out", str(prof), "--repeats", "2",
                  "--threads", "1"]) == 0
+    assert laddered == ["b"]
     table = load_profile(prof).primitives
     assert set(table["b"]["layers"]["stem"]) == {"ort_nchw", "im2col", "kn2row", "winograd"}
     out = tmp_path / "out"

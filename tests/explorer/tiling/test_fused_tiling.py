@@ -187,7 +187,7 @@ def test_deployed_two_groups_equal_outputs_arena_is_plan(app, tmp_path):
     assert [len(s["tiles"]) for s in tiled] == [16, 4]
     # one model per distinct tile shape: corners, edges and the 4 inner tiles share 9 models
     assert len({t["model"] for t in tiled[0]["tiles"]}) == 9
-    res = measure(tmp_path / "d", frames=2, warmup=1)
+    res = measure(tmp_path / "d", frames=2, warmup=1, threads=1)
     assert res["max_abs_diff"]["small"] < 1e-5
     assert res["arena_bytes"] == plan.buffer_bytes
     # input copy + 16 + 4 tile calls + the global average pool
@@ -229,7 +229,7 @@ def test_explore_tiling_flag_writes_a_deployable_plan(app, tmp_path):
     assert plan["tilings"]["small"]
     assert "FusedTiles" in (tmp_path / "x" / "small.all.xml").read_text()
     assert main(["deploy", str(tmp_path / "x" / "plan.json"), "--out", str(tmp_path / "d")]) == 0
-    res = measure(tmp_path / "d", frames=1, warmup=1)
+    res = measure(tmp_path / "d", frames=1, warmup=1, threads=1)
     assert res["max_abs_diff"]["small"] < 1e-5 and res["arena_bytes"] == plan["buffer_bytes"]
 
 
@@ -244,7 +244,7 @@ def test_groups_beside_row_parts(app, tmp_path, genes):
     assert plan.tilings and any(n > 1 for n in plan.phases["small"].values())
     to_json(plan, tmp_path / "plan.json")
     assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d")]) == 0
-    res = measure(tmp_path / "d", frames=1, warmup=1)
+    res = measure(tmp_path / "d", frames=1, warmup=1, threads=1)
     assert res["max_abs_diff"]["small"] < 1e-5 and res["arena_bytes"] == plan.buffer_bytes
 
 
@@ -259,6 +259,6 @@ def test_non_square_grid_deploys_with_equal_outputs(app, tmp_path):
     plan = plan_tiled(app, ev, genes, fps, True)
     to_json(plan, tmp_path / "plan.json")
     assert main(["deploy", str(tmp_path / "plan.json"), "--out", str(tmp_path / "d")]) == 0
-    res = measure(tmp_path / "d", frames=1, warmup=1)
+    res = measure(tmp_path / "d", frames=1, warmup=1, threads=1)
     assert res["max_abs_diff"]["small"] < 1e-5 and res["arena_bytes"] == plan.buffer_bytes
     assert res["calls_per_frame"]["small"] == 1 + 6 + 1 + 1     # input, tiles, c5, gap
