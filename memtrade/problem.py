@@ -16,12 +16,19 @@ from sdf3.errors import InputError
 def evaluator_for(app, spec: str | None, quiet: bool = True):
     """The throughput evaluator of a run: the profile `spec` names (explorer/throughput/
     evaluator.py), with `platform: cpu` this machine's profile, measured on the spot or
-    taken from the cache of measured profiles (memtrade/platform.py)."""
+    taken from the cache of measured profiles (memtrade/platform.py); with `precision: auto`
+    one profile per precision a layer may take, each layer's times and runtime bytes read
+    from its own precision's."""
     from explorer.throughput.evaluator import make_evaluator
     from memtrade.platform import cpu_profile
-    measured = (cpu_profile(app, quiet=quiet) if app.platform == "cpu"
-                and spec in (None, "", "profile", "measured") else None)
-    return make_evaluator(app, spec, measured)
+    here = app.platform == "cpu" and spec in (None, "", "profile", "measured")
+    measured = cpu_profile(app, quiet=quiet) if here else None
+    others = {}
+    if here and app.precisions:      # precision: auto: each layer's steps at each precision
+        from explorer.app.model import PRECISIONS
+        others = {p: cpu_profile(replace(app, precision=PRECISIONS[p], precisions=()), quiet=quiet)
+                  for p in app.precisions if p != app.precision.name}
+    return make_evaluator(app, spec, measured, others)
 
 
 def plan_on_platform(problem, evaluator, genes, fps: dict[str, float], met: bool):

@@ -100,8 +100,8 @@ class OrtBackend:
         root = Path(root)
         if manifest.per_layer and self.layout in ("auto", "blocked"):
             self.layout = "nchwc"     # edges of several types: each as the manifest lays it out
-        if self.dtype.itemsize == 1 and not manifest.per_layer:
-            self.prepacked = sole_models(manifest, root)
+        if self.dtype.itemsize == 1:
+            self.prepacked = sole_models(manifest, root, int8_only=manifest.per_layer)
         if any(s.primitive for _, _, s in manifest.steps()):
             from deploy.ort.primitive_forms import prepare_plan_forms   # the plan fixes the forms
             self.blocked_edges = prepare_plan_forms(self, manifest, root)

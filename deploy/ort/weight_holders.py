@@ -41,7 +41,7 @@ def holders(manifest: Manifest) -> tuple[dict[str, set[str]], dict[str, set[str]
     return by_layer, by_model
 
 
-def sole_models(manifest: Manifest, root: Path) -> set[str]:
+def sole_models(manifest: Manifest, root: Path, int8_only: bool = False) -> set[str]:
     """The step models that alone hold the weights of every layer they compute (a whole
     layer, or every part of a layer in one model, in no region band or fused tile): their
     weights are in no other session. An int8 step pre-packs those: ONNX Runtime's
@@ -53,10 +53,13 @@ def sole_models(manifest: Manifest, root: Path) -> set[str]:
     A pre-packing session gets its weights inside its model rather than as shared arrays:
     ONNX Runtime then owns them and keeps the packed copy alone (measured on MobileNetV2's
     int8 reuse-only deployment, one thread: footprint 16.2 MiB with the arrays shared as well,
-    14.0 without)."""
+    14.0 without). `int8_only` (a deployment with a precision per layer): only the models
+    whose layers are all int8."""
     by_layer, by_model = holders(manifest)
     return {str(root / m) for m, layers in by_model.items()
-            if not m.startswith("tiles:") and all(by_layer[layer] == {m} for layer in layers)}
+            if not m.startswith("tiles:") and all(by_layer[layer] == {m} for layer in layers)
+            and (not int8_only or all(manifest.layer_precisions.get(manifest.models[m].cnn, {})
+                                      .get(layer) == "int8" for layer in layers))}
 
 
 def one_form_per_layer(manifest: Manifest, blocked: dict[str, onnx.ModelProto]) -> set[str]:

@@ -165,8 +165,11 @@ class PrecisionEvaluation:
         return self.derive(genes).memory_bytes, self.evaluator.fps(phases, self.layers(genes))
 
     def derive(self, genes) -> Derived:
-        return derive(self.app, self.phases(genes), self.inner.cache, self.inner.workspace,
-                      self.layers(genes))
+        layers = self.layers(genes)
+        workspace = self.inner.workspace
+        if workspace is not None and hasattr(self.evaluator, "tables_for"):
+            workspace = dict(self.evaluator.tables_for(layers))   # each layer's own precision's
+        return derive(self.app, self.phases(genes), self.inner.cache, workspace, layers)
 
     def plan(self, genes, fps: dict[str, float], met: bool) -> Plan:
         """The plan of `genes`, with its precisions and their estimated SQNR per CNN."""

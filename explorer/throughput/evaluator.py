@@ -59,17 +59,17 @@ class Evaluator:
     app: Application
     profile: DeviceProfile
     name: str = "profile"
+    # precision: auto: the profiles measured at the other precisions a layer may take
+    # ({precision name: DeviceProfile}, `platform: cpu`): a layer at one of them is timed,
+    # and its workspace and sessions counted, from that precision's table
+    at_precision: Mapping[str, DeviceProfile] = field(default_factory=dict)
     _costs: dict[str, dict[str, LayerCost]] = field(default_factory=dict, repr=False)
     _tables: dict[str, dict[str, LayerTimes]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._costs = {n: cnn_costs(c) for n, c in self.app.cnns.items()}
-        self._tables = {}
-        for name, cnn in self.app.cnns.items():
-            for key in model_keys(cnn):
-                if key in self.profile.models:
-                    self._tables[name] = self.profile.models[key]
-                    break
+        self._tables = _app_tables(self.app, self.profile)
+        self._by_precision = {p: _app_tables(self.app, prof) for p, prof in self.at_precision.items()}
         self._loop = {name: loop_factor(self.profile, cnn) for name, cnn in self.app.cnns.items()}
         # CNNs whose table measured the contexts too: regions count (csdf.regions)
         self._params = {name: {n: cnn.layer(n).param_count for n in cnn.order()}
@@ -83,6 +83,19 @@ class Evaluator:
         for part in self.app.partitions:        # check now, not in the middle of a search
             for layer in part.layers:
                 self.layer_time(part.cnn, layer, 1, part.processor)
+
+    def tables_for(self, layers) -> Mapping[str, Mapping[str, LayerTimes]]:
+        """`tables` with each layer's row from the table measured at its precision in
+        `layers` (explorer.app.layer_precision.LayerPrecisions) where one was (`at_precision`),
+        so that its workspace and session bytes are those of its own steps."""
+        if not self._by_precision or layers is None:
+            return self.tables
+        out = {}
+        for cnn, table in self._tables.items():
+            own = {l: self._by_precision.get(layers.name(cnn, l), {}).get(cnn, {}).get(l, t)
+                   for l, t in table.items()}
+            out[cnn] = own
+        return MappingProxyType(out)
 
     @property
     def tables(self) -> Mapping[str, Mapping[str, LayerTimes]]:
@@ -117,8 +130,12 @@ class Evaluator:
         prof, app = self.profile, self.app
         p = precision or app.precision
         table = self._tables.get(cnn)
-        if table is not None and layer in table:
+        measured = self._by_precision.get(p.name, {}).get(cnn)
+        if measured is not None and layer in measured:      # measured at its own precision
+            table, speed = measured, 1.0
+        elif table is not None and layer in table:
             speed = prof.speedup.get(p.name, 1.0) if p.name != prof.precision else 1.0
+        if table is not None and layer in table:
             times, slope = table[layer], prof.default_phase_us * 1e-3
             monotone = prof.meta.get("steps") != "regions"    # LayerTimes.ms says why
             if region is not None or beside:
@@ -222,19 +239,32 @@ def loop_factor(profile: DeviceProfile, cnn: CNN) -> float:
 EVALUATORS = ("profile", "measured")
 
 
+def _app_tables(app: Application, profile: DeviceProfile) -> dict[str, dict[str, LayerTimes]]:
+    """The measured per-layer table of each of the app's CNNs in `profile` (by `model_keys`)."""
+    out = {}
+    for name, cnn in app.cnns.items():
+        for key in model_keys(cnn):
+            if key in profile.models:
+                out[name] = profile.models[key]
+                break
+    return out
+
+
 def make_evaluator(app: Application, spec: str | None = None,
-                   measured: DeviceProfile | None = None) -> Evaluator:
+                   measured: DeviceProfile | None = None,
+                   at_precision: Mapping[str, DeviceProfile] | None = None) -> Evaluator:
     """The evaluator named by `spec`: None or "profile" (the app's platform profile),
     "measured" (the app's platform must be a measured profile file), a built-in profile
     name (e.g. "jetson-tx2"), or a path to a profile file. `measured`: the profile of
-    `platform: cpu`, measured on this machine (memtrade/platform.py)."""
+    `platform: cpu`, measured on this machine (memtrade/platform.py); `at_precision`: with
+    precision: auto, this machine's profiles at the other precisions a layer may take."""
     base = Path(app.path).parent if app.path else None
     platform = app.platform or "jetson-tx2"
     if platform == "cpu" and spec in (None, "", "profile", "measured"):
         if measured is None:
             raise InputError("platform cpu: this machine's times are measured by "
                              "`explore APP.yaml`; give --evaluator a profile here")
-        return Evaluator(app, measured, "cpu")
+        return Evaluator(app, measured, "cpu", dict(at_precision or {}))
     if spec in (None, "", "profile"):
         return Evaluator(app, resolve_profile(platform, base), "profile")
     if spec == "measured":
