@@ -109,14 +109,23 @@ def _deploy(plan: Plan, app, where: str, final: Path, out: Path, backend: str,
         warn(f"plan {where} does not meet its constraints ({unmet}); deploying it anyway")
     check_backend(plan, backend, where)
     scales = None
-    if plan.data_bytes == 1:
+    int8 = (any(p == "int8" for v in plan.layer_precisions.values() for p in v.values())
+            if plan.layer_precisions else plan.data_bytes == 1)
+    if plan.layer_precisions:
+        from memtrade.sensitivity import calibration_warning
+        differs = calibration_warning(plan, calibration, calibration_method)
+        if differs:
+            warn(f"plan {where}: {differs}")
+    if int8:
         from deploy.build.quantization import deployment_scales
         scales = deployment_scales(app.cnns, Path(calibration) if calibration is not None else None,
                                    warn, calibration_method)
     else:
         for flag, given in (("--calibration", calibration), ("--calibration-method", calibration_method)):
             if given is not None:
-                warn(f"{flag} is for int8 plans; plan {where} is {plan.precision}: ignored")
+                warn(f"{flag} is for int8 plans; plan {where} "
+                     + ("has no int8 layer" if plan.layer_precisions else f"is {plan.precision}")
+                     + ": ignored")
     manifest = derive(plan, app.cnns, out, backend, with_profile, where=where,
                       regions=steps == "regions", scales=scales)
     notes = tuple(_build(backend, out, manifest))

@@ -79,6 +79,35 @@ def input_shape(cnn) -> tuple[int, ...]:
         tuple(int(v) for v in l.output_shape) for l in cnn.layers() if l.op == INPUT)
 
 
+def frames_record(calibration: str | Path | None, method: str | None) -> dict[str, str]:
+    """plan.json's `sqnr_frames`: the calibration file (its path and SHA-256, or "generated")
+    and method a per-layer plan's SQNR figures were measured with."""
+    from deploy.checks.files import digest
+    from deploy.quant.methods import method as calibration_method
+    name = calibration_method(method, "--calibration-method").name
+    if calibration is None:
+        return {"frames": "generated", "sha256": "", "method": name}
+    path = Path(calibration).resolve()
+    return {"frames": str(path), "sha256": digest(path), "method": name}
+
+
+def calibration_warning(plan, calibration: str | Path | None, method: str | None) -> str | None:
+    """A line when a per-layer `plan` is deployed with other frames or another method than
+    its SQNR figures were measured with (`sqnr_frames`), else None."""
+    if not plan.sqnr_frames:
+        return None
+    now = frames_record(calibration, method)
+    was = plan.sqnr_frames
+    if (now["sha256"], now["method"]) == (was.get("sha256"), was.get("method")):
+        return None
+    said = lambda r: "generated frames" if r.get("frames") == "generated" else r.get("frames")  # noqa: E731
+    figures = ", ".join(f"{c} {v:.1f} dB" for c, v in plan.sqnr_reference_db.items())
+    return (f"the plan's precisions and SQNR ({figures}) were measured with int8 scales from "
+            f"{said(was)} by {was.get('method')}; deployed with scales from {said(now)} by "
+            f"{now['method']}, its SQNR may differ: give the --calibration and "
+            f"--calibration-method explore had")
+
+
 ROUNDS = 3          # measured checks of the chosen plan, each raising the repair's floor
 HALVINGS = 2        # then halvings of the raise, keeping the least that still measures
 
@@ -100,7 +129,8 @@ def checked(app, problem, outcome, plan_of, calibration=None, method=None,
 
     def measured_plan(o):
         plan = plan_of(o.chosen, o.met)
-        return replace(plan, sqnr_reference_db=reference_sqnr(app, plan, calibration, method))
+        return replace(plan, sqnr_reference_db=reference_sqnr(app, plan, calibration, method),
+                       sqnr_frames=frames_record(calibration, method))
 
     def shortfall(plan) -> float:
         return max((app.min_sqnr_db - v for v in plan.sqnr_reference_db.values()), default=0.0)

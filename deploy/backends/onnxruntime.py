@@ -15,7 +15,7 @@ if TYPE_CHECKING:       # the records import ONNX Runtime: only the methods need
 class OnnxRuntime:
     name = "onnxruntime"
     capabilities = Capabilities(
-        precisions=("fp32", "fp16", "mixed", "int8"), fused_tiles=True, chain_steps=True,
+        precisions=("fp32", "fp16", "mixed", "int8", "auto"), fused_tiles=True, chain_steps=True,
         layouts=("nchwc", "nchw", "auto", "blocked"),       # deploy/ort/backend.py LAYOUTS
         runs_on_host_cpu=True, profiles_here=True, own_runner=False)
 

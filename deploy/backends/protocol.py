@@ -16,7 +16,8 @@ if TYPE_CHECKING:       # the records import ONNX Runtime: only the methods need
 class Capabilities:
     """What a backend supports.
 
-    precisions: the plan precisions it deploys (explorer/app/model.py PRECISIONS names).
+    precisions: the plan precisions it deploys (explorer/app/model.py PRECISIONS names;
+    "auto": a precision per layer, explorer/app/layer_precision.py).
     fused_tiles: whether it runs a plan's fused-tiled groups (key 'tilings').
     chain_steps: whether an int8 plan's consecutive whole layers run as one chain step
     (deploy/build/chains.py). layouts: the `explore run --layout` values its runtime takes

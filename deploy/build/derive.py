@@ -5,6 +5,7 @@ deploy/steps/tiles.py: fused-tiled groups), and manifest.json.
 """
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,13 @@ from deploy.runtime.manifest_records import (ArenaBuffer, CnnInfo, Port, SourceM
                                              StoredEdge)
 from deploy.runtime.step_records import ManifestPartition, Step
 from deploy.checks import plan_check
+from explorer.app.layer_precision import AUTO, LayerPrecisions
 from explorer.plan.model import Plan, PlanPartition
 from explorer.plan.plan_file import from_dict
 from sdf3.errors import InputError
 
 DTYPES = {4: "float32", 2: "float16", 1: "uint8"}
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1, "int8": 1}
 
 
 def _write_reference(source: str, target: Path, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -91,12 +94,22 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
     if dtype is None:
         raise InputError(f"{where}: key 'data_bytes' must be 4 (fp32), 2 (fp16) or 1 (int8) "
                          f"to deploy, got {plan.data_bytes!r}")
-    if dtype == "uint8":
+    chosen = registry.backend(backend)
+    layers = None
+    if plan.layer_precisions and with_profile:
+        raise InputError(f"{where}: --with-profile writes one-precision profile models; a plan "
+                         f"with a precision per layer (key 'layer_precisions') has none")
+    if plan.layer_precisions:      # bytes of each tensor at its layer's precision
+        from deploy.build.layer_storage import LayerStorage
+        layers = LayerStorage.of(LayerPrecisions.of(plan.layer_precisions), cnns, scales,
+                                 chosen.stored_weights)
+        regions = chains = False   # one step per firing, each at its layer's precision
+        dtype = scales.dtype if scales is not None else dtype     # an arena of bytes
+    elif dtype == "uint8":
         if scales is None:
             raise ValueError("an int8 plan is deployed with the scales of its tensors")
         dtype = scales.dtype
     plan_check.check(plan, cnns, where)
-    chosen = registry.backend(backend)
     weights = chosen.stored_weights(plan.precision)      # docs/precision.md
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)
@@ -104,7 +117,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
     host, dev = _arenas(plan)
     groups = _tiled_groups(plan, cnns)
     stored = mf.stored_as({str(k): e.to_dict() for k, e in plan.edges.items()})
-    edges = _placed_edges(plan, cnns, phases, groups, stored, host, dev)
+    edges = _placed_edges(plan, cnns, phases, groups, stored, host, dev, layers)
     models: dict[str, StepModel] = {}
     region_keys: dict = {}
     partitions = []
@@ -114,20 +127,24 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
                                  dtype, out, models, region_keys, regions, every_band,
                                  weights, scales.for_cnn(cnn.name) if scales else None,
                                  chain=chains and regions and scales is not None
-                                 and chosen.capabilities.chain_steps)
+                                 and chosen.capabilities.chain_steps, layers=layers)
         partitions.append(ManifestPartition(part.name, cnn.name, part.processor, tuple(steps)))
     manifest = mf.Manifest(
         plan.name, backend, plan.precision, dtype, int(plan.data_bytes), host.total, dev.total,
         arena.DEVICE_ALIGN,
         tuple(ArenaBuffer(i, host.offsets[i], dev.offsets[i], int(b.bytes),
                           tuple(str(e) for e in b.edges)) for i, b in enumerate(plan.buffers)),
-        edges, _cnn_info(cnns, phases, partitions, out, scales), tuple(partitions),
+        edges, _cnn_info(cnns, phases, partitions, out, scales, layers), tuple(partitions),
         tuple(tuple(g) for g in plan.pipelines), models,
         plan_buffer_bytes=int(plan.buffer_bytes), plan_param_bytes=plan.param_bytes,
         plan_memory_bytes=plan.memory_bytes, plan_workspace_bytes=plan.workspace_bytes,
         plan_session_bytes=plan.session_bytes, plan_output_bytes=plan.output_bytes,
         plan_fps={k: float(v) for k, v in plan.fps.items()}, plan_platform=plan.platform,
-        quantization=scales)
+        quantization=scales,
+        layer_precisions={c: dict(v) for c, v in layers.precisions.items()} if layers else {},
+        tensor_dtypes={c: dict(v) for c, v in layers.tensors.items()} if layers else {},
+        plan_sqnr_estimate_db={c: float(v) for c, v in plan.sqnr_estimate_db.items()
+                               if v is not None and math.isfinite(v)})
     return _finish(manifest, cnns, dtype, out, backend, with_profile, where)
 
 
@@ -135,12 +152,7 @@ def check_backend(plan: Plan, backend: str, where: str = "plan") -> None:
     """One line for a plan `backend` cannot run, by what the backend says it supports
     (deploy/backends/: the TensorRT board runner builds fp32/fp16 engines and runs layer and
     region steps, so int8 plans and fused tiles are ONNX Runtime's), naming the first
-    backend that can; an unknown `backend` is one line naming the known ones. A plan with a
-    precision per layer (key 'layer_precisions') no backend deploys yet: one line too."""
-    if plan.layer_precisions:
-        raise InputError(f"{where}: key 'layer_precisions': a plan with a precision per layer "
-                         f"(precision: auto) is not deployed by any backend yet; explore the app "
-                         f"with one precision (fp32, fp16, mixed or int8) to deploy it")
+    backend that can; an unknown `backend` is one line naming the known ones."""
     refused = _refused(plan, registry.backend(backend).capabilities)
     if refused:
         can = [n for n in registry.names() if not _refused(plan, registry.backend(n).capabilities)]
@@ -152,6 +164,8 @@ def _refused(plan: Plan, caps) -> str:
     """What of `plan` a backend with capabilities `caps` cannot deploy, in words ("" none):
     a precision some backend deploys but not this one (data_bytes 1 is int8 whatever the
     plan's name for it), or fused tiles."""
+    if plan.layer_precisions:
+        return "" if AUTO in caps.precisions else "a plan with a precision per layer (precision: auto)"
     precision = "int8" if plan.data_bytes == 1 else plan.precision
     known = {p for n in registry.names() for p in registry.backend(n).capabilities.precisions}
     if precision in known and precision not in caps.precisions:
@@ -172,15 +186,18 @@ def _arenas(plan: Plan) -> tuple[arena.Placement, arena.Placement]:
 
 
 def _placed_edges(plan: Plan, cnns: dict[str, CNN], phases: dict, groups: dict, stored: dict,
-                  host, dev) -> dict[str, StoredEdge]:
+                  host, dev, layers=None) -> dict[str, StoredEdge]:
     """The manifest's edges: each plan edge with its buffer's place, shape, slots (rows held)
-    and layout (rows outermost where an end runs by parts; a tiled group's inner edges per tile)."""
-    data_bytes = int(plan.data_bytes)
+    and layout (rows outermost where an end runs by parts; a tiled group's inner edges per tile);
+    with a precision per layer (`layers`, deploy/build/layer_storage.py) each at its
+    producer's element type and bytes."""
     by_rows = _stored_by_rows(plan, phases, stored)
     inner = {(c, a, b_) for c, gs in groups.items() for g in gs for a, b_ in g.internal_edges()}
     edges: dict[str, StoredEdge] = {}
     for eid, e in plan.edges.items():
         name = str(eid)
+        own = layers.dtype(eid.cnn, eid.src) if layers is not None else None
+        data_bytes = ELEMENT_BYTES[own] if own else int(plan.data_bytes)
         shape = tuple(int(v) for v in cnns[eid.cnn].edge_shape(eid.src, eid.dst))
         n, c, h, w = shape
         buf = int(e.buffer)
@@ -198,7 +215,7 @@ def _placed_edges(plan: Plan, cnns: dict[str, CNN], phases: dict, groups: dict, 
             raise InputError(f"plan: edge {name} needs {nbytes} bytes, buffer {buf} has "
                              f"{int(plan.buffers[buf].bytes)}")
         edges[name] = StoredEdge(buf, host.offsets[buf], dev.offsets[buf], shape, slots, layout,
-                                 nbytes, n * c * w * data_bytes)
+                                 nbytes, n * c * w * data_bytes, own)
     return edges
 
 
@@ -206,11 +223,12 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
                      edges: dict, stored: dict, dtype: str, out: Path, models: dict,
                      region_keys: dict, regions: bool, every_band: bool,
                      weights: str = "float32", scales: dict | None = None,
-                     chain: bool = False) -> list[Step]:
+                     chain: bool = False, layers=None) -> list[Step]:
     """The steps of one partition's firings: a band of firings by parts as one region step
     (`regions`), a tiled group as one step at its first layer, every other firing its own,
     and with `chain` consecutive whole layers as one chain step (deploy/build/chains.py);
-    `weights`: how their parameters are stored (deploy/quant/stored.py)."""
+    `weights`: how their parameters are stored (deploy/quant/stored.py); `layers`: each
+    layer's output type and weights where the plan has a precision per layer."""
     firings = plan.firings[part.name]
     member = {l: g for g in groups.get(cnn.name, []) for l in g.layers}
     for layer_name in firings:
@@ -240,8 +258,10 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
                 steps.append(group_step(cnn, member[layer_name], copies,
                                         dtype, out, models, safe_name, edges, weights, scales))
             continue
-        steps.append(layer_step(cnn, layer_name, p, ph, copies, edges, dtype, out, models,
-                                _primitive(plan, cnn.name, layer_name, ph), weights, scales))
+        own = (layers.dtype(cnn.name, layer_name), layers.weight_kind(cnn.name, layer_name)) \
+            if layers is not None else (dtype, weights)
+        steps.append(layer_step(cnn, layer_name, p, ph, copies, edges, own[0], out, models,
+                                _primitive(plan, cnn.name, layer_name, ph), own[1], scales))
     for layer_name, count in seen.items():
         if count != ph.get(layer_name, 1):
             raise InputError(f"plan: {part.name} fires {layer_name} {count} times, "
@@ -253,11 +273,12 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
 
 
 def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[ManifestPartition], out: Path,
-              scales: ActivationScales | None = None) -> dict[str, CnnInfo]:
+              scales: ActivationScales | None = None, layers=None) -> dict[str, CnnInfo]:
     """Per CNN: its input and output layers and shapes, its reference model (the unmodified
     model copied into `out`, for the equivalence check; for an int8 plan, the model quantized
-    with `scales` as the deployment is: deploy/checks/quantized.py), its partitions and its
-    source model's path and digest (`source_model`)."""
+    with `scales` as the deployment is: deploy/checks/quantized.py; with a precision per
+    layer, the model rounded per layer as the deployment is: deploy/checks/layer_reference.py),
+    its partitions and its source model's path and digest (`source_model`)."""
     info = {}
     for name, cnn in cnns.items():
         ph = phases.get(name, {})
@@ -267,7 +288,12 @@ def _cnn_info(cnns: dict[str, CNN], phases: dict, partitions: list[ManifestParti
         if cnn.source and Path(cnn.source).is_file():
             ref = str(Path("reference") / f"{safe_name(name)}.onnx")
             (out / "reference").mkdir(exist_ok=True)
-            if scales is not None:
+            if layers is not None:
+                from deploy.checks.layer_reference import layer_reference
+                onnx.save(layer_reference(cnn.source, cnn, name,
+                                          LayerPrecisions.of({name: layers.precisions[name]}),
+                                          scales), str(out / ref))
+            elif scales is not None:
                 from deploy.checks.quantized import write_reference
                 write_reference(cnn.source, out / ref, cnn, scales, name)
             else:

@@ -115,7 +115,7 @@ def _input_binds(cnn: CNN, layer: Layer, part: Part, copies: Copies,
         if e.slots != e.shape[2]:
             raise InputError(f"plan: edge {names[0]} holds {e.slots} rows but {layer.name} "
                              f"reads it whole")
-        in_ports.append(InPort(port, tuple(e.shape), e.layout, e.slots, None))
+        in_ports.append(InPort(port, tuple(e.shape), e.layout, e.slots, None, dtype=e.dtype))
         bind.append(Binding("edge", port, tuple(names), 0, tuple(in_ports[-1].stored_shape)))
     return in_ports, bind, fill
 
@@ -137,7 +137,7 @@ def _rows_input(cnn: CNN, layer: Layer, src: str, part: Part, names: list[str], 
     masked = _needs_mask(cnn, name, src, part.phases, part.count)
     counted = counted_rows(cnn, name, src, part.p, part.k, part.count)
     in_port = InPort(port, tuple(e.shape), "hncw", e.slots, len(rows), masked,
-                     counted is not None)
+                     counted is not None, e.dtype)
     bind = [Binding("edge", port, tuple(names), 0, tuple(in_port.stored_shape))]
     # padding rows are masked; they point at a real row of the same window (not slot 0), so
     # a step reads only rows still holding data (explorer/memory/staircase.py)

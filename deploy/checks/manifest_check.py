@@ -30,7 +30,7 @@ from typing import Any
 import onnx
 from onnx import TensorProto
 
-from deploy.checks import files, quant_entries
+from deploy.checks import files, layer_entries, quant_entries
 from deploy.runtime import arena
 from deploy.runtime.manifest_records import Manifest, Step
 from sdf3.errors import InputError
@@ -64,12 +64,14 @@ def check(manifest: Manifest, deploy_dir: str | Path) -> None:
     size = SIZE[manifest.dtype]
     total = manifest.arena_bytes
     _buffers(manifest, total, fail)
+    layer_entries.check(manifest, fail)
     _edges(manifest, size, fail)
     _cnns(manifest, root, fail)
     spans = _steps(manifest, root, size, fail)
     files.verify(manifest, root)
     _live_overlaps(manifest, spans, fail)
-    outputs = sum(2 * prod(o.shape) * size for c in manifest.cnns.values() for o in c.outputs)
+    outputs = sum(2 * prod(o.shape) * SIZE[manifest.dtype_of(n, o.layer)]
+                  for n, c in manifest.cnns.items() for o in c.outputs)
     arena.check_fits(total + outputs, fail.where, "the arena and output arrays")
     _models(manifest, root, fail)
 
@@ -90,6 +92,7 @@ def _edges(manifest: Manifest, size: int, fail) -> None:
     for name, e in manifest.edges.items():
         where = f"edges.{name}"
         n, c, h, w = e.shape
+        size = SIZE[e.dtype] if e.dtype is not None else size
         if not _shape(list(e.shape)):
             fail(f"{where}: expected a 4-D 'shape' and layout nchw, hncw or tile")
         if not 0 <= e.buffer < len(bufs):
@@ -172,7 +175,7 @@ def _views(manifest: Manifest, step: Step, parity: int, fail, where: str
                 fail(f"{where}: binding {b.name!r}: slot {b.slot!r} outside 0..{e.slots - 1} "
                      f"of {name}, or no 4-D shape")
             start = e.offset + b.slot * e.row_bytes
-            end = start + prod(b.shape) * size
+            end = start + prod(b.shape) * (SIZE[e.dtype] if e.dtype is not None else size)
             if end > e.offset + e.bytes:
                 fail(f"{where}: binding {b.name!r} reads or writes bytes {start}..{end}, past "
                      f"the end of {name} ({e.offset + e.bytes})")
@@ -347,13 +350,16 @@ def _row_steps(manifest: Manifest, rep: dict[str, str] | None = None
             if len(where[n]) == 1}
 
 
-def _signature(step: Step, manifest: Manifest) -> dict[str, tuple[int, list[int]]]:
-    """What a step binds: port name -> (element type, shape)."""
-    elem = ELEM[manifest.dtype]
+def _signature(step: Step, manifest: Manifest, cnn: str) -> dict[str, tuple[int, list[int]]]:
+    """What a step of CNN `cnn` binds: port name -> (element type, shape)."""
     sig = {}
     for b in step.bind:
-        if b.kind in ("edge", "output"):
-            sig[b.name] = (elem, list(b.shape))
+        if b.kind == "edge":
+            e = manifest.edges.get(b.edges[0])
+            own = e.dtype if e is not None and e.dtype is not None else manifest.dtype
+            sig[b.name] = (ELEM[own], list(b.shape))
+        elif b.kind == "output":
+            sig[b.name] = (ELEM[manifest.dtype_of(cnn, b.layer)], list(b.shape))
         elif b.kind == "const":
             sig[b.name] = (TensorProto.INT32, [len(b.values)])
     return sig
@@ -364,14 +370,14 @@ def _models(manifest: Manifest, root: Path, fail) -> None:
     quantization scales the models hold agree with the manifest's (deploy/checks/quant_entries.py)."""
     seen: dict[str, dict] = {}
     scales: dict[str, dict] = {}
-    for _, _, step in manifest.steps():
+    for part, _, step in manifest.steps():
         for tile in step.group.tiles if step.group else ():
             if tile.model not in scales:
                 scales[tile.model] = _declared(root / tile.model, tile.model, fail)[1]
         rel = step.model
         if rel is None:
             continue
-        sig = _signature(step, manifest)
+        sig = _signature(step, manifest, part.cnn)
         if rel not in seen:
             seen[rel], scales[rel] = _declared(root / rel, rel, fail)
         declared = seen[rel]

@@ -47,11 +47,15 @@ def check(manifest: Manifest, models: Mapping[str, dict[str, tuple[int, np.ndarr
         fail(f"key 'data_bytes' is {manifest.data_bytes}, its {dtype} arena stores "
              f"{DTYPE_BYTES[dtype]} bytes an element")
     precision = PRECISIONS.get(manifest.precision)
-    if precision is None or precision.data_bytes != DTYPE_BYTES[dtype]:
+    if manifest.per_layer:       # an arena of bytes, each tensor at its layer's type
+        if manifest.precision != "auto":
+            fail(f"key 'precision' is {manifest.precision!r}, but the deployment stores each "
+                 f"layer at its own precision (key 'layer_precisions'): expected 'auto'")
+    elif precision is None or precision.data_bytes != DTYPE_BYTES[dtype]:
         fail(f"key 'precision' is {manifest.precision!r}, which does not store data as "
              f"{dtype} (key 'dtype')")
     quant = manifest.quantization
-    if dtype not in QUANT_DTYPES:
+    if dtype not in QUANT_DTYPES or quant is None:
         stray = next((rel for rel, h in models.items() if h), None)
         if stray is not None:
             fail(f"model {stray} holds quantization scales, the {dtype} deployment has none")

@@ -98,9 +98,15 @@ class OrtBackend:
         edges held in ONNX Runtime's NCHWc layout (deploy/ort/blocked.py; an int8 deployment's
         edges channels-last, deploy/ort/channels_last.py); the other steps then run as with
         "auto". The models that hold a layer's weights run in one form, and an int8 model
-        that alone holds its layers' weights pre-packs them (deploy/ort/weight_holders.py)."""
+        that alone holds its layers' weights pre-packs them (deploy/ort/weight_holders.py).
+        A deployment with a precision per layer keeps every edge as the manifest lays it out
+        (layout "nchwc")."""
         root = Path(root)
-        if self.dtype.itemsize == 1:
+        if manifest.per_layer and self.layout in ("auto", "blocked"):
+            # tensors of several element types: every edge as the manifest lays it out, each
+            # step free to run ONNX Runtime's NCHWc kernels inside itself
+            self.layout = "nchwc"
+        if self.dtype.itemsize == 1 and not manifest.per_layer:
             self.prepacked = sole_models(manifest, root)
         if any(s.primitive for _, _, s in manifest.steps()):
             from deploy.ort.primitive_forms import prepare_plan_forms   # the plan fixes the forms

@@ -16,6 +16,9 @@ def judged_against(manifest, name: str, deploy_dir: str | Path) -> str | None:
     info = manifest.cnns[name]
     if info.reference is None:
         return None
+    if manifest.per_layer:
+        return (f"the per-layer reference: the model with each stored tensor and each layer's "
+                f"weights rounded at its layer's precision ({info.reference}), not the fp32 model")
     if manifest.quantization is not None:
         if info.source is not None and info.source.kind == "qdq":
             return f"the app's QDQ model itself ({info.reference})"

@@ -79,6 +79,12 @@ kernels: a QLinearConv on a band of rows (its halo rows read, not padded) gives 
 bit for bit what it gives on the whole map (tests/deploy/checks/test_quantized.py), and the
 difference is then 0.
 
+A plan with a precision per layer (docs/precision.md "Per layer") is judged against its
+per-layer reference (deploy/checks/layer_reference.py) at the type its CNN's output is stored
+in: int8 as above, in steps of the output's scale; fp16 or fp32 with the formulas above, its
+`spread` the per-layer reference against itself with ONNX Runtime's graph optimizations off
+(its QDQ groups in fp32, its sums in another order).
+
 Exit status EXIT_MISMATCH (4) when any CNN fails (docs/run.md).
 """
 from __future__ import annotations
@@ -122,6 +128,11 @@ def rounding(deploy_dir: str | Path, manifest, frames: dict[str, list[np.ndarray
         ref = manifest.cnns[name].reference
         if ref is None:
             out[name] = None
+            continue
+        if manifest.per_layer:      # the reference rounds per layer: against its plain kernels
+            path = Path(deploy_dir) / ref
+            out[name] = spread(reference.session(path, threads),
+                               reference.session(path, threads, plain=True), stream)
             continue
         if manifest.dtype in ("uint8", "int8"):     # int8: in steps of the scale
             out[name] = 0.0
@@ -221,6 +232,23 @@ def judge(diffs: Mapping[str, float | None], sizes: Mapping[str, float | None], 
     return verdicts
 
 
+def _per_layer(manifest, diffs, sizes, noise, stored) -> dict[str, Verdict]:
+    """Verdicts of a deployment with a precision per layer: each CNN judged at the element
+    type its output is stored in (its last layers' precision: int8 in steps of the output's
+    scale; fp16 or fp32 against the spread of its per-layer reference, module docstring)."""
+    out: dict[str, Verdict] = {}
+    for name, info in manifest.cnns.items():
+        kinds = {manifest.dtype_of(name, o.layer) for o in info.outputs}
+        one = {n: diffs[n] for n in (name,) if n in diffs}
+        if kinds & {"uint8", "int8"}:
+            out.update(judge(one, sizes, "int8", noise, stored, manifest.quantization,
+                             {name: [key(name, o.layer) for o in info.outputs]}))
+        else:
+            out.update(judge(one, sizes, "float16" if "float16" in kinds else "float32",
+                             noise, stored))
+    return out
+
+
 def failed(verdicts: Mapping[str, Verdict]) -> bool:
     return any(v.verdict == "FAIL" for v in verdicts.values())
 
@@ -238,6 +266,8 @@ def for_run(deploy_dir: str | Path, diffs: Mapping[str, float | None],
     stored = {name: reference.stored_dtype(Path(deploy_dir) / info.reference)
               for name, info in manifest.cnns.items() if info.reference}
     quant = manifest.quantization
+    if manifest.per_layer:
+        return _per_layer(manifest, diffs, sizes, noise, stored)
     if quant is not None:          # int8: judged in steps of each output's scale
         outputs = {name: [key(name, o.layer) for o in info.outputs]
                    for name, info in manifest.cnns.items()}

@@ -63,6 +63,7 @@ class VsFp32:
     frames: int = 0
     outputs: tuple[OutputDeviation, ...] = ()
     reason: str | None = None
+    estimate_db: float | None = None     # a per-layer plan's SQNR estimate (explore's)
 
     @property
     def available(self) -> bool:
@@ -72,14 +73,16 @@ class VsFp32:
         if not self.available:
             return {"available": False, "reason": self.reason}
         return {"available": True, "model": self.model, "frames": self.frames,
-                "outputs": [o.to_dict() for o in self.outputs]}
+                "outputs": [o.to_dict() for o in self.outputs],
+                **({"sqnr_estimate_db": self.estimate_db} if self.estimate_db is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "VsFp32":
         if not data.get("available"):
             return cls(reason=str(data.get("reason")))
         return cls(data.get("model"), int(data.get("frames", 0)),
-                   tuple(OutputDeviation.from_dict(o) for o in data.get("outputs", ())))
+                   tuple(OutputDeviation.from_dict(o) for o in data.get("outputs", ())),
+                   estimate_db=data.get("sqnr_estimate_db"))
 
 
 class Accumulator:
@@ -130,7 +133,8 @@ def fp32_model(deploy_dir: str | Path, manifest, name: str) -> tuple[Path | None
     info = manifest.cnns[name]
     if info.reference is None:
         return None, "no ONNX model (a zoo network): nothing to compare with"
-    if manifest.quantization is None:         # fp16, mixed: the reference is the model's copy
+    own = manifest.quantization is not None or manifest.per_layer   # the source model itself
+    if not own:                               # fp16, mixed: the reference is the model's copy
         path = Path(deploy_dir) / info.reference
         if stored_dtype(path) != "float32":
             return None, f"the app's model ({info.reference}) is stored in fp16: it has no fp32 form"
@@ -164,5 +168,5 @@ def compare(deploy_dir: str | Path, manifest, name: str, frames: Iterable[np.nda
     acc = Accumulator([p.tensor or p.layer for p in info.outputs])
     for frame, got in zip(frames, outputs):
         acc.add(got, reference.run(sess, frame))
-    shown = str(path) if manifest.quantization is not None else info.reference
-    return VsFp32(shown, acc.frames, acc.result())
+    shown = str(path) if manifest.quantization is not None or manifest.per_layer else info.reference
+    return VsFp32(shown, acc.frames, acc.result(), estimate_db=manifest.plan_sqnr_estimate_db.get(name))

@@ -71,7 +71,7 @@ class Executor:
             groups = [g for g in manifest.pipelines if set(g) & set(info.partitions)]
             pipelined = len(info.partitions) > 1 and len(groups) == 1
             # a copy per frame parity only where two frames are in flight (a pipeline)
-            outs = [[np.zeros(o.stored_shape, self.dtype) for o in info.outputs]
+            outs = [[np.zeros(o.stored_shape, manifest.dtype_of(name, o.layer)) for o in info.outputs]
                     for _ in range(2 if pipelined else 1)]
             if not pipelined:
                 outs = [outs[0], outs[0]]
@@ -147,6 +147,8 @@ class Executor:
     def edge_view(self, e: StoredEdge, slot: int, shape) -> np.ndarray:
         """The arena view of edge `e` from row `slot`, `shape` (None: its whole region)."""
         shape = e.stored_shape if shape is None else list(shape)
+        if e.dtype is not None:       # stored at its layer's precision
+            return self.backend.view(self.arena, e.offset + slot * e.row_bytes, shape, e.dtype)
         return self.backend.view(self.arena, e.offset + slot * e.row_bytes, shape)
 
     @staticmethod
@@ -189,7 +191,7 @@ class Executor:
     def _frame_step(self, targets, run: CnnRun, parity: int, cnn: str, layer: str) -> Callable:
         """The Input layer's firing: int8 frames through the backend's own quantizing copy
         when it has one (deploy/ort/frame_copy.py), else quantized and copied here."""
-        if self.quant is not None and hasattr(self.backend, "frame_copy"):
+        if self._quantized(cnn, layer) and hasattr(self.backend, "frame_copy"):
             s = self.quant.of(cnn, layer)
             write = self.backend.frame_copy(targets, run.input_shape, s.scale, s.zero_point)
             return lambda: write(_current_frame())
@@ -197,15 +199,19 @@ class Executor:
 
     def _quantizer(self, cnn: str, layer: str) -> Callable | None:
         """How an int8 deployment stores a frame of input layer `layer` (None: as it is)."""
-        if self.quant is None:
+        if not self._quantized(cnn, layer):
             return None
         return lambda frame: self.quant.quantize(cnn, layer, frame)
+
+    def _quantized(self, cnn: str, layer: str) -> bool:
+        """Whether `layer`'s output is stored as int8 bytes with a scale."""
+        return self.quant is not None and self.manifest.dtype_of(cnn, layer) in ("uint8", "int8")
 
     def _collect(self, run: CnnRun, parity: int, into: list | None) -> list[np.ndarray]:
         out = []
         for i, (arr, layout) in enumerate(zip(run.outputs[parity], run.output_layouts)):
             view = arr.transpose(1, 2, 0, 3) if layout == "hncw" else arr
-            if self.quant is not None:
+            if self._quantized(run.name, run.output_layers[i]):
                 view = self.quant.dequantize(run.name, run.output_layers[i], view)
             if into is None:
                 out.append(view.astype(np.float32, copy=True))

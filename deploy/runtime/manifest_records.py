@@ -33,7 +33,9 @@ QUANT_DTYPES = ("uint8", "int8")
 class StoredEdge:
     """Where an edge lives: buffer, host and device offsets, its NCHW shape, `slots` rows
     held (a ring when fewer than the height), layout (nchw, hncw: rows outermost, tile: a
-    fused-tiled group's per-tile tensor), its bytes and the bytes of one row."""
+    fused-tiled group's per-tile tensor), its bytes and the bytes of one row; `dtype` its
+    element type where each tensor is stored at its layer's precision (precision: auto),
+    None where every edge has the manifest's `dtype`."""
     buffer: int
     offset: int
     device_offset: int
@@ -42,6 +44,7 @@ class StoredEdge:
     layout: str
     bytes: int
     row_bytes: int
+    dtype: str | None = None
 
     @property
     def whole(self) -> bool:
@@ -57,7 +60,8 @@ class StoredEdge:
     def to_dict(self) -> dict[str, Any]:
         return {"buffer": self.buffer, "offset": self.offset, "device_offset": self.device_offset,
                 "shape": list(self.shape), "slots": self.slots, "layout": self.layout,
-                "bytes": self.bytes, "row_bytes": self.row_bytes}
+                "bytes": self.bytes, "row_bytes": self.row_bytes,
+                **({"dtype": self.dtype} if self.dtype is not None else {})}
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> StoredEdge:
@@ -65,8 +69,12 @@ class StoredEdge:
         shape = r.ints("shape")
         if len(shape) != 4 or r.str("layout") not in ("nchw", "hncw", "tile"):
             raise InputError(f"{where}: expected a 4-D 'shape' and layout nchw, hncw or tile")
+        dtype = r.str("dtype", None)
+        if dtype is not None and dtype not in DTYPE_BYTES:
+            raise InputError(f"{where}: key 'dtype' must be one of {', '.join(DTYPE_BYTES)}, "
+                             f"got {dtype!r}")
         return cls(r.int("buffer"), r.int("offset"), r.int("device_offset", 0), shape,
-                   r.int("slots"), r.str("layout"), r.int("bytes"), r.int("row_bytes"))
+                   r.int("slots"), r.str("layout"), r.int("bytes"), r.int("row_bytes"), dtype)
 
 
 @dataclass(frozen=True)
@@ -287,6 +295,13 @@ class Manifest:
     files: dict[str, str] = field(default_factory=dict)
     # an int8 deployment's scale and zero point of every stored tensor (deploy/quant/scales.py)
     quantization: ActivationScales | None = None
+    # precision: auto: each layer's precision ({cnn: {layer: fp32|fp16|int8}}) and the
+    # element type each layer's output tensor is stored in ({cnn: {layer: dtype}}, inputs
+    # included; explorer/app/layer_precision.py); empty for one precision everywhere
+    layer_precisions: dict[str, dict[str, str]] = field(default_factory=dict)
+    tensor_dtypes: dict[str, dict[str, str]] = field(default_factory=dict)
+    # the plan's estimate of each CNN's output SQNR against fp32 (explorer/plan/sensitivity.py)
+    plan_sqnr_estimate_db: dict[str, float] = field(default_factory=dict)
 
     PLAN_KEYS = ("plan_buffer_bytes", "plan_param_bytes", "plan_memory_bytes",
                  "plan_workspace_bytes", "plan_session_bytes", "plan_output_bytes")
@@ -297,6 +312,15 @@ class Manifest:
             if cnn is None or part.cnn == cnn:
                 for t, step in enumerate(part.steps):
                     yield part, t, step
+
+    @property
+    def per_layer(self) -> bool:
+        """Each layer at its own precision (precision: auto)."""
+        return bool(self.tensor_dtypes)
+
+    def dtype_of(self, cnn: str, layer: str) -> str:
+        """The element type layer `layer` of CNN `cnn` stores its output in."""
+        return self.tensor_dtypes.get(cnn, {}).get(layer, self.dtype)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -319,6 +343,11 @@ class Manifest:
             out["files"] = dict(self.files)
         if self.quantization is not None:
             out["quantization"] = self.quantization.to_json()
+        if self.per_layer:
+            out["layer_precisions"] = {c: dict(v) for c, v in self.layer_precisions.items()}
+            out["tensor_dtypes"] = {c: dict(v) for c, v in self.tensor_dtypes.items()}
+        if self.plan_sqnr_estimate_db:
+            out["plan_sqnr_estimate_db"] = dict(self.plan_sqnr_estimate_db)
         return out
 
     @classmethod
@@ -330,7 +359,14 @@ class Manifest:
         if dtype not in DTYPE_BYTES:
             raise InputError(f"{where}: key 'dtype' must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
         quantization = None
-        if dtype in QUANT_DTYPES:
+        layers = _by_layer(r, "layer_precisions", ("fp32", "fp16", "int8"))
+        tensors = _by_layer(r, "tensor_dtypes", tuple(DTYPE_BYTES))
+        if bool(layers) != bool(tensors):
+            raise InputError(f"{where}: keys 'layer_precisions' and 'tensor_dtypes' come "
+                             f"together (a plan with a precision per layer); deploy it again")
+        quantized = any(d in QUANT_DTYPES for v in tensors.values() for d in v.values()) \
+            if tensors else dtype in QUANT_DTYPES
+        if quantized or (tensors and r.has("quantization")):
             if not r.has("quantization"):
                 raise InputError(f"{where}: an {dtype} deployment needs key 'quantization' "
                                  f"(its tensors' scales); deploy it again")
@@ -361,6 +397,9 @@ class Manifest:
         plan_fps = r.dict("plan_fps") if r.has("plan_fps") else {}
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in plan_fps.values()):
             raise InputError(f"{where}: key 'plan_fps' must map CNN names to frames per second")
+        estimate = r.dict("plan_sqnr_estimate_db") if r.has("plan_sqnr_estimate_db") else {}
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in estimate.values()):
+            raise InputError(f"{where}: key 'plan_sqnr_estimate_db' must map CNN names to dB")
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
             raise InputError(f"{where}: key 'files' must map file paths to SHA-256 digests")
         return cls(r.str("name", ""), r.str("backend", "onnxruntime"), r.str("precision", "fp32"),
@@ -369,4 +408,22 @@ class Manifest:
                    parts, tuple(tuple(g) for g in groups), models, r.str("routing", "round-robin"),
                    profile=profile, files=dict(files),
                    plan_fps={k: float(v) for k, v in plan_fps.items()},
-                   plan_platform=r.str("plan_platform", ""), quantization=quantization, **{k: v for k, v in plan.items() if r.has(k)})
+                   plan_platform=r.str("plan_platform", ""), quantization=quantization,
+                   layer_precisions=layers, tensor_dtypes=tensors,
+                   plan_sqnr_estimate_db={k: float(v) for k, v in estimate.items()}, **{k: v for k, v in plan.items() if r.has(k)})
+
+
+def _by_layer(r: Fields, key: str, allowed: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """{cnn: {layer: value}} of manifest key `key` (absent: {}), each value one of `allowed`."""
+    if not r.has(key):
+        return {}
+    data = r.dict(key)
+    for cnn, layers in data.items():
+        if not isinstance(layers, dict):
+            raise InputError(f"{r.where}: key '{key}.{cnn}' must map layer names to one of "
+                             f"{', '.join(allowed)}")
+        for layer, value in layers.items():
+            if value not in allowed:
+                raise InputError(f"{r.where}: key '{key}.{cnn}.{layer}' must be one of "
+                                 f"{', '.join(allowed)}, got {value!r}")
+    return {c: dict(v) for c, v in data.items()}

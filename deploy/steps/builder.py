@@ -34,6 +34,9 @@ CHANNEL_ALIGN = 16
 
 @dataclass
 class Builder:
+    """`dtype`: the element type the step stores its layer's output in; `stored`: the
+    element type of a tensor it reads, by the layer whose output it is, where that differs
+    (a plan with a precision per layer; deploy/steps/storage.py reads it through `dtype_of`)."""
     dtype: str
     weights: Weights = FP32
     # an int8 step's scale of each stored tensor, by the layer whose output it is
@@ -43,6 +46,17 @@ class Builder:
     inits: list = field(default_factory=list)
     count: int = 0
     names: set = field(default_factory=set)
+    stored: dict = field(default_factory=dict)
+
+    def dtype_of(self, layer: str) -> str:
+        """The element type the output of `layer` is stored in."""
+        return self.stored.get(layer, self.dtype)
+
+    @property
+    def int8_data(self) -> bool:
+        """The step stores its output as int8 (uint8) bytes with a scale: ONNX Runtime fuses
+        its DequantizeLinear -> op -> QuantizeLinear into integer kernels."""
+        return self.scales is not None and self.dtype in ("uint8", "int8")
 
     def tmp(self, hint: str) -> str:
         self.count += 1
@@ -96,7 +110,7 @@ class Builder:
                 s = s[rows[0]:rows[1]]
                 zp = None if zp is None else zp[rows[0]:rows[1]]
         ins = [self.const(name, q), self.const(f"{name}:scale", s)]
-        if zp is None and self.scales is not None:
+        if zp is None and self.int8_data:
             zp = np.zeros(s.shape, q.dtype)   # ONNX Runtime fuses a Gemm into QGemm only with it
         if zp is not None:
             ins.append(self.const(f"{name}:zero_point", zp))
@@ -140,7 +154,7 @@ class Builder:
         layer pre-packs W (deploy/ort/weight_holders.py `sole_models`): MobileNetV2's classifier
         as QGemm, one thread, 31 us a call pre-packed, 239 us packing at every call, 350 us
         in fp32 blocks."""
-        int8_data = self.scales is not None
+        int8_data = self.int8_data
         split = int(attrs.get("group", 1)) == 1 and not int8_data
         parts = self.blocks(layer, "W") if split else [None]
         ys = []
@@ -178,7 +192,7 @@ class Builder:
         (deploy/quant/bias_range.py); True where the input's scale is not known here."""
         from deploy.quant.bias_range import bias_fits, weight_scales
         src = layer.inputs[0] if layer.inputs else None
-        x_scale = self.scales.get(src) if self.scales is not None and src else None
+        x_scale = self.scales.get(src) if self.int8_data and src else None
         if x_scale is None:
             return True
         params = WeightParams.of(layer)

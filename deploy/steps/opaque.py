@@ -84,5 +84,5 @@ def _node(b, layer: Layer, raw: bytes, rename: dict, values: dict, h_axis: dict,
     b.nodes.append(node)
     for t in (t for t in node.output if t):
         point = inner_key(layer.name, t[len(PREFIX):])
-        if b.scales is not None and point in b.scales:
+        if b.int8_data and point in b.scales:
             rename[t[len(PREFIX):]] = storage.rounded(b, t, point)

@@ -54,6 +54,8 @@ class InPort:
     masked: bool = False                 # also takes `<name>_mask`: 0 marks padding rows
     counted: bool = False                # also takes `<name>_count`: 1 marks rows an
                                          # AveragePool with count_include_pad divides by
+    dtype: str | None = None             # its element type where not the step's own
+                                         # (a plan with a precision per layer)
 
     @property
     def stored_shape(self) -> list[int]:
@@ -115,7 +117,7 @@ def _point(b: Builder, layer: Layer, point: str, x: str) -> str:
     """`x` rounded at quantization point `point` of `layer` where the step's scales have one
     (csdf/onnx_qdq.py `inner_key`), else `x`."""
     name = inner_key(layer.name, point)
-    return storage.rounded(b, x, name) if b.scales is not None and name in b.scales else x
+    return storage.rounded(b, x, name) if b.int8_data and name in b.scales else x
 
 
 def layer_core(b: Builder, layer: Layer, xs: list[str], in_shapes: list, masks: list[str | None],
@@ -283,10 +285,12 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
     b = Builder(dtype, weights, scales)
     sources = list(dict.fromkeys(layer.inputs))
     elem = ONNX_TYPE[dtype]
+    b.stored.update({s: p.dtype for p, s in zip(inputs, sources) if p.dtype is not None})
     from deploy.steps import rowwise as parts_rowwise
     if parts_rowwise.applies(layer, inputs, outputs, part):   # 1x1 conv: no transposes
         port = inputs[0]
-        graph_inputs = [helper.make_tensor_value_info(port.name, elem, port.stored_shape),
+        graph_inputs = [helper.make_tensor_value_info(port.name, ONNX_TYPE[b.dtype_of(sources[0])],
+                                                      port.stored_shape),
                         helper.make_tensor_value_info(f"{port.name}_idx", TensorProto.INT32,
                                                       [port.rows])]
         return _finish(b, layer, graph_inputs, outputs, elem,
@@ -294,7 +298,9 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
     graph_inputs, xs, masks, in_shapes, counts = [], [], [], [], []
     premasked = False
     for port, source in zip(inputs, sources):
-        graph_inputs.append(helper.make_tensor_value_info(port.name, elem, port.stored_shape))
+        read = b.dtype_of(source)
+        graph_inputs.append(helper.make_tensor_value_info(port.name, ONNX_TYPE[read],
+                                                          port.stored_shape))
         x, mask = port.name, None
         if port.rows is not None:
             idx = f"{port.name}_idx"
@@ -302,7 +308,7 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
             x = b.node("Gather", [x, idx], axis=0)
             if port.masked:
                 mask = _row_vector(b, graph_inputs, f"{port.name}_mask", port.rows)
-                if not xs and dtype == "float32" and layer.op in WINDOW_OPS:
+                if not xs and read == "float32" and layer.op in WINDOW_OPS:
                     # masked on the gathered [rows, N, C, W]: one factor per contiguous row
                     # (measured on MobileNetV2's features_2_dw part of 8 rows: the Mul on
                     # the transposed [N, C, rows, W] window took 60 of 250 us)
@@ -310,7 +316,8 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
                         [port.rows, 1, 1, 1], np.int64))])
                     x = _apply_mask(b, layer.op, x, by_row)
                     premasked = True
-                elif not xs and b.scales is not None and layer.op in WINDOW_OPS:
+                elif not xs and b.scales is not None and read in ("uint8", "int8") \
+                        and layer.op in WINDOW_OPS:
                     # int8: padding rows set to the stored zero before the DequantizeLinear,
                     # so DequantizeLinear -> Conv -> QuantizeLinear stays whole (QLinearConv)
                     x = storage.masked_rows(b, x, f"{port.name}_mask", port.rows, source, layer.op)

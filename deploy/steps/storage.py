@@ -23,10 +23,11 @@ from deploy.steps.builder import ONNX_TYPE, Builder
 
 
 def load(b: Builder, x: str, layer: str) -> str:
-    """Stored tensor `x` (the output of `layer`) as fp32."""
-    if b.dtype == "float32":
+    """Stored tensor `x` (the output of `layer`, stored as `b.dtype_of(layer)`) as fp32."""
+    dtype = b.dtype_of(layer)
+    if dtype == "float32":
         return x
-    if b.dtype == "float16":
+    if dtype == "float16":
         return b.node("Cast", [x], to=TensorProto.FLOAT)
     s = _scale(b, layer)
     return b.node("DequantizeLinear", [x, _scale_const(b, layer, s), _zero_const(b, layer, s)])
@@ -34,17 +35,18 @@ def load(b: Builder, x: str, layer: str) -> str:
 
 def store(b: Builder, y: str, layer: str) -> str:
     """fp32 `y` (the output of `layer`) as it is stored."""
-    if b.dtype == "float32":
+    dtype = b.dtype_of(layer)
+    if dtype == "float32":
         return y
-    if b.dtype == "float16":
-        return b.node("Cast", [y], to=ONNX_TYPE[b.dtype])
+    if dtype == "float16":
+        return b.node("Cast", [y], to=ONNX_TYPE[dtype])
     s = _scale(b, layer)
     return b.node("QuantizeLinear", [y, _scale_const(b, layer, s), _zero_const(b, layer, s)])
 
 
 def rounded(b: Builder, y: str, layer: str) -> str:
     """fp32 `y` with the values its stored form holds (store, then load)."""
-    if b.dtype == "float32":
+    if b.dtype_of(layer) == "float32":
         return y
     return load(b, store(b, y, layer), layer)
 
@@ -56,8 +58,9 @@ def masked_rows(b: Builder, x: str, mask: str, rows: int, layer: str, op: str) -
     keep = b.node("Reshape", [b.node("Cast", [mask], to=TensorProto.BOOL),
                               b.const(b.tmp("shape"), np.array([rows, 1, 1, 1], np.int64))])
     s = _scale(b, layer)
-    fill = np.iinfo(b.dtype).min if op == "MaxPool" else s.zero_point
-    return b.node("Where", [keep, x, b.const(b.tmp("fill"), np.array(fill, np.dtype(b.dtype)))])
+    dtype = np.dtype(b.dtype_of(layer))
+    fill = np.iinfo(dtype).min if op == "MaxPool" else s.zero_point
+    return b.node("Where", [keep, x, b.const(b.tmp("fill"), np.array(fill, dtype))])
 
 
 def _scale(b: Builder, layer: str) -> TensorScale:
@@ -71,4 +74,4 @@ def _scale_const(b: Builder, layer: str, s: TensorScale) -> str:
 
 
 def _zero_const(b: Builder, layer: str, s: TensorScale) -> str:
-    return b.const(f"zero_point:{layer}", np.array(s.zero_point, np.dtype(b.dtype)))
+    return b.const(f"zero_point:{layer}", np.array(s.zero_point, np.dtype(b.dtype_of(layer))))

@@ -31,7 +31,8 @@ def cnn_lines(res, cnn: str, no_check: bool) -> list[str]:
         return out + [f"    vs fp32: unavailable: {dev.reason}"]
     for o in dev.outputs:
         agree = "" if o.argmax_agreement is None else f", argmax agreement {o.argmax_agreement:.1%}"
-        out.append(f"    vs fp32 ({dev.model}, {dev.frames} frame{'s' if dev.frames != 1 else ''}) {o.output}: SQNR {_db(o.sqnr_db)}, "
+        guess = "" if dev.estimate_db is None else f" (the plan's estimate {_db(dev.estimate_db)})"
+        out.append(f"    vs fp32 ({dev.model}, {dev.frames} frame{'s' if dev.frames != 1 else ''}) {o.output}: SQNR {_db(o.sqnr_db)}{guess}, "
                    f"cosine {o.cosine:.4f}{agree}, max |diff| {o.max_abs_diff:.3g}")
     return out
 

@@ -198,8 +198,13 @@ def derive(app: Application, phases: Phases, cache: RunCache | None = None,
     buffers = place(uses, app.pipelines, app.placement, cache)
     param, buf, total = memory_bytes(app, buffers, cache, layers)
     rt = runtime_costs(app, phases, workspace)
-    return Derived(phases, parts, uses, buffers, int(param), int(buf), int(total + rt.total),
-                   sizes, rt.workspace, rt.session, rt.outputs, layers)
+    ws = rt.workspace
+    if layers is not None:       # fp32 copies at precision boundaries, inside the steps
+        from explorer.memory.conversions import conversion_bytes
+        ws += conversion_bytes(app, phases, layers)
+    return Derived(phases, parts, uses, buffers, int(param), int(buf),
+                   int(total + rt.total - rt.workspace + ws), sizes, ws, rt.session, rt.outputs,
+                   layers)
 
 
 @dataclass

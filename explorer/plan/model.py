@@ -131,6 +131,10 @@ class Plan:
     # and measured: the network rounded as a deployment of those precisions rounds it
     # (deploy/checks/layer_reference.py) on the calibration frames, by ONNX Runtime
     sqnr_reference_db: dict[str, float] = field(default_factory=dict)
+    # the frames and calibration method both were measured with (memtrade/sensitivity.py
+    # `frames_record`: "frames" a path or "generated", "sha256", "method"), which a deployment
+    # must calibrate its int8 scales with for the figures to hold
+    sqnr_frames: dict[str, str] = field(default_factory=dict)
 
     def placed(self) -> bool:
         """Every buffer has an arena offset (an offset planner's plan)."""
@@ -161,7 +165,8 @@ class Plan:
              "sqnr_estimate_db": {c: (v if math.isfinite(v) else None)
                                   for c, v in self.sqnr_estimate_db.items()},
              "sqnr_reference_db": {c: (v if math.isfinite(v) else None)
-                                   for c, v in self.sqnr_reference_db.items()}}
+                                   for c, v in self.sqnr_reference_db.items()},
+             **({"sqnr_frames": dict(self.sqnr_frames)} if self.sqnr_frames else {})}
             if self.layer_precisions else {})
 
 

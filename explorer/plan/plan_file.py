@@ -48,7 +48,14 @@ def from_dict(data: Any, where: str = "plan.json") -> Plan:
         "tilings": _tilings(data.get("tilings") or {}, fail),
         "layer_precisions": _layer_precisions(data.get("layer_precisions") or {}, fail),
         "sqnr_estimate_db": _decibels("sqnr_estimate_db", data.get("sqnr_estimate_db") or {}, fail),
-        "sqnr_reference_db": _decibels("sqnr_reference_db", data.get("sqnr_reference_db") or {}, fail)})
+        "sqnr_reference_db": _decibels("sqnr_reference_db", data.get("sqnr_reference_db") or {}, fail),
+        "sqnr_frames": _strings("sqnr_frames", data.get("sqnr_frames") or {}, fail)})
+
+
+def _strings(key: str, raw: Any, fail) -> dict[str, str]:
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        fail(f"key '{key}': expected an object of strings")
+    return {str(k): v for k, v in raw.items()}
 
 
 def _decibels(key: str, raw: Any, fail) -> dict[str, float]:

@@ -100,6 +100,22 @@ def test_search_plans_meet_the_floor_at_the_memory_of_their_precisions(tiny, mon
         shown = dict(re.findall(r'data-layer="c\.([^"]+)" data-precision="([^"]+)"', strip))
         assert shown == {l: layers.name("c", l) for l in shown} and len(shown) == 5
 
+    # deployed with the frames explore had: the run on them measures the plan's reference
+    # SQNR (the deployment computes its per-layer reference) and PASSes; other frames are said
+    frames = root / "frames.npy"
+    assert plan.sqnr_frames["frames"] == str(frames.resolve()) and plan.sqnr_frames["method"] == "minmax"
+    said: list[str] = []
+    memtrade.deploy(found, root / "dep", calibration=frames, warn=said.append)
+    assert not [line for line in said if "calibration" in line or "scales" in line], said
+    got = memtrade.run(root / "dep", inputs={"c": list(np.load(frames)[:, None])}, threads=1)
+    assert got.verdicts["c"].verdict == "PASS"
+    vs = got.vs_fp32["c"]
+    assert math.isclose(vs.outputs[0].sqnr_db, plan.sqnr_reference_db["c"], abs_tol=1e-3)
+    assert vs.estimate_db == pytest.approx(plan.sqnr_estimate_db["c"])
+    memtrade.deploy(found, root / "dep2", warn=said.append)       # generated scales
+    assert any("were measured with int8 scales from" in line and "generated frames" in line
+               for line in said), said
+
 
 def test_min_sqnr_needs_precision_auto(tiny):
     _, app = tiny
