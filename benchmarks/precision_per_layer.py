@@ -225,7 +225,8 @@ def case(name: str, args: argparse.Namespace) -> None:
     data = json.loads(out)
     emit("run", exit=rc, frames=data["frames"], arena_bytes=data["arena_bytes"],
          plan_buffer_bytes=data.get("plan_buffer_bytes"), plan_memory_bytes=data.get("plan_memory_bytes"),
-         footprint_bytes=data.get("footprint_bytes"), verdict=data.get("verdict"))
+         footprint_bytes=data.get("footprint_bytes"), breakdown=data.get("breakdown"),
+         runtime_init_bytes=data.get("runtime_init_bytes"), verdict=data.get("verdict"))
     rc, out, line = explorer_line(["run", str(dep), "--input", str(judge_path), "--json",
                                    "--output", str(work / "held_out_out.npz")])
     if rc not in (0, 4):
