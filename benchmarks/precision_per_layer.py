@@ -38,6 +38,7 @@ Per case:
     python benchmarks/precision_per_layer.py [--cases detector mobilenet_v2 resnet50]
         [--size 640] [--calib 16] [--held-out 8] [--time-limit 60] [--min-sqnr 20]
         [--methods minmax entropy percentile] [--cache DIR] [--quick]
+    python benchmarks/precision_per_layer.py --summary RUN.jsonl     # markdown tables
 
 `--quick`: detector at 320, 4 calibration frames, 4 held-out ones, minmax only, 30 s searches,
 for debugging.
@@ -239,6 +240,57 @@ def case(name: str, args: argparse.Namespace) -> None:
          **{score_name: score(got, fp32["held_out"])})
 
 
+def summary(lines: list[dict]) -> str:
+    """Markdown tables of one case's JSON lines: the all-int8 references per method, the auto
+    plan, the deployment."""
+    by = {}
+    for row in lines:
+        by.setdefault(row["part"], []).append(row)
+    if "auto_plan" not in by:
+        return "(incomplete: no auto plan yet)"
+    score = next(k.removeprefix("held_out_") for k in by["auto_plan"][0] if k.startswith("held_out_")
+                 and k != "held_out_sqnr_db")
+    int8 = by["int8_plan"][0]
+    out = [f"all-int8 plan: {int8['memory_bytes']:,} B (params {int8['param_bytes']:,} + buffers "
+           f"{int8['buffer_bytes']:,})", "",
+           f"| all-int8 reference, method | SQNR calibration frames dB | SQNR held-out dB | held-out {score} |",
+           "| --- | ---: | ---: | ---: |"]
+    out += [f"| {r['method']} | {r['calib_sqnr_db']:.1f} | {r['held_out_sqnr_db']:.1f} | "
+            f"{r[f'held_out_{score}']:.3f} |" for r in by["int8_reference"]]
+    a = by["auto_plan"][0]
+    out += ["", "| auto plan | value |", "| --- | --- |",
+            f"| method | {a['method']} ({by['method'][0]['rule']}) |",
+            f"| memory | {a['memory_bytes']:,} B (params {a['param_bytes']:,} + buffers "
+            f"{a['buffer_bytes']:,}), {a['over_int8']:.3f} x all-int8 |",
+            "| layers int8 / fp16 / fp32 | " + " / ".join(str(a["layers"][p]) for p in ("int8", "fp16", "fp32")) + " |",
+            f"| SQNR estimate / reference on calibration frames | {a['estimate_db']:.1f} / "
+            f"{a['calib_reference_db']:.1f} dB (repair margin {a['margin_db']:.1f} dB) |",
+            f"| reference on held-out frames | {a['held_out_sqnr_db']:.1f} dB, {score} {a[f'held_out_{score}']:.3f} |",
+            f"| explore seconds (table included when measured) | {a['seconds']} |"]
+    dep = by.get("deploy", [{}])[0]
+    if dep.get("refused"):
+        out += [f"| deploy | refused (exit {dep['exit']}): {dep['line']} |"]
+    for r in by.get("run", []):
+        if r.get("failed"):
+            out += [f"| run | failed (exit {r['exit']}): {r['line']} |"]
+            continue
+        limit = 1.10 * r["plan_memory_bytes"] + 4 * 2 ** 20
+        verdict = next(iter(r["verdict"].values()))
+        out += [f"| run --frames 8: arena / plan buffers | {r['arena_bytes']:,} / {r['plan_buffer_bytes']:,} B |",
+                f"| footprint / (1.10 x plan + 4 MiB) | {r['footprint_bytes']:,} / {limit:,.0f} B = "
+                f"{r['footprint_bytes'] / limit:.2f} (breakdown {r['breakdown']}) |",
+                f"| verdict | {verdict['verdict']} (max abs diff {verdict['max_abs_diff']}) |"]
+    for r in by.get("run_held_out", []):
+        if r.get("failed"):
+            out += [f"| run --input held-out | failed (exit {r['exit']}): {r['line']} |"]
+            continue
+        dev = next(iter(r["vs_fp32"].values()))["outputs"][0]
+        verdict = next(iter(r["verdict"].values()))["verdict"]
+        out += [f"| run --input held-out: vs_fp32 SQNR, {score} of its outputs, verdict | "
+                f"{dev['sqnr_db']:.1f} dB, {r[score]:.3f}, {verdict} |"]
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
@@ -250,8 +302,14 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--cache", type=Path, help="the sensitivity cache's folder (default: a new one)")
     ap.add_argument("--quick", action="store_true", help="320, 4 + 4 frames, minmax, 30 s searches")
+    ap.add_argument("--summary", type=Path, help="print markdown tables of a run's JSON lines")
     ap.add_argument("--case", choices=CASES, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.summary:
+        rows = [json.loads(l) for l in args.summary.read_text().splitlines() if l.startswith("{")]
+        for name in dict.fromkeys(r["case"] for r in rows):
+            print(f"### {name}\n\n" + summary([r for r in rows if r["case"] == name]) + "\n")
+        return
     if args.quick:
         args.size, args.calib, args.held_out, args.methods, args.time_limit = 320, 4, 4, ["minmax"], 30.0
     if args.case:
