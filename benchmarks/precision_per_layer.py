@@ -201,7 +201,8 @@ def case(name: str, args: argparse.Namespace) -> None:
     plan = found.plan
     cnn = auto_app.cnns[name]
     layers = LayerPrecisions.of(plan.layer_precisions)
-    counts = {p: sum(1 for l in cnn.order() if layers.name(name, l) == p) for p in ("int8", "fp16", "fp32")}
+    chosen_of = plan.layer_precisions[name]
+    counts = {p: sum(1 for l in chosen_of.values() if l == p) for p in ("int8", "fp16", "fp32")}
     held = held_out(auto_app, layers, calib_path, judge_frames, chosen, score, fp32, "held_out")
     emit("auto_plan", method=chosen, memory_bytes=plan.memory_bytes, param_bytes=plan.param_bytes,
          buffer_bytes=plan.buffer_bytes, over_int8=plan.memory_bytes / int8_plan.memory_bytes,
