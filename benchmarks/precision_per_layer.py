@@ -199,7 +199,6 @@ def case(name: str, args: argparse.Namespace) -> None:
     found = memtrade.explore(auto_app, time_limit=args.time_limit, calibration=calib_path,
                              calibration_method=chosen)
     plan = found.plan
-    cnn = auto_app.cnns[name]
     layers = LayerPrecisions.of(plan.layer_precisions)
     chosen_of = plan.layer_precisions[name]
     counts = {p: sum(1 for l in chosen_of.values() if l == p) for p in ("int8", "fp16", "fp32")}
