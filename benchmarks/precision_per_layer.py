@@ -183,7 +183,7 @@ def case(name: str, args: argparse.Namespace) -> None:
     calib_frames, judge_frames = list(calib.astype(np.float32)), list(judge.astype(np.float32))
     fp32 = {}
     on_calib = {}
-    for method in args.methods:
+    for method in [] if args.auto_method else args.methods:
         started = time.perf_counter()
         mine = held_out(auto_app, int8, calib_path, calib_frames, method, score, fp32, "calib")
         held = held_out(auto_app, int8, calib_path, judge_frames, method, score, fp32, "held_out",
@@ -192,8 +192,12 @@ def case(name: str, args: argparse.Namespace) -> None:
         emit("int8_reference", method=method, calib_sqnr_db=mine["sqnr_db"],
              held_out_sqnr_db=held["sqnr_db"], **{f"held_out_{score_name}": held["score"]},
              seconds=round(time.perf_counter() - started, 1))
-    chosen = max(args.methods, key=lambda m: (on_calib[m], m == "minmax"))
-    emit("method", chosen=chosen, rule="highest all-int8 reference SQNR on the calibration frames")
+    if args.auto_method:
+        chosen, rule = args.auto_method, "given (--auto-method)"
+    else:
+        chosen = max(args.methods, key=lambda m: (on_calib[m], m == "minmax"))
+        rule = "highest all-int8 reference SQNR on the calibration frames"
+    emit("method", chosen=chosen, rule=rule)
 
     started = time.perf_counter()
     found = memtrade.explore(auto_app, time_limit=args.time_limit, calibration=calib_path,
@@ -300,6 +304,8 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--min-sqnr", type=float, default=20.0)
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--auto-method", choices=METHODS,
+                    help="the auto plan's method, without the all-int8 references (--methods ignored)")
     ap.add_argument("--cache", type=Path, help="the sensitivity cache's folder (default: a new one)")
     ap.add_argument("--quick", action="store_true", help="320, 4 + 4 frames, minmax, 30 s searches")
     ap.add_argument("--summary", type=Path, help="print markdown tables of a run's JSON lines")
@@ -322,6 +328,8 @@ def main() -> None:
                  "--min-sqnr", str(args.min_sqnr), "--methods", *args.methods]
     if args.held_out:
         forwarded += ["--held-out", str(args.held_out)]
+    if args.auto_method:
+        forwarded += ["--auto-method", args.auto_method]
     for name in args.cases:
         started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         print(json.dumps({"case": name, "part": "start", "utc": started,
