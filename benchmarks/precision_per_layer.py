@@ -260,7 +260,7 @@ def summary(lines: list[dict]) -> str:
            f"| all-int8 reference, method | SQNR calibration frames dB | SQNR held-out dB | held-out {score} |",
            "| --- | ---: | ---: | ---: |"]
     out += [f"| {r['method']} | {r['calib_sqnr_db']:.1f} | {r['held_out_sqnr_db']:.1f} | "
-            f"{r[f'held_out_{score}']:.3f} |" for r in by["int8_reference"]]
+            f"{r[f'held_out_{score}']:.3f} |" for r in by.get("int8_reference", [])]
     a = by["auto_plan"][0]
     out += ["", "| auto plan | value |", "| --- | --- |",
             f"| method | {a['method']} ({by['method'][0]['rule']}) |",
