@@ -176,7 +176,8 @@ def run(deployment: str | Path, frames: int = 20, seed: int = 0, threads: int = 
         compared = given if given is not None else {
             n: [s[f] for f in range(min(CHECKED, len(s)))]
             for n, s in frames_for(manifest, max(frames, len(cnns)), seed).items()}
-        verdicts = verdict.for_run(path, data["max_abs_diff"], data["max_abs_output"], compared, threads)
+        verdicts = verdict.for_run(path, data["max_abs_diff"], data["max_abs_output"], compared, threads,
+                                   rms=data.get("rms_diff"))
         data["verdict"] = {n: {**v.to_dict(), **({"reference": data["references"][n]}
                                                   if (data.get("references") or {}).get(n) else {})}
                            for n, v in verdicts.items()}

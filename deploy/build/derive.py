@@ -103,7 +103,7 @@ def derive(plan: Plan | dict[str, Any], cnns: dict[str, CNN], out_dir: str | Pat
         from deploy.build.layer_storage import LayerStorage
         layers = LayerStorage.of(LayerPrecisions.of(plan.layer_precisions), cnns, scales,
                                  chosen.stored_weights)
-        regions = chains = False   # one step per firing, each at its layer's precision
+        chains = False             # chain steps are int8's
         dtype = scales.dtype if scales is not None else dtype     # an arena of bytes
     elif dtype == "uint8":
         if scales is None:
@@ -245,7 +245,7 @@ def _partition_steps(plan: Plan, part: PlanPartition, cnn: CNN, ph: dict[str, in
     for item in items:
         if isinstance(item, list):            # a band: one region step
             steps.append(band_step(cnn, item, edges, dtype, out, models, region_keys, safe_name,
-                                   weights, scales))
+                                   weights, scales, layers))
             for f in item:
                 seen[f.layer] = seen.get(f.layer, 0) + 1
             continue

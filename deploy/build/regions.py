@@ -335,12 +335,13 @@ def _joined(cnn: CNN, a: Firing, b: Firing, edges: dict[str, StoredEdge]) -> Fir
 
 def band_step(cnn: CNN, band: list[Firing], edges: dict[str, StoredEdge], dtype: str, out: Path,
               models: dict[str, StepModel], keys: dict, safe: Callable[[str], str],
-              weights: str = "float32", scales: dict | None = None) -> Step:
+              weights: str = "float32", scales: dict | None = None, layers=None) -> Step:
     """The manifest step of a band: its model (one per distinct band shape, `keys`) and its
     bindings (rings gathered, slot indices, ring slots and CNN output rows written). Its
     `region` lists every plan firing it computes, (layer, phase), in the plan's order;
     `weights`: the parameters' storage type (deploy/quant/stored.py WEIGHT_TYPES); `scales`:
-    an int8 band's scales by layer."""
+    an int8 band's scales by layer; `layers`: each layer's types of a plan with a precision
+    per layer (deploy/build/layer_storage.py)."""
     band = merge(cnn, band, edges)
     split, ports = pieces(band, edges)
     shape = (cnn.name, key(band, split))
@@ -348,7 +349,10 @@ def band_step(cnn: CNN, band: list[Firing], edges: dict[str, StoredEdge], dtype:
     if rel is None:
         rel = f"models/{safe(cnn.name)}/{safe(band[0].layer)}.region{len(keys)}.onnx"
         keys[shape] = rel
-        model = region_model(cnn, band, split, edges, dtype, weights_of(weights, cnn), scales)
+        own = None if layers is None else (
+            layers.tensors[cnn.name],
+            {l: weights_of(k, cnn) for l, k in layers.weights[cnn.name].items()})
+        model = region_model(cnn, band, split, edges, dtype, weights_of(weights, cnn), scales, own)
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         onnx.save(model, str(out / rel))
         models[rel] = StepModel(cnn.name, band[0].layer, "region",

@@ -264,6 +264,10 @@ def _buffers(plan: Plan, cnns, parts, firings, edges, tilings, inner, fail) -> N
         from explorer.tiling.fused import stretch_groups
         uses = stretch_groups(uses, app, firings, tilings)
     uses = [replace(u, size=sizes.get(u.name, u.size)) for u in uses]
+    if plan.layer_precisions:      # sizes in bytes, each tensor at its producer's width
+        from explorer.app.layer_precision import LayerPrecisions
+        from explorer.memory.layer_bytes import in_bytes
+        uses = in_bytes(app, uses, LayerPrecisions.of(plan.layer_precisions))
     uses, stored_in = _tensors(uses, edges, fail)
     placed = plan.placed()
     for k, b in enumerate(buffers if placed else []):

@@ -4,18 +4,16 @@ views of the arena with I/O binding, so a step is one `run_with_iobinding` and n
 Session choices (docs/run.md): one session per step model file, shared by every phase
 that uses it; weights shared across a layer's variants through `add_initializer` (one copy
 per layer); graph optimisations on (ORT_ENABLE_ALL); the CPU memory arena and memory
-patterns on, so the few intermediates a step has inside ORT (a gathered window, a
-transpose, NCHWc reorders) are reused across runs, in one CPU arena shared by every step
-session (deploy/ort/process.py). ONNX Runtime reports no arena statistics, so that arena is not in
-`scratch_bytes`; the peak RSS that `explore run` reports includes it.
+patterns on, so the few intermediates a step has inside ORT (a gathered window, a transpose,
+NCHWc reorders) are reused across runs, in one CPU arena shared by every step session
+(deploy/ort/process.py), not in `scratch_bytes` (ONNX Runtime reports no arena statistics) but
+in the peak RSS `explore run` reports.
 
-Layout (`layout="auto"`): ORT_ENABLE_ALL rewrites a Conv or pool into ONNX Runtime's blocked
-NCHWc kernels with a reorder in and a reorder out. In one whole-graph session the reorders
-happen once; in a step session they happen at every step, and for a 1x1 conv on a large
-map they cost more than the blocked kernel saves (measured on MobileNetV2: features_2_expand
-0.99 ms NCHWc vs 0.65 ms plain; features_2_dw 0.92 vs 1.25). "auto" builds the step both
-ways on its bound arena views, times both and keeps the faster; "nchwc" and "nchw" force one.
-Either way the step is the same ONNX model reading and writing the same arena regions.
+Layout (`layout="auto"`): ORT_ENABLE_ALL rewrites a Conv or pool into blocked NCHWc kernels
+with a reorder in and out, once in a whole-graph session but at every step in a step session,
+where a 1x1 conv on a large map loses more to them than it gains (MobileNetV2: features_2_expand
+0.99 ms NCHWc vs 0.65 ms plain; features_2_dw 0.92 vs 1.25). "auto" times both on the step's
+arena views and keeps the faster; "nchwc" and "nchw" force one; the same model either way.
 """
 from __future__ import annotations
 
@@ -98,14 +96,10 @@ class OrtBackend:
         edges held in ONNX Runtime's NCHWc layout (deploy/ort/blocked.py; an int8 deployment's
         edges channels-last, deploy/ort/channels_last.py); the other steps then run as with
         "auto". The models that hold a layer's weights run in one form, and an int8 model
-        that alone holds its layers' weights pre-packs them (deploy/ort/weight_holders.py).
-        A deployment with a precision per layer keeps every edge as the manifest lays it out
-        (layout "nchwc")."""
+        that alone holds its layers' weights pre-packs them (deploy/ort/weight_holders.py)."""
         root = Path(root)
         if manifest.per_layer and self.layout in ("auto", "blocked"):
-            # tensors of several element types: every edge as the manifest lays it out, each
-            # step free to run ONNX Runtime's NCHWc kernels inside itself
-            self.layout = "nchwc"
+            self.layout = "nchwc"     # edges of several types: each as the manifest lays it out
         if self.dtype.itemsize == 1 and not manifest.per_layer:
             self.prepacked = sole_models(manifest, root)
         if any(s.primitive for _, _, s in manifest.steps()):

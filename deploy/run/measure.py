@@ -159,6 +159,7 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
             frame_cpu_ms[name] = float(np.median([c for _, c in per_frame])) * 1e3
     diff: dict[str, float | None] = {}
     magnitude: dict[str, float | None] = {}   # largest |reference output|: the diff's scale
+    rms: dict[str, float] = {}                 # root mean square difference (per-layer verdicts)
     if check:
         progress("comparing the outputs with the reference's")
         for name, stream in routed.items():
@@ -171,13 +172,16 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
             sess = reference.session(Path(deploy_dir) / ref_path, threads, manifest.dtype,
                                      registry.backend(manifest.backend)
                                      .stored_weights(manifest.precision))
-            worst, size = 0.0, 0.0
+            worst, size, power, count = 0.0, 0.0, 0.0, 0
             for frame, got in zip(stream, outputs[name]):
                 want = reference.run(sess, frame)
                 for g, w in zip(got, want):
-                    worst = max(worst, float(np.max(np.abs(g - w.reshape(g.shape)))))
+                    d = np.abs(g - w.reshape(g.shape), dtype=np.float64)
+                    worst = max(worst, float(np.max(d)))
+                    power, count = power + float(np.sum(d * d)), count + d.size
                     size = max(size, float(np.max(np.abs(w))))
             diff[name], magnitude[name] = worst, size
+            rms[name] = (power / count) ** 0.5 if count else 0.0
     deviation: dict[str, vs_fp32.VsFp32] = {}     # reduced precision: the cost of it
     if manifest.dtype != "float32":
         unchecked = vs_fp32.VsFp32(reason="not compared (--no-check keeps no outputs)")
@@ -187,6 +191,7 @@ def _measure(deploy_dir: str | Path, frames: int, seed: int, backend: str | None
     helper = getattr(be, "helper_peak_rss_bytes", 0)     # a child process that optimised the models
     result = {"fps": fps, "arena_bytes": arena_bytes,
               "param_bytes": be.param_bytes(), "max_abs_diff": diff, "max_abs_output": magnitude,
+              **({"rms_diff": rms} if rms and manifest.per_layer else {}),
               "calls_per_frame": {k: int(v) if float(v).is_integer() else v for k, v in calls.items()},
               "scratch_bytes": scratch,
               "frame_ms_median": frame_ms, "frame_cpu_ms_median": frame_cpu_ms,

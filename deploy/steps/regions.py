@@ -152,18 +152,27 @@ def key(band: list[Firing], split: list[list[Piece]]) -> tuple:
 
 def region_model(cnn: CNN, band: list[Firing], split: list[list[Piece]],
                  edges: dict, dtype: str, weights: Weights = FP32,
-                 scales: Mapping[str, TensorScale] | None = None) -> onnx.ModelProto:
+                 scales: Mapping[str, TensorScale] | None = None,
+                 per_layer: tuple[Mapping[str, str], Mapping[str, Weights]] | None = None
+                 ) -> onnx.ModelProto:
     """The band's model (`split`: pieces(band, edges)[0]; `edges`: the manifest's edges;
     `weights`: how parameters are stored, deploy/quant/stored.py; `scales`: an int8 band's
     scales by layer, deploy/steps/storage.py). Rows one firing hands to the next inside the
-    band carry their stored values (`results`: each firing's output as stored, NCHW)."""
+    band carry their stored values (`results`: each firing's output as stored, NCHW).
+    `per_layer`: (each layer's output type, each layer's weights) of a plan with a precision
+    per layer; each firing then stores and holds its weights at its own layer's."""
     b = Builder(dtype, weights, scales)
     elem = ONNX_TYPE[dtype]
+    if per_layer is not None:
+        b.stored.update(per_layer[0])
     inputs, outputs, results = [], [], []
     declared: set[str] = set()
     n_out = n_sink = 0
     for f, ps in zip(band, split):
         layer = cnn.layer(f.layer)
+        if per_layer is not None:
+            b.dtype, b.weights = per_layer[0][f.layer], per_layer[1][f.layer]
+            elem = ONNX_TYPE[b.dtype]
         xs, shapes = [], []
         for r, p in zip(f.reads, ps):
             n, c, h, w = (int(v) for v in cnn.edge_shape(r.src, f.layer))
@@ -172,7 +181,8 @@ def region_model(cnn: CNN, band: list[Firing], split: list[list[Piece]],
                 e = edges[r.copies[0]]
                 if p.port not in declared:
                     declared.add(p.port)
-                    inputs.append(helper.make_tensor_value_info(p.port, elem, e.stored_shape))
+                    inputs.append(helper.make_tensor_value_info(
+                        p.port, ONNX_TYPE[e.dtype] if e.dtype else elem, e.stored_shape))
                 if p.whole:
                     x = p.port
                     if e.layout != "nchw":

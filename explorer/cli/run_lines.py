@@ -51,8 +51,11 @@ def run_lines(res, no_check: bool) -> list[str]:
         diff = res.max_abs_diff.get(cnn)
         diff_s = ("not checked (--no-check)" if no_check else
                   "n/a (no reference model)" if diff is None else f"{diff:.3g}")
+        if v is not None and v.statistic == "rms" and v.tolerance is not None:
+            diff_s += f", rms |diff| {v.max_abs_diff:.3g}"
         if v is not None and v.tolerance is not None:
-            diff_s += (f" on outputs up to {v.max_abs_output:.3g} (tolerance {v.tolerance:.3g}, "
+            diff_s += (f" on outputs up to {v.max_abs_output:.3g} ({'rms ' if v.statistic else ''}"
+                       f"tolerance {v.tolerance:.3g}, "
                        f"{v.reference_dtype} reference"
                        + (", the model is stored in fp16" if v.stored_dtype else "")
                        + f"): {v.verdict}")

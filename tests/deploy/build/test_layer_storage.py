@@ -89,11 +89,14 @@ def test_each_layer_at_its_precision_computes_the_per_layer_reference(app, tmp_p
         src = EdgeId.parse(name).src
         n, c, _, w = e.shape
         assert e.dtype == want[src] and e.row_bytes == n * c * w * np.dtype(want[src]).itemsize
-    for rel, m in manifest.models.items():           # each step's weights at its layer's precision
-        if m.layer in ("a", "b", "c"):
-            held = {numpy_helper.to_array(t).dtype for t in onnx.load(str(tmp_path / "dep" / rel)).graph.initializer
-                    if len(t.dims) == 4}
-            assert held == {np.dtype(WEIGHT[mix[m.layer]])}, (rel, held)
+    held = {}                    # each layer's weights at its precision, in every model
+    for rel in manifest.models:      # (a region step's model holds several layers')
+        for t in onnx.load(str(tmp_path / "dep" / rel)).graph.initializer:
+            if len(t.dims) == 4:        # "param:onnx:wa": conv a's W (ONNX tensor wa)
+                layer = t.name.split(":")[2][1:]
+                held.setdefault(layer, set()).add(numpy_helper.to_array(t).dtype)
+    assert held == {l: {np.dtype(WEIGHT[mix[l]])} for l in ("a", "b", "c")}, held
+    assert any(s.region for _, _, s in manifest.steps()) == parts     # by parts: region steps
 
     ex = Executor(manifest, tmp_path / "dep", OrtBackend(manifest.dtype, threads=1))
     sess = reference.session(tmp_path / "dep" / manifest.cnns["n"].reference, 1)
@@ -140,3 +143,20 @@ def test_a_backend_without_per_layer_precision_refuses_the_plan(app, tmp_path):
     plan, _ = _deploy(app, MIXES[0][0], False, tmp_path / "dep")
     with pytest.raises(InputError, match="precision per layer.*--backend onnxruntime"):
         check_backend(plan, "tensorrt")
+
+
+def test_two_step_models_swapped_fail_on_the_rms_verdict(app, tmp_path, capsys):
+    """a and b (both int8, equal ports, other weights) exchanged: a silent error the
+    verdict's root mean square difference finds (deploy/run/verdict.py)."""
+    from test_verdict import swap_models
+    out = tmp_path / "dep"
+    _deploy(app, MIXES[2][0], False, out)
+    code, res = run_json(capsys, out)
+    v = res["verdict"]["n"]
+    assert code == 0 and v["verdict"] == "PASS" and v["statistic"] == "rms", v
+    step = app[1].of("n", "c").scale if MIXES[2][0]["c"] == "int8" else None
+    floor = 2e-4 * v["max_abs_output"] if step is None else 6 * step
+    assert v["tolerance"] == pytest.approx(max(floor, 2 * v["rounding"]))
+    swap_models(out, "a", "b")
+    code, res = run_json(capsys, out)
+    assert code == 4 and res["verdict"]["n"]["verdict"] == "FAIL", res["verdict"]
