@@ -101,25 +101,46 @@ def main() -> None:
     out["auto_over_int8"] = out["auto"]["memory_bytes"] / out["int8"]["memory_bytes"]
     judge = [f for f in int8_accuracy.render(args.judge, seed=2).astype(np.float32)]
     for label, layers in (("auto", LayerPrecisions.of(plan.layer_precisions)), ("all_int8", int8)):
-        out[label]["held_out"] = held_out(auto_app, layers, calib, judge)
+        found = held_out(auto_app, layers, calib, judge)
+        out[label]["held_out"] = {"frames": found["frames"], "sqnr_db": found["sqnr_db"],
+                                  "iou": found["score"]}
     print(json.dumps(out, indent=1))
 
 
-def held_out(app, layers, calib, frames) -> dict:
-    """SQNR and text-map IoU of the reference of `layers` against fp32 on `frames`."""
-    from deploy.checks.layer_reference import layer_reference
-    from deploy.checks.sensitivity import outputs, sqnr_db
-    from deploy.quant import calibration as calibrate
-    from memtrade.sensitivity import input_shape, outputs_of_source
-    cnn = app.cnns["det"]
-    calib_frames, _ = calibrate.frames(calib, input_shape(cnn))
-    scales = calibrate.activation_scales(cnn.source, cnn, calib_frames, "det")
-    got = outputs(layer_reference(cnn.source, cnn, "det", layers, scales), frames)
-    want = outputs_of_source(cnn, frames)
+def text_iou(got, want) -> float:
+    """Text-map IoU of the first outputs `got` against `want` (per frame): pixels with
+    probability > 0.3 in both over those in either, all frames together."""
     a = np.concatenate([g[0].ravel() for g in got]) > 0.3
     b = np.concatenate([w[0].ravel() for w in want]) > 0.3
-    return {"frames": len(frames), "sqnr_db": sqnr_db(got, want),
-            "iou": float((a & b).sum() / max(1, (a | b).sum()))}
+    return float((a & b).sum() / max(1, (a | b).sum()))
+
+
+def int8_scales(app, calib, method=None):
+    """The int8 scales of the app's one CNN, calibrated by `method` on the frames in `calib`."""
+    from deploy.quant import calibration as calibrate
+    from memtrade.sensitivity import input_shape
+    (name, cnn), = app.cnns.items()
+    calib_frames, _ = calibrate.frames(calib, input_shape(cnn))
+    return calibrate.activation_scales(cnn.source, cnn, calib_frames, name, method=method)
+
+
+def held_out(app, layers, calib, frames, method=None, score=text_iou, fp32=None, key=None,
+             scales=None) -> dict:
+    """SQNR against fp32 and `score(got, fp32)` of the reference of `layers` on `frames`, for
+    the app's one CNN, int8 scales `scales` or by `method` on the frames in `calib`; `fp32`,
+    a dict, keeps the fp32 outputs under `key` for the next call with that key."""
+    from deploy.checks.layer_reference import layer_reference
+    from deploy.checks.sensitivity import outputs, sqnr_db
+    from memtrade.sensitivity import outputs_of_source
+    (name, cnn), = app.cnns.items()
+    scales = scales or int8_scales(app, calib, method)
+    got = outputs(layer_reference(cnn.source, cnn, name, layers, scales), frames)
+    fp32 = {} if fp32 is None else fp32
+    if key not in fp32:
+        fp32[key] = outputs_of_source(cnn, frames)
+    want = fp32[key]
+    return {"frames": len(frames), "sqnr_db": sqnr_db(got, want), "score": score(got, want),
+            "scales": scales}
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def reference_sqnr(app, plan, calibration: str | Path | None = None,
     for name, cnn in app.cnns.items():
         frames, _ = calib.frames(None if calibration is None else Path(calibration), input_shape(cnn))
         int8 = any(layers.tensor(cnn, name, l).name == "int8" for l in cnn.order())
-        scales = calib.activation_scales(cnn.source, cnn, frames, name, method) if int8 else None
+        scales = calib.activation_scales(cnn.source, cnn, frames, name, method=method) if int8 else None
         reference = layer_reference(cnn.source, cnn, name, layers, scales)
         out[name] = sqnr_db(outputs(reference, frames), outputs_of_source(cnn, frames))
     return out

@@ -165,3 +165,23 @@ def test_fps_at_one_precision_everywhere_is_that_precisions(tiny, name):
     ev = evaluator_for(app, None)
     mix = ev.fps(phases, LayerPrecisions.of({"c": {"conv1": "int8", "conv2": "fp16"}}))["c"]
     assert ev.fps(phases, uniform(app.cnns, "fp32"))["c"] <= mix <= ev.fps(phases, uniform(app.cnns, "int8"))["c"]
+
+
+@pytest.mark.parametrize("method", ["minmax", "percentile"])
+def test_reference_sqnr_calibrates_by_the_method_given(tiny, monkeypatch, method):
+    """memtrade.sensitivity.reference_sqnr's int8 scales come from the calibration method it
+    is given, the one the sensitivity table was measured with."""
+    import memtrade.sensitivity as ms
+    from deploy.quant import calibration
+    from explorer.app.layer_precision import uniform
+    root, app = tiny
+    real, asked = calibration.activation_scales, []
+
+    def spy(*args, **kw):
+        asked.append((args[4:], kw))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(calibration, "activation_scales", spy)
+    plan = type("P", (), {"layer_precisions": uniform(app.cnns, "int8").by_cnn()})
+    ms.reference_sqnr(app, plan, root / "frames.npy", method)
+    assert asked == [((), {"method": method})]
