@@ -291,6 +291,28 @@ def joins_block(path: Path, h: int = 11) -> Path:
     return n.save(path, [("input", [1, 3, h, 9])], [("output", [1, 4, (h + 1) // 2, 5])])
 
 
+def branches_block(path: Path, height: int = 8, c_kernel: int = 1) -> Path:
+    """input x [1, 3, height, 8] read by two 3x3 convs (a: 4 channels with a bias, b: 4 without),
+    their Add s, then conv c (6 channels, c_kernel x c_kernel, stride 2, 'same' pads): the
+    input has two readers, a and b one each; weights named wa, ba, wb, wc."""
+    rng = np.random.default_rng(0)
+    w = lambda n, s: nh.from_array(rng.standard_normal(s).astype(np.float32), n)  # noqa: E731
+    k = c_kernel
+    nodes = [h.make_node("Conv", ["x", "wa", "ba"], ["a"], name="a", pads=[1, 1, 1, 1]),
+             h.make_node("Conv", ["x", "wb"], ["b"], name="b", pads=[1, 1, 1, 1]),
+             h.make_node("Add", ["a", "b"], ["s"], name="s"),
+             h.make_node("Conv", ["s", "wc"], ["y"], name="c", strides=[2, 2], kernel_shape=[k, k],
+                          pads=[k // 2] * 4)]
+    graph = h.make_graph(nodes, "branches", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, height, 8])],
+                          [h.make_tensor_value_info("y", T.FLOAT, [1, 6, (height + 1) // 2, 4])],
+                          [w("wa", (4, 3, 3, 3)), w("ba", (4,)), w("wb", (4, 3, 3, 3)),
+                           w("wc", (6, 4, k, k))])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
 def text_detector_head(path: Path, bias: float = -10.0) -> Path:
     """A text detector's forms as paddle2onnx exports PP-OCRv4's (dynamic N, H, W; opset 11):
     a stride-2 conv + HardSwish (x * HardSigmoid(x, 0.2, 0.5)), a stride-2 conv, an SE gate

@@ -11,10 +11,11 @@ from dataclasses import replace
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import memtrade
+from onnx_cases import branches_block
 from csdf.model import INPUT, EdgeId
 from csdf.parts import all_parts
 from deploy.build.derive import derive as deploy_plan
@@ -32,29 +33,11 @@ STORED = {"fp32": "float32", "fp16": "float16", "int8": "uint8"}
 WEIGHT = {"fp32": np.float32, "fp16": np.float16, "int8": np.int8}
 
 
-def _branches(path):
-    """input [1,3,9,8] read by convs a (bias) and b, their Add s, then conv c (stride 2):
-    layers by parts with padding rows, a join of two precisions, a CNN input read by two."""
-    rng = np.random.default_rng(0)
-    w = lambda n, s: numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
-    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["a"], name="a", pads=[1, 1, 1, 1]),
-             helper.make_node("Conv", ["x", "wb"], ["b"], name="b", pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["a", "b"], ["s"], name="s"),
-             helper.make_node("Conv", ["s", "wc"], ["y"], name="c", strides=[2, 2], pads=[1, 1, 1, 1],
-                              kernel_shape=[3, 3])]
-    graph = helper.make_graph(
-        nodes, "branches", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, H, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 5, 4])],
-        [w("wa", (4, 3, 3, 3)), w("ba", (4,)), w("wb", (4, 3, 3, 3)), w("wc", (6, 4, 3, 3))])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
-
-
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    path = _branches(tmp_path_factory.mktemp("layer_storage") / "branches.onnx")
+    # input [1,3,9,8] read by convs a (bias) and b, their Add s, then conv c (3x3, stride 2):
+    # layers by parts with padding rows, a join of two precisions, a CNN input read by two
+    path = branches_block(tmp_path_factory.mktemp("layer_storage") / "branches.onnx", H, 3)
     app = memtrade.load_app({"name": "branches", "platform": "jetson-tx2", "precision": "auto",
                              "min_sqnr_db": 20, "cnns": [{"name": "n", "model": str(path)}]})
     return app, deployment_scales(app.cnns, None)

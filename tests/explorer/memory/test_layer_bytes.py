@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import memtrade
+from onnx_cases import branches_block
 from explorer.app.layer_precision import LADDER, LayerPrecisions, uniform
 from explorer.app.model import PRECISIONS
 from explorer.plan.derive import derive, plan_for, whole_phases
@@ -21,28 +19,9 @@ from sdf3.errors import InputError
 BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
 
 
-def _branches(path):
-    """input [1,3,8,8] read by two convs (a: 4 channels, b: 4 channels), their Add, then conv c
-    (6 channels): the input and a, b have two readers or one; c reads a tensor of the Add."""
-    rng = np.random.default_rng(0)
-    w = lambda n, s: numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
-    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["a"], name="a", pads=[1, 1, 1, 1]),
-             helper.make_node("Conv", ["x", "wb"], ["b"], name="b", pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["a", "b"], ["s"], name="s"),
-             helper.make_node("Conv", ["s", "wc"], ["y"], name="c", strides=[2, 2])]
-    graph = helper.make_graph(
-        nodes, "branches", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4, 4])],
-        [w("wa", (4, 3, 3, 3)), w("ba", (4,)), w("wb", (4, 3, 3, 3)), w("wc", (6, 4, 1, 1))])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
-
-
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    path = _branches(tmp_path_factory.mktemp("layer_bytes") / "branches.onnx")
+    path = branches_block(tmp_path_factory.mktemp("layer_bytes") / "branches.onnx")
     return memtrade.load_app({"name": "branches", "platform": "jetson-tx2", "precision": "auto",
                               "min_sqnr_db": 20, "cnns": [{"name": "n", "model": str(path)}]})
 
