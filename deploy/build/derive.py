@@ -21,8 +21,8 @@ from deploy.build.model_ports import model_ports
 from deploy.build.regions import band_step, bands, prune, shared
 from deploy.quant.scales import ActivationScales
 from deploy.runtime import arena, manifest as mf
-from deploy.runtime.manifest_records import (ArenaBuffer, CnnInfo, Port, SourceModel, StepModel,
-                                             StoredEdge)
+from deploy.runtime.manifest_records import (DTYPE_BYTES, ArenaBuffer, CnnInfo, Port,
+                                             SourceModel, StepModel, StoredEdge)
 from deploy.runtime.step_records import ManifestPartition, Step
 from deploy.checks import plan_check
 from explorer.app.layer_precision import AUTO, LayerPrecisions
@@ -31,7 +31,6 @@ from explorer.plan.plan_file import from_dict
 from sdf3.errors import InputError
 
 DTYPES = {4: "float32", 2: "float16", 1: "uint8"}
-ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1, "int8": 1}
 
 
 def _write_reference(source: str, target: Path, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -197,7 +196,7 @@ def _placed_edges(plan: Plan, cnns: dict[str, CNN], phases: dict, groups: dict, 
     for eid, e in plan.edges.items():
         name = str(eid)
         own = layers.dtype(eid.cnn, eid.src) if layers is not None else None
-        data_bytes = ELEMENT_BYTES[own] if own else int(plan.data_bytes)
+        data_bytes = DTYPE_BYTES[own] if own else int(plan.data_bytes)
         shape = tuple(int(v) for v in cnns[eid.cnn].edge_shape(eid.src, eid.dst))
         n, c, h, w = shape
         buf = int(e.buffer)

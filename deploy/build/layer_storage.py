@@ -9,8 +9,6 @@ uint8: deploy/quant/scales.py) and int8 weights, one scale per output channel
 (each input at its own producer's type, deploy/steps/storage.py) and the store of its
 output, so a conversion at a precision boundary happens inside the reading step.
 
->>> storage_dtype("fp16", None)
-'float16'
 """
 from __future__ import annotations
 
@@ -19,18 +17,8 @@ from typing import Callable, Mapping
 
 from csdf.model import CNN, INPUT
 from deploy.quant.scales import ActivationScales
+from deploy.quant.stored import data_type
 from explorer.app.layer_precision import LayerPrecisions
-
-_DTYPES = {"fp32": "float32", "fp16": "float16"}
-
-
-def storage_dtype(precision: str, scales: ActivationScales | None) -> str:
-    """The element type a tensor at `precision` (fp32, fp16, int8) is stored in."""
-    if precision == "int8":
-        if scales is None:
-            raise ValueError("an int8 tensor is stored with its calibrated scale")
-        return scales.dtype
-    return _DTYPES[precision]
 
 
 @dataclass(frozen=True)
@@ -50,7 +38,8 @@ class LayerStorage:
         for name, cnn in cnns.items():
             precisions[name] = {l: layers.name(name, l) for l in cnn.order()
                                 if cnn.layer(l).op != INPUT}
-            tensors[name] = {l: storage_dtype(layers.tensor(cnn, name, l).name, scales)
+            quant = scales.dtype if scales is not None else None
+            tensors[name] = {l: data_type(layers.tensor(cnn, name, l).name, quant)
                              for l in cnn.order()}
             weights[name] = {l: weights_for(layers.name(name, l)) for l in cnn.order()}
         return LayerStorage(precisions, tensors, weights)

@@ -51,15 +51,22 @@ def verify(manifest, root: str | Path) -> None:
                  f"deployment is damaged or was edited; deploy it again")
     for rel, want in sorted(recorded.items()):
         path = root / rel
-        try:
-            path.resolve().relative_to(root.resolve())
-        except ValueError:
+        if not inside(root, path):
             fail(f"{root / 'manifest.json'}: key '{KEY}': {rel!r} leads outside the deployment directory")
         if not path.is_file():
             fail(f"{path}: the file is gone: the deployment is damaged or was edited; deploy it again")
         if digest(path) != want:
             fail(f"{path}: differs from what `explore deploy` wrote (its SHA-256 is not the one "
                  f"in key '{KEY}'): the deployment is damaged or was edited; deploy it again")
+
+
+def inside(root: Path, path: Path) -> bool:
+    """Whether `path`, links resolved, lies inside directory `root`."""
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
 
 
 def changed(manifest, root: str | Path) -> list[str] | None:

@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Callable
 
 from csdf.model import EdgeId
+from deploy.quant.stored import data_type
 from deploy.runtime.manifest_records import Manifest
-
-_STORED = {"fp32": "float32", "fp16": "float16"}
 
 
 def check(manifest: Manifest, fail: Callable[[str], None]) -> None:
@@ -26,10 +25,10 @@ def check(manifest: Manifest, fail: Callable[[str], None]) -> None:
         if types is None:
             fail(f"key 'tensor_dtypes' has no entry for CNN {cnn!r}")
         for layer, precision in layers.items():
-            want = _STORED.get(precision) or (quant.dtype if quant is not None else None)
-            if want is None:
+            if precision == "int8" and quant is None:
                 fail(f"key 'layer_precisions.{cnn}.{layer}' is int8, but the deployment has "
                      f"no key 'quantization' (no int8 scales)")
+            want = data_type(precision, quant.dtype if quant is not None else None)
             got = types.get(layer)
             if got != want:
                 fail(f"key 'layer_precisions.{cnn}.{layer}' is {precision}, but the layer's "

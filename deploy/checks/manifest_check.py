@@ -32,12 +32,11 @@ from onnx import TensorProto
 
 from deploy.checks import files, layer_entries, quant_entries
 from deploy.runtime import arena
-from deploy.runtime.manifest_records import Manifest, Step
+from deploy.runtime.manifest_records import DTYPE_BYTES, Manifest, Step
 from sdf3.errors import InputError
 
 ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "uint8": TensorProto.UINT8,
         "int8": TensorProto.INT8}
-SIZE = {"float32": 4, "float16": 2, "uint8": 1, "int8": 1}
 
 
 class _Fail:
@@ -61,16 +60,15 @@ def check(manifest: Manifest, deploy_dir: str | Path) -> None:
     of its keys were checked as it was read (deploy/runtime/manifest_records.py)."""
     root = Path(deploy_dir)
     fail = _Fail(str(root / "manifest.json"))
-    size = SIZE[manifest.dtype]
     total = manifest.arena_bytes
     _buffers(manifest, total, fail)
     layer_entries.check(manifest, fail)
-    _edges(manifest, size, fail)
+    _edges(manifest, fail)
     _cnns(manifest, root, fail)
-    spans = _steps(manifest, root, size, fail)
+    spans = _steps(manifest, root, fail)
     files.verify(manifest, root)
     _live_overlaps(manifest, spans, fail)
-    outputs = sum(2 * prod(o.shape) * SIZE[manifest.dtype_of(n, o.layer)]
+    outputs = sum(2 * prod(o.shape) * DTYPE_BYTES[manifest.dtype_of(n, o.layer)]
                   for n, c in manifest.cnns.items() for o in c.outputs)
     arena.check_fits(total + outputs, fail.where, "the arena and output arrays")
     _models(manifest, root, fail)
@@ -87,12 +85,12 @@ def _buffers(manifest: Manifest, total: int, fail) -> None:
     # each other): what must never share bytes is two live edges (_live_overlaps)
 
 
-def _edges(manifest: Manifest, size: int, fail) -> None:
+def _edges(manifest: Manifest, fail) -> None:
     bufs = manifest.buffers
     for name, e in manifest.edges.items():
         where = f"edges.{name}"
         n, c, h, w = e.shape
-        size = SIZE[e.dtype] if e.dtype is not None else size
+        size = DTYPE_BYTES[manifest.edge_dtype(e)]
         if not _shape(list(e.shape)):
             fail(f"{where}: expected a 4-D 'shape' and layout nchw, hncw or tile")
         if not 0 <= e.buffer < len(bufs):
@@ -117,9 +115,7 @@ def _inside(root: Path, rel: Any, what: str, fail) -> Path:
         fail(f"{what}: {rel!r} is not a path relative to the deployment (a deployment reads "
              f"only its own directory)")
     path = root / rel
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
+    if not files.inside(root, path):
         fail(f"{what}: {rel!r} leads outside the deployment directory")
     if not path.is_file():
         fail(f"{what}: {rel} is missing")
@@ -152,7 +148,7 @@ def _views(manifest: Manifest, step: Step, parity: int, fail, where: str
            ) -> list[tuple[str, int, int, str, int]]:
     """(edge, first byte, end byte, role, member) of every arena view a step binds, and of
     every edge a chain step's member reads inside the call."""
-    edges, size = manifest.edges, SIZE[manifest.dtype]
+    edges, size = manifest.edges, DTYPE_BYTES[manifest.dtype]
     out = []
 
     def edge_of(b):
@@ -175,7 +171,7 @@ def _views(manifest: Manifest, step: Step, parity: int, fail, where: str
                 fail(f"{where}: binding {b.name!r}: slot {b.slot!r} outside 0..{e.slots - 1} "
                      f"of {name}, or no 4-D shape")
             start = e.offset + b.slot * e.row_bytes
-            end = start + prod(b.shape) * (SIZE[e.dtype] if e.dtype is not None else size)
+            end = start + prod(b.shape) * DTYPE_BYTES[manifest.edge_dtype(e)]
             if end > e.offset + e.bytes:
                 fail(f"{where}: binding {b.name!r} reads or writes bytes {start}..{end}, past "
                      f"the end of {name} ({e.offset + e.bytes})")
@@ -195,7 +191,7 @@ def _views(manifest: Manifest, step: Step, parity: int, fail, where: str
     return out
 
 
-def _steps(manifest: Manifest, root: Path, size: int, fail) -> dict[str, dict[str, list[int]]]:
+def _steps(manifest: Manifest, root: Path, fail) -> dict[str, dict[str, list[int]]]:
     """Check every step's bindings; returns, per edge, per partition, the steps touching it
     and the first step writing it (for the lifetimes)."""
     edges, cnns = manifest.edges, manifest.cnns
@@ -356,7 +352,7 @@ def _signature(step: Step, manifest: Manifest, cnn: str) -> dict[str, tuple[int,
     for b in step.bind:
         if b.kind == "edge":
             e = manifest.edges.get(b.edges[0])
-            own = e.dtype if e is not None and e.dtype is not None else manifest.dtype
+            own = manifest.edge_dtype(e) if e is not None else manifest.dtype
             sig[b.name] = (ELEM[own], list(b.shape))
         elif b.kind == "output":
             sig[b.name] = (ELEM[manifest.dtype_of(cnn, b.layer)], list(b.shape))

@@ -39,6 +39,20 @@ class Weights:
 FP32 = Weights()
 
 
+# a precision's stored tensors (its data), fp32 and fp16; int8's type is its calibration's
+DATA_TYPES = {"fp32": "float32", "fp16": "float16"}
+
+
+def data_type(precision: str, quant_dtype: str | None) -> str:
+    """The element type a tensor at `precision` (fp32, fp16, int8) is stored in; int8's is
+    `quant_dtype`, its calibrated 8-bit type (deploy/quant/scales.py)."""
+    if precision == "int8":
+        if quant_dtype is None:
+            raise ValueError("an int8 tensor is stored with its calibrated scale")
+        return quant_dtype
+    return DATA_TYPES[precision]
+
+
 def weights_for(precision: str) -> str:
     """The storage of parameters at a plan's parameter `precision` (`WEIGHT_TYPES`; float32
     for a name it lacks): what a backend that stores them at the plan's precision keeps

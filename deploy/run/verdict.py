@@ -110,6 +110,7 @@ import numpy as np
 
 from deploy.checks import reference
 from deploy.quant.scales import ActivationScales, key
+from deploy.runtime.manifest_records import QUANT_DTYPES
 from deploy.backends import registry
 
 RTOL = {"float32": 2e-4, "float16": 1e-2}
@@ -270,7 +271,7 @@ def _per_layer(manifest, rms, diffs, sizes, noise, stored) -> dict[str, Verdict]
             out[name] = Verdict("n/a", reason="no reference model or --no-check")
             continue
         kinds = {manifest.dtype_of(name, o.layer) for o in info.outputs}
-        if kinds & {"uint8", "int8"}:
+        if kinds & set(QUANT_DTYPES):
             kind, floor = "int8", tolerance("int8", None, size, None,
                                             int8_step(quant, [key(name, o.layer) for o in info.outputs]))
         else:

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from deploy.runtime.manifest_records import Binding, Manifest, Step, StoredEdge
+from deploy.runtime.manifest_records import QUANT_DTYPES, Binding, Manifest, Step, StoredEdge
 from sdf3.errors import InputError
 
 
@@ -205,7 +205,7 @@ class Executor:
 
     def _quantized(self, cnn: str, layer: str) -> bool:
         """Whether `layer`'s output is stored as int8 bytes with a scale."""
-        return self.quant is not None and self.manifest.dtype_of(cnn, layer) in ("uint8", "int8")
+        return self.quant is not None and self.manifest.dtype_of(cnn, layer) in QUANT_DTYPES
 
     def _collect(self, run: CnnRun, parity: int, into: list | None) -> list[np.ndarray]:
         out = []

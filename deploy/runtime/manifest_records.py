@@ -322,6 +322,10 @@ class Manifest:
         """The element type layer `layer` of CNN `cnn` stores its output in."""
         return self.tensor_dtypes.get(cnn, {}).get(layer, self.dtype)
 
+    def edge_dtype(self, e: StoredEdge) -> str:
+        """The element type stored edge `e` holds."""
+        return e.dtype if e.dtype is not None else self.dtype
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "format": FORMAT, "version": VERSION, "name": self.name, "backend": self.backend,

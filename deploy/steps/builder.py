@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from csdf.layer_attrs import WeightParams
 from csdf.model import Layer
+from deploy.quant.scales import DTYPES as INT8_TYPES
 from deploy.quant.stored import FP32, Weights, quantized, stored_low
 
 OPSET = 13
@@ -56,7 +57,7 @@ class Builder:
     def int8_data(self) -> bool:
         """The step stores its output as int8 (uint8) bytes with a scale: ONNX Runtime fuses
         its DequantizeLinear -> op -> QuantizeLinear into integer kernels."""
-        return self.scales is not None and self.dtype in ("uint8", "int8")
+        return self.scales is not None and self.dtype in INT8_TYPES
 
     def tmp(self, hint: str) -> str:
         self.count += 1

@@ -31,7 +31,7 @@ from csdf.layer_attrs import ActivationAttrs, OpAttrs, PadAttrs, WeightParams, W
 from csdf.model import CNN, OPAQUE, Layer
 from csdf.onnx_qdq import inner_key
 from csdf.parts import window
-from deploy.quant.scales import TensorScale
+from deploy.quant.scales import DTYPES as INT8_TYPES, TensorScale
 from deploy.quant.stored import FP32, Weights
 from deploy.steps import primitives, storage
 from deploy.steps.builder import IR_VERSION, ONNX_TYPE, OPSET, Builder
@@ -316,7 +316,7 @@ def step_model(layer: Layer, inputs: list[InPort], outputs: list[OutPort], dtype
                         [port.rows, 1, 1, 1], np.int64))])
                     x = _apply_mask(b, layer.op, x, by_row)
                     premasked = True
-                elif not xs and b.scales is not None and read in ("uint8", "int8") \
+                elif not xs and b.scales is not None and read in INT8_TYPES \
                         and layer.op in WINDOW_OPS:
                     # int8: padding rows set to the stored zero before the DequantizeLinear,
                     # so DequantizeLinear -> Conv -> QuantizeLinear stays whole (QLinearConv)

@@ -12,6 +12,7 @@ readers runs at, so that no reader gets its input at less than its own precision
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable, Mapping
 
 from csdf.model import CNN, INPUT
@@ -48,7 +49,7 @@ class LayerPrecisions:
         return out
 
     def name(self, cnn: str, layer: str) -> str:
-        return self._index().get((cnn, layer), self.default)
+        return self._index.get((cnn, layer), self.default)
 
     def layer(self, cnn: str, layer: str) -> Precision:
         return PRECISIONS[self.name(cnn, layer)]
@@ -75,12 +76,9 @@ class LayerPrecisions:
             total += sum(size * width for size, width in seen.values())
         return total
 
+    @cached_property
     def _index(self) -> dict[tuple[str, str], str]:
-        index = self.__dict__.get("_by_layer")
-        if index is None:
-            index = {(c, l): n for c, l, n in self.chosen}
-            object.__setattr__(self, "_by_layer", index)
-        return index
+        return {(c, l): n for c, l, n in self.chosen}
 
 
 def uniform(cnns: Mapping[str, CNN], name: str) -> LayerPrecisions:

@@ -166,9 +166,8 @@ class PrecisionEvaluation:
 
     def derive(self, genes) -> Derived:
         layers = self.layers(genes)
-        workspace = self.inner.workspace
-        if workspace is not None and hasattr(self.evaluator, "tables_for"):
-            workspace = dict(self.evaluator.tables_for(layers))   # each layer's own precision's
+        workspace = (None if self.inner.workspace is None else     # each layer's own precision's
+                     self.evaluator.tables_for(layers))
         return derive(self.app, self.phases(genes), self.inner.cache, workspace, layers)
 
     def plan(self, genes, fps: dict[str, float], met: bool) -> Plan:

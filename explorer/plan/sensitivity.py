@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping
 
 from csdf.model import CNN
@@ -38,7 +39,7 @@ class Sensitivity:
         """The row's SQNR; infinite at fp32; None when the table has no such row."""
         if precision == REFERENCE:
             return math.inf
-        return self._index().get((layer, precision))
+        return self._index.get((layer, precision))
 
     def layers(self) -> list[str]:
         """Layers with a row, in the table's order."""
@@ -55,12 +56,9 @@ class Sensitivity:
                             for r in data["rows"]))
         return Sensitivity(rows, str(data.get("key", "")), int(data.get("frames", 0)))
 
+    @cached_property
     def _index(self) -> dict[tuple[str, str], float]:
-        index = self.__dict__.get("_by_row")
-        if index is None:
-            index = {(l, p): s for l, p, s in self.rows}
-            object.__setattr__(self, "_by_row", index)
-        return index
+        return {(l, p): s for l, p, s in self.rows}
 
 
 def _finite(value: float) -> float | None:
